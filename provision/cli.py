@@ -1,0 +1,62 @@
+"""The ``tpuctl`` command line.
+
+Only click and the standard library are imported here and in ``provision.commands``: the cloud
+client libraries load inside the commands that talk to a cloud, and TensorFlow never loads in
+this process, so ``tpuctl --help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from . import __version__
+from .commands import cost, down, job, logs, simulate, stage, status, train, up
+from .errors import EXIT_FAILURE, EXIT_INTERRUPTED, TpuctlError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="tpuctl")
+def cli() -> None:
+    """Provision preemptible Cloud TPUs for BERT training, keep runs alive through preemption,
+    and delete every TPU that is not training.
+
+    \b
+      tpuctl up bert-lab --zone us-central1-b --accelerator-type v2-8 --preemptible
+      tpuctl stage ./uncased_L-12_H-768_A-12 gs://my-bucket/bert/base
+      tpuctl train bert-lab --job templates/bert-finetune.yaml
+      tpuctl down --idle --idle-for 30m
+
+    Without a GCP project the embedded local provider runs the same flow on this machine's CPU
+    or GPU. Shell completion: eval "$(_TPUCTL_COMPLETE=bash_source tpuctl)".
+    """
+
+
+for _module in (up, status, stage, train, logs, down, cost, simulate, job):
+    cli.add_command(_module.command)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point: click for parsing, one-line errors and DESIGN.md's exit codes."""
+    from .commands._common import report_error
+
+    try:
+        cli.main(args=argv, prog_name="tpuctl", standalone_mode=False)
+        return 0
+    except click.exceptions.Abort:
+        click.echo("tpuctl: aborted", err=True)
+        return EXIT_INTERRUPTED
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except TpuctlError as exc:
+        return report_error(exc)
+    except KeyboardInterrupt:
+        click.echo("tpuctl: interrupted", err=True)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return EXIT_FAILURE
+

@@ -1,0 +1,32 @@
+"""``tpuctl simulate``: rehearse failures (preemption) before they happen on a bill."""
+
+from __future__ import annotations
+
+import click
+
+from ._common import acting_on, emit_json, json_option, open_provider, provider_options, resolve_target
+from .up import complete_cluster
+
+
+@click.group("simulate")
+def command() -> None:
+    """Rehearse failures on the local provider or the fake cloud."""
+
+
+@command.command("preempt")
+@click.argument("cluster", shell_complete=complete_cluster)
+@provider_options
+@json_option
+def preempt(cluster: str, provider: str | None, project: str | None, as_json: bool) -> None:
+    """Preempt CLUSTER's TPU now: it goes PREEMPTED and its job is killed without warning."""
+    from .. import cluster as clusters, validate
+
+    validate.cluster_name(cluster)
+    target = resolve_target(provider, project)
+    acting_on(target, "simulate preempt")
+    prov = open_provider(target)
+    node = clusters.preempt(prov, cluster)
+    if as_json:
+        emit_json({"ok": True, "cluster": cluster, "tpu": node.to_dict()})
+    else:
+        click.echo(f"TPU {node.name} in {node.zone} is now {node.state.value}")

@@ -1,0 +1,87 @@
+"""``tpuctl up NAME``: a host VM and a (preemptible) TPU, created concurrently, idempotently."""
+
+from __future__ import annotations
+
+import click
+
+from ._common import (acting_on, dry_run_option, emit_json, json_option, open_provider, provider_options,
+                      resolve_target, say)
+
+
+def complete_cluster(ctx: click.Context, param: click.Parameter, incomplete: str) -> list:
+    from ..cluster import cached_names
+
+    return [click.shell_completion.CompletionItem(n) for n in cached_names() if n.startswith(incomplete)]
+
+
+@click.command("up")
+@click.argument("name", shell_complete=complete_cluster)
+@click.option("--zone", "-z", "zone", metavar="ZONE[,ZONE...]",
+              help="Zone, or zones in failover order (default: TPUCTL_ZONE, config, gcloud; local: us-central1-b).")
+@click.option("--accelerator-type", "-a", default="v2-8", show_default=True, metavar="TYPE",
+              help="TPU type: v2-8, v3-8, v4-8, v5litepod-8, v5p-8, v6e-8, or a pod slice.")
+@click.option("--arch", type=click.Choice(["vm", "node"]), default="vm", show_default=True,
+              help="TPU VM (v2 API) or TPU Node (v1 API, end-of-life, v2/v3 only) with a host VM.")
+@click.option("--preemptible", is_flag=True, help="Preemptible TPU (about 30% of the on-demand price).")
+@click.option("--spot", is_flag=True, help="Spot TPU VM.")
+@click.option("--machine-type", default="n1-standard-2", show_default=True, help="Host VM machine type.")
+@click.option("--no-vm", is_flag=True, help="No host VM (TPU VM architecture only).")
+@click.option("--runtime-version", metavar="IMAGE", help="TPU VM runtime, e.g. tpu-vm-tf-2.16.1-pjrt.")
+@click.option("--tf-version", metavar="VERSION", help="TensorFlow version of a TPU Node, e.g. 2.12.0.")
+@click.option("--cidr", metavar="BLOCK", help="TPU Node IP range (default: the first free block).")
+@click.option("--network", default="default", show_default=True, help="VPC network.")
+@click.option("--subnetwork", default=None, help="Subnetwork (TPU VM and host VM).")
+@click.option("--bucket", metavar="gs://BUCKET", help="Bucket for checkpoints and runs.")
+@click.option("--label", "labels", multiple=True, metavar="KEY=VALUE",
+              help="Label every resource of the cluster (repeatable); tpuctl-keep=true protects from reaping.")
+@click.option("--queued", is_flag=True, help="Ask through a queued resource (TPU VM).")
+@click.option("--valid-until", metavar="DURATION", help="With --queued: give up if not granted within DURATION.")
+@click.option("--no-external-ips", is_flag=True, help="TPU VM without external IPs (private networks).")
+@click.option("--service-account", metavar="EMAIL", help="Service account of the host VM and TPU VM.")
+@click.option("--autodown", metavar="DURATION", help="The host VM deletes the TPU once idle this long.")
+@click.option("--keep-on-failure", is_flag=True, help="Keep what was created if up fails halfway.")
+@click.option("--timeout", default="30m", show_default=True, metavar="DURATION", help="How long to wait for READY.")
+@provider_options
+@dry_run_option
+@json_option
+def command(name: str, zone: str | None, accelerator_type: str, arch: str, preemptible: bool, spot: bool,
+            machine_type: str, no_vm: bool, runtime_version: str | None, tf_version: str | None,
+            cidr: str | None, network: str, subnetwork: str | None, bucket: str | None,
+            labels: tuple[str, ...], queued: bool, valid_until: str | None, no_external_ips: bool,
+            service_account: str | None, autodown: str | None, keep_on_failure: bool, timeout: str,
+            provider: str | None, project: str | None, dry_run: bool, as_json: bool) -> None:
+    """Create the cluster NAME: a host VM and a TPU, or adopt what already exists."""
+    from .. import cluster, validate
+    from ..errors import UsageError
+    from ..providers.base import ClusterSpec
+
+    validate.cluster_name(name)
+    user_labels = validate.labels(labels)
+    wait_s = validate.duration(timeout)
+    valid_s = validate.duration(valid_until) if valid_until else None
+    autodown_s = validate.duration(autodown) if autodown else None
+    if bucket:
+        validate.bucket_url(bucket)
+    if runtime_version and arch == "node":
+        raise UsageError("--runtime-version is for TPU VMs", hint="use --tf-version with --arch node")
+    if tf_version and arch == "vm":
+        raise UsageError("--tf-version is for TPU Nodes", hint="use --runtime-version with --arch vm")
+    if no_external_ips and arch == "node":
+        raise UsageError("--no-external-ips is for TPU VMs", hint="TPU Nodes have no external IPs; drop the flag")
+    target = resolve_target(provider, project, zone.split(",")[0] if zone else None)
+    zones = validate.zones(zone) if zone else validate.zones(target.zone or cluster.default_zone(target))
+    spec = ClusterSpec(
+        name=name, accelerator_type=accelerator_type, zones=zones, provider=target.provider,
+        project=target.project, arch=arch, preemptible=preemptible, spot=spot,
+        machine_type=None if no_vm else machine_type, runtime_version=runtime_version,
+        tensorflow_version=tf_version, cidr=cidr, network=network, subnetwork=subnetwork,
+        bucket=bucket, labels=user_labels, queued=queued, valid_until_seconds=valid_s,
+        external_ips=not no_external_ips, service_account=service_account, autodown_seconds=autodown_s,
+    )
+    acting_on(target, "up")
+    prov = open_provider(target)
+    result = cluster.up(prov, spec, dry_run=dry_run, keep_on_failure=keep_on_failure, timeout=wait_s, log=say)
+    if as_json:
+        emit_json(result.to_dict())
+    else:
+        click.echo(result.summary())

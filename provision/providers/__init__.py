@@ -1,0 +1,24 @@
+"""Providers: one module per cloud behind the protocol in :mod:`provision.providers.base`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..config import Target
+    from .base import Provider
+
+
+def get_provider(target: Target) -> Provider:
+    """Instantiate the provider a resolved target names; imports only that provider's libraries."""
+    if target.provider == "local":
+        from ..config import home
+        from .local import LocalProvider
+
+        return LocalProvider(home(), settings=target.settings)
+    if target.provider == "gcp":
+        from ..errors import NotAvailable
+
+        raise NotAvailable("the gcp provider is not available in this version of tpuctl yet",
+                           hint="use --provider local; nothing was created")
+    raise ValueError(target.provider)

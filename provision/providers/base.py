@@ -1,0 +1,346 @@
+"""The provider interface: what tpuctl needs from a cloud, and nothing more.
+
+Providers only translate between these dataclasses and a cloud's API: create, get, list and
+delete host VMs and TPU nodes, read long-running operations, and list the IP ranges in use on a
+network. Every decision (which CIDR block, what to do after a preemption, which zone next, what
+is idle) lives in the pure core, which is why the local provider and the GCP provider run the
+very same control plane.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from .. import validate
+from ..accelerators import AcceleratorType, parse as parse_accelerator
+
+
+class Arch(str, enum.Enum):
+    NODE = "node"   # TPU Node: a TPU reached over gRPC from a separate Compute Engine VM (v1 API)
+    VM = "vm"       # TPU VM: the TPU hosts run the job themselves (v2 API)
+
+
+class TpuState(str, enum.Enum):
+    """The Cloud TPU node states (the same in the v1 and v2 APIs)."""
+
+    STATE_UNSPECIFIED = "STATE_UNSPECIFIED"
+    CREATING = "CREATING"
+    READY = "READY"
+    RESTARTING = "RESTARTING"
+    REIMAGING = "REIMAGING"
+    DELETING = "DELETING"
+    REPAIRING = "REPAIRING"
+    STOPPED = "STOPPED"
+    STOPPING = "STOPPING"
+    STARTING = "STARTING"
+    PREEMPTED = "PREEMPTED"
+    TERMINATED = "TERMINATED"
+    HIDING = "HIDING"
+    HIDDEN = "HIDDEN"
+    UNHIDING = "UNHIDING"
+    UNKNOWN = "UNKNOWN"
+
+    @classmethod
+    def of(cls, value: Any) -> TpuState:
+        name = getattr(value, "name", value)
+        try:
+            return cls(str(name))
+        except ValueError:
+            return cls.UNKNOWN
+
+
+class Health(str, enum.Enum):
+    HEALTH_UNSPECIFIED = "HEALTH_UNSPECIFIED"
+    HEALTHY = "HEALTHY"
+    TIMEOUT = "TIMEOUT"
+    UNHEALTHY_TENSORFLOW = "UNHEALTHY_TENSORFLOW"
+    UNHEALTHY_MAINTENANCE = "UNHEALTHY_MAINTENANCE"
+    UNKNOWN = "UNKNOWN"
+
+    @classmethod
+    def of(cls, value: Any) -> Health:
+        name = getattr(value, "name", value)
+        if name in (None, "", 0):
+            return cls.HEALTH_UNSPECIFIED
+        try:
+            return cls(str(name))
+        except ValueError:
+            return cls.UNKNOWN
+
+
+class VmState(str, enum.Enum):
+    """Compute Engine instance states."""
+
+    PROVISIONING = "PROVISIONING"
+    STAGING = "STAGING"
+    RUNNING = "RUNNING"
+    STOPPING = "STOPPING"
+    STOPPED = "STOPPED"
+    SUSPENDING = "SUSPENDING"
+    SUSPENDED = "SUSPENDED"
+    REPAIRING = "REPAIRING"
+    TERMINATED = "TERMINATED"
+    UNKNOWN = "UNKNOWN"
+
+    @classmethod
+    def of(cls, value: Any) -> VmState:
+        name = getattr(value, "name", value)
+        try:
+            return cls(str(name))
+        except ValueError:
+            return cls.UNKNOWN
+
+
+# States in which a TPU holds quota or bills but can never train again without being recreated.
+DEAD_TPU_STATES = frozenset({TpuState.PREEMPTED, TpuState.TERMINATED})
+# States on the way to READY.
+PENDING_TPU_STATES = frozenset({TpuState.CREATING, TpuState.STARTING, TpuState.RESTARTING,
+                                TpuState.REIMAGING, TpuState.REPAIRING, TpuState.UNHIDING})
+
+
+DEFAULT_MACHINE_TYPE = "n1-standard-2"
+DEFAULT_NETWORK = "default"
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """Everything ``tpuctl up`` was asked for; validated on construction."""
+
+    name: str
+    accelerator_type: str
+    zones: tuple[str, ...]
+    provider: str = "local"
+    project: str | None = None
+    arch: Arch = Arch.VM
+    preemptible: bool = False
+    spot: bool = False
+    machine_type: str | None = DEFAULT_MACHINE_TYPE  # host VM; None: no host VM (arch vm only)
+    runtime_version: str | None = None               # TPU VM image (arch vm)
+    tensorflow_version: str | None = None            # TPU Node TensorFlow (arch node)
+    cidr: str | None = None                          # requested block; None: allocate
+    network: str = DEFAULT_NETWORK
+    subnetwork: str | None = None
+    bucket: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    queued: bool = False
+    valid_until_seconds: float | None = None
+    external_ips: bool = True
+    service_account: str | None = None
+    autodown_seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        validate.cluster_name(self.name)
+        object.__setattr__(self, "zones", validate.zones(self.zones))
+        object.__setattr__(self, "arch", Arch(self.arch))
+        acc = parse_accelerator(self.accelerator_type)
+        object.__setattr__(self, "accelerator_type", acc.name)
+        if not acc.supports(self.arch.value):
+            archs = " or ".join(f"--arch {a}" for a in acc.generation.architectures)
+            raise validate.UsageError(
+                f"{acc.name} is not offered as a TPU {'Node' if self.arch == Arch.NODE else 'VM'}",
+                hint=f"use {archs}")
+        if self.preemptible and self.spot:
+            raise validate.UsageError("--preemptible and --spot both given", hint="choose one of them")
+        if self.spot and self.arch == Arch.NODE:
+            raise validate.UsageError("spot is not offered for TPU Nodes", hint="use --preemptible with --arch node")
+        if self.arch == Arch.NODE and not self.machine_type:
+            raise validate.UsageError("a TPU Node needs a host VM to run TensorFlow",
+                                      hint="drop --no-vm, or use --arch vm")
+        if self.queued and self.arch == Arch.NODE:
+            raise validate.UsageError("--queued is for TPU VMs", hint="use --arch vm with --queued")
+        if self.valid_until_seconds is not None and not self.queued:
+            raise validate.UsageError("--valid-until needs --queued", hint="add --queued")
+        if self.cidr:
+            validate.cidr(self.cidr)
+        object.__setattr__(self, "labels", dict(self.labels))
+
+    @property
+    def zone(self) -> str:
+        return self.zones[0]
+
+    @property
+    def accelerator(self) -> AcceleratorType:
+        return parse_accelerator(self.accelerator_type)
+
+    @property
+    def interruptible(self) -> bool:
+        return self.preemptible or self.spot
+
+    def software_version(self) -> str:
+        acc = self.accelerator
+        if self.arch == Arch.NODE:
+            from ..accelerators import DEFAULT_TENSORFLOW_VERSION
+            return self.tensorflow_version or DEFAULT_TENSORFLOW_VERSION
+        return self.runtime_version or acc.generation.default_runtime
+
+    def resource_labels(self, role: str) -> dict[str, str]:
+        """Labels on every resource tpuctl creates: the user's plus cluster and role."""
+        out = dict(self.labels)
+        out[validate.CLUSTER_LABEL] = self.name
+        out[validate.ROLE_LABEL] = role
+        return out
+
+    def with_zone(self, zone: str) -> ClusterSpec:
+        rest = tuple(z for z in self.zones if z != zone)
+        return _replace(self, zones=(zone, *rest))
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["arch"] = self.arch.value
+        d["zones"] = list(self.zones)
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ClusterSpec:
+        known = {f for f in cls.__dataclass_fields__}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        kwargs["zones"] = tuple(kwargs.get("zones") or ())
+        return cls(**kwargs)
+
+
+def _replace(spec: ClusterSpec, **changes: Any) -> ClusterSpec:
+    import dataclasses
+    return dataclasses.replace(spec, **changes)
+
+
+@dataclass
+class Endpoint:
+    ip_address: str
+    port: int = 8470
+
+
+@dataclass
+class Vm:
+    name: str
+    zone: str
+    state: VmState
+    machine_type: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    internal_ip: str | None = None
+    external_ip: str | None = None
+    created_at: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["state"] = self.state.value
+        return d
+
+
+@dataclass
+class TpuNode:
+    name: str
+    zone: str
+    arch: Arch
+    accelerator_type: str
+    state: TpuState
+    health: Health = Health.HEALTH_UNSPECIFIED
+    health_description: str = ""
+    cidr_block: str | None = None
+    preemptible: bool = False
+    spot: bool = False
+    version: str | None = None          # runtime_version (vm) or tensorflow_version (node)
+    network: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    endpoints: list[Endpoint] = field(default_factory=list)
+    created_at: float | None = None
+    device: str | None = None           # local provider: what stands in for the TPU ("cpu", "gpu:0")
+
+    @property
+    def cluster(self) -> str | None:
+        return self.labels.get(validate.CLUSTER_LABEL)
+
+    @property
+    def keep(self) -> bool:
+        return self.labels.get(validate.KEEP_LABEL) == "true"
+
+    @property
+    def interruptible(self) -> bool:
+        return self.preemptible or self.spot
+
+    @property
+    def dead(self) -> bool:
+        return self.state in DEAD_TPU_STATES
+
+    @property
+    def usable(self) -> bool:
+        return self.state == TpuState.READY and self.health in (Health.HEALTHY, Health.HEALTH_UNSPECIFIED)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["arch"] = self.arch.value
+        d["state"] = self.state.value
+        d["health"] = self.health.value
+        return d
+
+
+@dataclass
+class OperationError:
+    code: int                 # google.rpc.Code: 3 INVALID_ARGUMENT, 8 RESOURCE_EXHAUSTED, ...
+    message: str
+
+
+@dataclass
+class Operation:
+    """A long-running operation on one resource."""
+
+    name: str                 # provider-specific id, enough to poll it again
+    zone: str
+    verb: str                 # "create" or "delete"
+    kind: str                 # "vm", "tpu" or "queued-resource"
+    target: str               # resource name
+    done: bool = False
+    error: OperationError | None = None
+    started_at: float = field(default_factory=time.time)
+
+    @property
+    def ok(self) -> bool:
+        return self.done and self.error is None
+
+    def describe(self) -> str:
+        return f"{self.verb} {self.kind} {self.target} in {self.zone}"
+
+
+@dataclass(frozen=True)
+class UsedRange:
+    """An IP range in use on a network, and what uses it (for error messages)."""
+
+    cidr: str
+    source: str
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """What the control plane needs from a cloud."""
+
+    name: ClassVar[str]
+    project: str
+
+    # Host VMs
+    def create_vm(self, spec: ClusterSpec, zone: str) -> Operation: ...
+    def get_vm(self, zone: str, name: str) -> Vm | None: ...
+    def list_vms(self, zone: str | None = None, labels: dict[str, str] | None = None) -> list[Vm]: ...
+    def delete_vm(self, zone: str, name: str) -> Operation: ...
+
+    # TPU nodes
+    def create_tpu(self, spec: ClusterSpec, zone: str, cidr: str | None) -> Operation: ...
+    def get_tpu(self, zone: str, name: str) -> TpuNode | None: ...
+    def list_tpus(self, zone: str | None = None, labels: dict[str, str] | None = None) -> list[TpuNode]: ...
+    def delete_tpu(self, zone: str, name: str) -> Operation: ...
+
+    # Operations
+    def poll(self, op: Operation) -> Operation: ...
+
+    # Network: every range a new TPU block must not overlap
+    def used_ranges(self, spec: ClusterSpec) -> list[UsedRange]: ...
+
+    # Rehearsal: make a TPU PREEMPTED as the cloud would
+    def simulate_preemption(self, zone: str, name: str) -> TpuNode: ...
+
+
+def matches(labels: dict[str, str], selector: dict[str, str] | None) -> bool:
+    if not selector:
+        return True
+    return all(labels.get(k) == v for k, v in selector.items())

@@ -1,0 +1,1 @@
+"""Buckets: Google Cloud Storage (gcs.py) and bucket directories for the local provider (local.py)."""

@@ -1,0 +1,77 @@
+"""Shared fixtures: every test gets its own TPUCTL_HOME, config and gcloud config directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+_ISOLATED_VARS = (
+    "TPUCTL_PROVIDER", "TPUCTL_PROJECT", "TPUCTL_ZONE", "GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT",
+    "CLOUDSDK_COMPUTE_ZONE", "CLOUDSDK_ACTIVE_CONFIG_NAME", "TPUCTL_TPU_API_ENDPOINT",
+    "TPUCTL_COMPUTE_API_ENDPOINT", "TPUCTL_TPU_GRPC_ENDPOINT", "STORAGE_EMULATOR_HOST", "TPUCTL_CREDENTIALS",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+)
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path_factory, monkeypatch):
+    root = tmp_path_factory.mktemp("tpuctl-home")
+    for var in _ISOLATED_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("TPUCTL_HOME", str(root / "home"))
+    monkeypatch.setenv("TPUCTL_CONFIG", str(root / "config.toml"))
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(root / "gcloud"))
+    # The local provider's TPU goes READY quickly in tests; tests that need slower ones set it.
+    monkeypatch.setenv("TPUCTL_LOCAL_TPU_CREATE_SECONDS", "0.2")
+    monkeypatch.setenv("TPUCTL_LOCAL_VM_CREATE_SECONDS", "0.1")
+    monkeypatch.setenv("TPUCTL_LOCAL_DELETE_SECONDS", "0.1")
+    yield root
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    def json(self):
+        return json.loads(self.out)
+
+
+@pytest.fixture
+def tpuctl(capsys):
+    """Run tpuctl in this process (fast); returns exit code, stdout and stderr."""
+    from provision.cli import main
+    from provision.commands import _common
+
+    def run(*args: str) -> Result:
+        capsys.readouterr()
+        _common._state.update(json=False, quiet=False)
+        code = main(list(args))
+        captured = capsys.readouterr()
+        return Result(code, captured.out, captured.err)
+
+    return run
+
+
+def run_tpuctl_process(*args: str, env: dict | None = None, timeout: float = 120, **kw) -> Result:
+    """Run tpuctl as a separate process, as a user or a second concurrent tpuctl would."""
+    full_env = dict(os.environ)
+    if env:
+        full_env.update(env)
+    proc = subprocess.run([sys.executable, "-m", "provision", *args], capture_output=True, text=True,
+                          env=full_env, timeout=timeout, cwd=kw.get("cwd", REPO))
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.fixture
+def tpuctl_process():
+    return run_tpuctl_process
