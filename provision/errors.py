@@ -27,6 +27,9 @@ class TpuctlError(Exception):
         text = self.message if not self.hint else f"{self.message}; {self.hint}"
         return " ".join(text.split())
 
+    def __str__(self) -> str:
+        return self.one_line()
+
 
 class UsageError(TpuctlError):
     """Bad input: found before any resource is created. Exit code 2."""

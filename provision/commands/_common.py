@@ -67,7 +67,12 @@ def say(message: str) -> None:
         click.echo(message, err=True)
 
 
-def acting_on(target: Target, verb: str) -> None:
+def acting_on(target: Target, verb: str, zone: str | None = None) -> None:
+    """Every command says which provider, project and zone it acts on (DESIGN.md)."""
+    if zone:
+        import dataclasses
+
+        target = dataclasses.replace(target, zone=zone)
     say(f"tpuctl {verb}: {target.describe()}")
 
 

@@ -42,7 +42,7 @@ def command(name: str | None, keep_vm: bool, idle: bool, idle_for: str, zone: st
         not_yet("tpuctl down --idle")
     validate.cluster_name(name)
     target = resolve_target(provider, project, zone)
-    acting_on(target, "down")
+    acting_on(target, "down", zone=zone or "all")
     prov = open_provider(target)
     result = cluster.down(prov, name, zone=zone, keep_vm=keep_vm, dry_run=dry_run, timeout=wait_s, log=say)
     if as_json:

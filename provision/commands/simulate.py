@@ -23,7 +23,7 @@ def preempt(cluster: str, provider: str | None, project: str | None, as_json: bo
 
     validate.cluster_name(cluster)
     target = resolve_target(provider, project)
-    acting_on(target, "simulate preempt")
+    acting_on(target, "simulate preempt", zone="all")
     prov = open_provider(target)
     node = clusters.preempt(prov, cluster)
     if as_json:

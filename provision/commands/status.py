@@ -22,7 +22,7 @@ def command(name: str | None, zone: str | None, provider: str | None, project: s
     if zone:
         validate.zone(zone)
     target = resolve_target(provider, project, zone)
-    acting_on(target, "status")
+    acting_on(target, "status", zone=zone or "all")
     prov = open_provider(target)
     views = cluster.status(prov, name=name, zone=zone)
     if name and not views:

@@ -78,7 +78,7 @@ def command(name: str, zone: str | None, accelerator_type: str, arch: str, preem
         bucket=bucket, labels=user_labels, queued=queued, valid_until_seconds=valid_s,
         external_ips=not no_external_ips, service_account=service_account, autodown_seconds=autodown_s,
     )
-    acting_on(target, "up")
+    acting_on(target, "up", zone=",".join(zones))
     prov = open_provider(target)
     result = cluster.up(prov, spec, dry_run=dry_run, keep_on_failure=keep_on_failure, timeout=wait_s, log=say)
     if as_json:

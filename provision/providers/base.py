@@ -16,6 +16,8 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from .. import validate
 from ..accelerators import AcceleratorType, parse as parse_accelerator
+from ..cidr import Used
+from ..errors import UsageError
 
 
 class Arch(str, enum.Enum):
@@ -139,20 +141,20 @@ class ClusterSpec:
         object.__setattr__(self, "accelerator_type", acc.name)
         if not acc.supports(self.arch.value):
             archs = " or ".join(f"--arch {a}" for a in acc.generation.architectures)
-            raise validate.UsageError(
+            raise UsageError(
                 f"{acc.name} is not offered as a TPU {'Node' if self.arch == Arch.NODE else 'VM'}",
                 hint=f"use {archs}")
         if self.preemptible and self.spot:
-            raise validate.UsageError("--preemptible and --spot both given", hint="choose one of them")
+            raise UsageError("--preemptible and --spot both given", hint="choose one of them")
         if self.spot and self.arch == Arch.NODE:
-            raise validate.UsageError("spot is not offered for TPU Nodes", hint="use --preemptible with --arch node")
+            raise UsageError("spot is not offered for TPU Nodes", hint="use --preemptible with --arch node")
         if self.arch == Arch.NODE and not self.machine_type:
-            raise validate.UsageError("a TPU Node needs a host VM to run TensorFlow",
+            raise UsageError("a TPU Node needs a host VM to run TensorFlow",
                                       hint="drop --no-vm, or use --arch vm")
         if self.queued and self.arch == Arch.NODE:
-            raise validate.UsageError("--queued is for TPU VMs", hint="use --arch vm with --queued")
+            raise UsageError("--queued is for TPU VMs", hint="use --arch vm with --queued")
         if self.valid_until_seconds is not None and not self.queued:
-            raise validate.UsageError("--valid-until needs --queued", hint="add --queued")
+            raise UsageError("--valid-until needs --queued", hint="add --queued")
         if self.cidr:
             validate.cidr(self.cidr)
         object.__setattr__(self, "labels", dict(self.labels))
@@ -303,14 +305,6 @@ class Operation:
         return f"{self.verb} {self.kind} {self.target} in {self.zone}"
 
 
-@dataclass(frozen=True)
-class UsedRange:
-    """An IP range in use on a network, and what uses it (for error messages)."""
-
-    cidr: str
-    source: str
-
-
 @runtime_checkable
 class Provider(Protocol):
     """What the control plane needs from a cloud."""
@@ -333,8 +327,12 @@ class Provider(Protocol):
     # Operations
     def poll(self, op: Operation) -> Operation: ...
 
-    # Network: every range a new TPU block must not overlap
-    def used_ranges(self, spec: ClusterSpec) -> list[UsedRange]: ...
+    # Network: every range a new TPU block must not overlap, and claims on blocks that every
+    # tpuctl in the project sees (so two concurrent ups never pick the same block)
+    def used_ranges(self, spec: ClusterSpec) -> list[Used]: ...
+    def reserved_range(self, spec: ClusterSpec) -> str | None: ...
+    def reserve_range(self, spec: ClusterSpec, block: str) -> bool: ...
+    def release_range(self, cluster: str) -> None: ...
 
     # Rehearsal: make a TPU PREEMPTED as the cloud would
     def simulate_preemption(self, zone: str, name: str) -> TpuNode: ...

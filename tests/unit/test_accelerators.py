@@ -1,0 +1,48 @@
+"""The accelerator table: one place for cores, chips, hosts and range sizes."""
+
+import pytest
+
+from provision import accelerators, prices
+from provision.errors import UsageError
+
+
+@pytest.mark.parametrize("name, cores, chips, hosts, prefix", [
+    ("v2-8", 8, 4, 1, 29), ("v3-8", 8, 4, 1, 29), ("v2-32", 32, 16, 4, 29), ("v3-32", 32, 16, 4, 29),
+    ("v3-64", 64, 32, 8, 28), ("v3-128", 128, 64, 16, 27), ("v3-256", 256, 128, 32, 26),
+    ("v3-512", 512, 256, 64, 25), ("v3-1024", 1024, 512, 128, 24), ("v2-512", 512, 256, 64, 25),
+])
+def test_node_sizes_match_ctpu(name, cores, chips, hosts, prefix):
+    acc = accelerators.parse(name)
+    assert (acc.cores, acc.chips, acc.hosts, acc.node_cidr_prefix) == (cores, chips, hosts, prefix)
+
+
+@pytest.mark.parametrize("name, chips, hosts", [
+    ("v4-8", 4, 1), ("v4-32", 16, 4), ("v5p-8", 4, 1), ("v5litepod-1", 1, 1), ("v5litepod-8", 8, 1),
+    ("v5litepod-16", 16, 4), ("v6e-8", 8, 1), ("v6e-256", 256, 64),
+])
+def test_vm_generations_count_chips_and_hosts(name, chips, hosts):
+    acc = accelerators.parse(name)
+    assert (acc.chips, acc.hosts) == (chips, hosts)
+    assert acc.supports("vm") and not acc.supports("node")
+
+
+@pytest.mark.parametrize("name, fragment", [
+    ("v2-16", "not a v2 slice size"), ("v9-8", "unknown accelerator type"), ("tpu", "unknown accelerator type"),
+    ("v5litepod-3", "not a v5litepod slice size"), ("", "unknown accelerator type"),
+])
+def test_unknown_types_name_the_fix(name, fragment):
+    with pytest.raises(UsageError) as err:
+        accelerators.parse(name)
+    assert fragment in err.value.one_line() and "use one of" in err.value.one_line()
+
+
+def test_every_type_has_a_price():
+    for acc in accelerators.all_types():
+        assert prices.tpu_hourly(acc, preemptible=True) < prices.tpu_hourly(acc, preemptible=False)
+
+
+def test_published_anchor_prices():
+    assert prices.tpu_hourly(accelerators.parse("v2-8"), preemptible=False) == 4.50
+    assert prices.tpu_hourly(accelerators.parse("v2-8"), preemptible=True) == 1.35
+    assert prices.tpu_hourly(accelerators.parse("v3-8"), preemptible=True) == 2.40
+    assert "recorded" in prices.describe_source()
