@@ -147,7 +147,7 @@ def test_state_changes_are_real(tmp_path):
 
 
 def test_rerun_after_a_crash_mid_up_adopts_instead_of_duplicating():
-    env = {**os.environ, "TPUCTL_LOCAL_TPU_CREATE_SECONDS": "30"}
+    env = {**os.environ, "TPUCTL_LOCAL_TPU_CREATE_SECONDS": "4"}
     proc = subprocess.Popen([sys.executable, "-m", "provision", "up", "crashy", "--arch", "node"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 30
@@ -159,7 +159,7 @@ def test_rerun_after_a_crash_mid_up_adopts_instead_of_duplicating():
     assert tpu is not None and tpu.state.value == "CREATING"
     r = run_tpuctl_process("up", "crashy", "--arch", "node", "--json",
                            env={"TPUCTL_LOCAL_TPU_CREATE_SECONDS": "0.1"}, timeout=60)
-    # The crashed run's TPU is still CREATING (30 s); the rerun adopts it and waits for it.
+    # The crashed run's TPU is still CREATING (4 s); the rerun adopts it and waits for it.
     assert r.code == 0, r.err
     assert r.json()["created"] == [] or r.json()["created"] == ["VM crashy (us-central1-b)"]
     assert any(a.startswith("TPU crashy") for a in r.json()["adopted"])
