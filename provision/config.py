@@ -154,5 +154,7 @@ def resolve(provider: str | None = None, project: str | None = None,
     if prov == "local":
         proj = "local"  # the local provider has no projects; everything lives under TPUCTL_HOME
         sources["project"] = "local provider"
-    settings = cfg.get(prov, {}) if isinstance(cfg.get(prov), dict) else {}
+    settings = dict(cfg.get(prov, {})) if isinstance(cfg.get(prov), dict) else {}
+    if cfg.get("tpu_cidr_pool") and "tpu_cidr_pool" not in settings:
+        settings["tpu_cidr_pool"] = cfg["tpu_cidr_pool"]
     return Target(provider=prov, project=proj, zone=z, sources=sources, settings=settings)

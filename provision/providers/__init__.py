@@ -17,8 +17,7 @@ def get_provider(target: Target) -> Provider:
 
         return LocalProvider(home(), settings=target.settings)
     if target.provider == "gcp":
-        from ..errors import NotAvailable
+        from .gcp import GcpProvider
 
-        raise NotAvailable("the gcp provider is not available in this version of tpuctl yet",
-                           hint="use --provider local; nothing was created")
+        return GcpProvider(target.project, settings=target.settings)
     raise ValueError(target.provider)

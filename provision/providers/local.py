@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from .. import statefile
-from ..cidr import Used
+from ..cidr import Used, parse_pool
 from ..errors import CloudError, NotFound
 from ..validate import region_of
 from .base import (Arch, ClusterSpec, Endpoint, Health, Operation, OperationError, TpuNode, TpuState, Vm,
@@ -75,6 +75,7 @@ class LocalProvider:
             self.delays[key] = max(0.0, float(raw))
         stock = os.environ.get("TPUCTL_LOCAL_STOCKOUT_ZONES", settings.get("stockout_zones", ""))
         self.stockout_zones = {z.strip() for z in str(stock).split(",") if z.strip()}
+        self.cidr_pool = parse_pool(settings.get("tpu_cidr_pool"))
 
     # ---- paths -----------------------------------------------------------------------------
     def _tpu_path(self, zone: str, name: str) -> Path:

@@ -1,0 +1,83 @@
+"""Turn Google client-library exceptions and operation errors into :class:`Failure`.
+
+The classification itself lives in :mod:`provision.failures`; this module only reads what the
+libraries carry (gRPC status, HTTP status, ErrorInfo reason, QuotaFailure details, Compute
+operation error codes) so that every caller sees the same kinds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..failures import Failure, Kind, Scope, classify
+from ..redact import redact
+
+# Compute Engine operation error codes (error.errors[].code) and what they mean to tpuctl.
+_COMPUTE_CODES = {
+    "ZONE_RESOURCE_POOL_EXHAUSTED": (Kind.STOCKOUT, Scope.ZONE),
+    "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS": (Kind.STOCKOUT, Scope.ZONE),
+    "RESOURCE_POOL_EXHAUSTED": (Kind.STOCKOUT, Scope.ZONE),
+    "QUOTA_EXCEEDED": (Kind.QUOTA, Scope.REGION),
+    "RESOURCE_ALREADY_EXISTS": (Kind.EXISTS, Scope.CALL),
+    "RESOURCE_NOT_FOUND": (Kind.NOT_FOUND, Scope.CALL),
+    "PERMISSIONS_ERROR": (Kind.PERMISSION, Scope.CLOUD),
+}
+
+
+def failure_of(exc: BaseException) -> Failure:
+    """Classify any exception a client call can raise."""
+    try:
+        from google.api_core import exceptions as gexc
+    except ImportError:  # pragma: no cover - the libraries are base dependencies
+        gexc = None
+    if gexc is not None and isinstance(exc, gexc.GoogleAPICallError):
+        code = None
+        status = getattr(exc, "grpc_status_code", None)
+        if status is not None:
+            code = status.value[0]
+        http = exc.code if isinstance(exc.code, int) and exc.code >= 100 else None
+        reason = getattr(exc, "reason", None)
+        message = redact(str(exc.message or exc))
+        quota_scope = None
+        for detail in getattr(exc, "details", None) or []:
+            text = str(detail)
+            if "QuotaFailure" in type(detail).__name__ or "quota" in text.lower():
+                quota_scope = "region"
+                message = f"{message} ({redact(text.strip())[:200]})"
+        return classify(code=code, http_status=http, message=message, reason=reason, quota_scope=quota_scope)
+    if gexc is not None and isinstance(exc, gexc.RetryError):
+        return Failure(Kind.TRANSIENT, Scope.CALL, redact(str(exc)))
+    name = type(exc).__name__
+    if name in ("ConnectionError", "Timeout", "ReadTimeout", "ConnectTimeout", "ChunkedEncodingError",
+                "ProtocolError", "RemoteDisconnected", "TransportError"):
+        return Failure(Kind.TRANSIENT, Scope.CALL, redact(str(exc)))
+    try:
+        import grpc
+
+        if isinstance(exc, grpc.RpcError) and hasattr(exc, "code"):
+            return classify(code=exc.code().value[0], message=redact(str(exc.details())))
+    except ImportError:  # pragma: no cover
+        pass
+    return Failure(Kind.UNKNOWN, Scope.CLOUD, redact(f"{name}: {exc}"))
+
+
+def compute_operation_failure(error: Any) -> tuple[int, str]:
+    """(google.rpc code, message) for a Compute Engine operation's ``error.errors[]``."""
+    errors = list(getattr(error, "errors", None) or [])
+    if not errors:
+        return 2, "operation failed without details"
+    first = errors[0]
+    code_name = getattr(first, "code", "") or ""
+    message = redact(getattr(first, "message", "") or code_name)
+    kind, _scope = _COMPUTE_CODES.get(code_name, (None, None))
+    if kind == Kind.STOCKOUT:
+        return 8, f"{code_name}: {message}"
+    if kind == Kind.QUOTA:
+        return 8, f"Quota exceeded: {message}"
+    if kind == Kind.EXISTS:
+        return 6, message
+    if kind == Kind.NOT_FOUND:
+        return 5, message
+    if kind == Kind.PERMISSION:
+        return 7, message
+    return 2, f"{code_name}: {message}" if code_name else message
