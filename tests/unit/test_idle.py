@@ -1,0 +1,64 @@
+"""The reaper's idle policy: what a user would expect to be deleted, and what never is."""
+
+from provision.idle import RunView, judge
+from provision.providers.base import Arch, Health, TpuNode, TpuState
+
+NOW = 1_000_000.0
+HOUR = 3600.0
+
+
+def node(state=TpuState.READY, created=NOW - 10 * HOUR, **labels):
+    return TpuNode(name="n", zone="us-central1-b", arch=Arch.VM, accelerator_type="v2-8", state=state,
+                   health=Health.HEALTHY, preemptible=True, created_at=created,
+                   labels={"tpuctl-cluster": "n", **labels})
+
+
+def run(status="running", heartbeat=NOW - 60, ended=None, sup=NOW - 5):
+    return RunView("r1", status, heartbeat_at=heartbeat, ended_at=ended, supervisor_heartbeat_at=sup)
+
+
+def test_a_training_tpu_is_kept():
+    v = judge(node(), run(), now=NOW, idle_for=1800)
+    assert not v.delete and "training" in v.reason
+
+
+def test_no_run_is_idle_since_creation():
+    assert judge(node(created=NOW - 3600), None, now=NOW, idle_for=1800).delete
+    fresh = judge(node(created=NOW - 60), None, now=NOW, idle_for=1800)
+    assert not fresh.delete and "no run attached" in fresh.reason
+
+
+def test_finished_and_failed_runs_are_idle_since_they_ended():
+    for status in ("finished", "failed", "gave_up"):
+        v = judge(node(), run(status, ended=NOW - 1900, heartbeat=NOW - 1900), now=NOW, idle_for=1800)
+        assert v.delete and status in v.reason and v.idle_since == NOW - 1900
+    assert not judge(node(), run("finished", ended=NOW - 100), now=NOW, idle_for=1800).delete
+
+
+def test_a_run_whose_heartbeat_stopped_is_idle():
+    v = judge(node(), run(heartbeat=NOW - 2 * HOUR, sup=NOW - 2 * HOUR), now=NOW, idle_for=1800)
+    assert v.delete and "has not reported progress" in v.reason
+
+
+def test_preempted_nodes_go_unless_a_live_supervisor_recreates_them():
+    for state in (TpuState.PREEMPTED, TpuState.TERMINATED):
+        assert judge(node(state), None, now=NOW, idle_for=1800).delete
+        assert judge(node(state), run("recovering", sup=NOW - 300), now=NOW, idle_for=1800).delete
+        kept = judge(node(state), run("recovering", sup=NOW - 10), now=NOW, idle_for=1800)
+        assert not kept.delete and "recreating" in kept.reason
+
+
+def test_keep_label_and_deleting_nodes_are_never_touched():
+    assert not judge(node(TpuState.PREEMPTED, **{"tpuctl-keep": "true"}), None, now=NOW, idle_for=0).delete
+    assert not judge(node(TpuState.DELETING), None, now=NOW, idle_for=0).delete
+
+
+def test_creating_node_of_a_live_run_is_kept():
+    v = judge(node(TpuState.CREATING, created=NOW - 3 * HOUR), run("recovering", heartbeat=NOW - 3 * HOUR),
+              now=NOW, idle_for=1800)
+    assert not v.delete
+
+
+def test_a_job_that_has_not_reported_yet_is_vouched_for_by_its_supervisor():
+    v = judge(node(created=NOW - 3 * HOUR), run("starting", heartbeat=None, sup=NOW - 3), now=NOW, idle_for=1800)
+    assert not v.delete

@@ -1,0 +1,87 @@
+"""The supervisor's recovery policy, exhaustively over states, health, exit codes and budgets."""
+
+import itertools
+
+import pytest
+
+from provision.policy import Action, JobPhase, Observed, decide, poll_interval, UNHEALTHY_GRACE_S
+from provision.providers.base import Health, TpuState
+
+
+def obs(**kw):
+    base = dict(tpu_state=TpuState.READY, tpu_health=Health.HEALTHY, job=JobPhase.RUNNING)
+    base.update(kw)
+    return Observed(**base)
+
+
+def test_finished_wins_over_everything():
+    for state in list(TpuState) + [None]:
+        d = decide(obs(tpu_state=state, job=JobPhase.EXITED, exit_code=0))
+        assert d.action == Action.FINISH
+
+
+@pytest.mark.parametrize("state", [None, TpuState.PREEMPTED, TpuState.TERMINATED])
+def test_dead_or_missing_tpu_is_recreated_and_counts_as_preemption(state):
+    d = decide(obs(tpu_state=state))
+    assert d.action == Action.RECREATE_TPU and d.counts_as == "preemption"
+
+
+def test_exit_42_recreates_the_tpu():
+    d = decide(obs(job=JobPhase.EXITED, exit_code=42))
+    assert (d.action, d.counts_as) == (Action.RECREATE_TPU, "preemption")
+
+
+def test_unhealthy_tpu_gets_a_grace_period():
+    sick = dict(tpu_health=Health.UNHEALTHY_MAINTENANCE)
+    assert decide(obs(**sick, unhealthy_for_s=UNHEALTHY_GRACE_S - 1)).action == Action.WAIT
+    assert decide(obs(**sick, unhealthy_for_s=UNHEALTHY_GRACE_S)).action == Action.RECREATE_TPU
+
+
+def test_preemptions_are_unbounded_by_default_and_bounded_on_request():
+    assert decide(obs(tpu_state=TpuState.PREEMPTED, preemptions=10_000)).action == Action.RECREATE_TPU
+    assert decide(obs(tpu_state=TpuState.PREEMPTED, preemptions=1, max_preemptions=2)).action == Action.RECREATE_TPU
+    d = decide(obs(tpu_state=TpuState.PREEMPTED, preemptions=2, max_preemptions=2))
+    assert d.action == Action.GIVE_UP and "--max-preemptions 2" in d.reason
+
+
+def test_job_errors_restart_within_their_budget():
+    d = decide(obs(job=JobPhase.EXITED, exit_code=1, failures=0, max_failures=2))
+    assert (d.action, d.counts_as) == (Action.START_JOB, "failure")
+    assert decide(obs(job=JobPhase.EXITED, exit_code=1, failures=1, max_failures=2)).action == Action.START_JOB
+    d = decide(obs(job=JobPhase.EXITED, exit_code=3, failures=2, max_failures=2))
+    assert d.action == Action.GIVE_UP and "exit code 3" in d.reason
+    assert decide(obs(job=JobPhase.EXITED, exit_code=1, max_failures=0)).action == Action.GIVE_UP
+
+
+def test_a_job_error_on_a_preempted_tpu_is_a_preemption_not_a_failure():
+    # SIGKILL by a preemption leaves exit code -9; the TPU state explains it.
+    d = decide(obs(tpu_state=TpuState.PREEMPTED, job=JobPhase.EXITED, exit_code=-9, max_failures=0))
+    assert (d.action, d.counts_as) == (Action.RECREATE_TPU, "preemption")
+
+
+def test_pending_tpu_waits_and_ready_tpu_starts_the_job():
+    for state in (TpuState.CREATING, TpuState.REPAIRING, TpuState.RESTARTING, TpuState.STARTING):
+        assert decide(obs(tpu_state=state, job=JobPhase.NOT_STARTED)).action == Action.WAIT
+    assert decide(obs(job=JobPhase.NOT_STARTED)).action == Action.START_JOB
+    assert decide(obs()).action == Action.WAIT
+
+
+def test_lost_job_on_healthy_tpu_restarts():
+    d = decide(obs(job=JobPhase.LOST))
+    assert (d.action, d.counts_as) == (Action.START_JOB, "preemption")
+
+
+def test_every_combination_yields_a_decision_with_a_reason():
+    codes = [None, 0, 1, 42, -9, 137]
+    for state, health, job, code in itertools.product(list(TpuState) + [None], list(Health), list(JobPhase), codes):
+        d = decide(Observed(tpu_state=state, tpu_health=health, job=job, exit_code=code, unhealthy_for_s=999))
+        assert d.reason
+        if job == JobPhase.EXITED and code == 0:
+            assert d.action == Action.FINISH
+        if d.action == Action.START_JOB:
+            assert state == TpuState.READY and health not in (Health.TIMEOUT, Health.UNHEALTHY_TENSORFLOW,
+                                                               Health.UNHEALTHY_MAINTENANCE)
+
+
+def test_poll_interval_never_exceeds_the_base():
+    assert poll_interval(10, 0.0) == 8.0 and poll_interval(10, 0.999) < 10
