@@ -35,6 +35,8 @@ def cli() -> None:
 
 for _module in (up, status, stage, train, logs, down, cost, simulate, job):
     cli.add_command(_module.command)
+cli.add_command(train.supervise)
+cli.add_command(train.agent)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -194,9 +194,12 @@ def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_
 
     want_vm = spec.machine_type is not None
     zones = list(spec.zones)
-    if tpu is not None:
+    if tpu is not None and not tpu.dead:
         zones = [tpu.zone]
-    elif vm is not None and spec.arch == Arch.NODE:
+    elif tpu is not None:
+        # recreating after a preemption: its old zone first, then the user's failover order
+        zones = [tpu.zone] + [z for z in zones if z != tpu.zone]
+    if (tpu is None or tpu.dead) and vm is not None and spec.arch == Arch.NODE:
         # a TPU Node is reached from its host: keep it in the host's region
         same_region = [z for z in zones if region_of(z) == region_of(vm.zone)]
         if not same_region:
@@ -550,6 +553,27 @@ def _rollback(provider: Provider, spec: ClusterSpec, made: list[tuple[str, str, 
         else:
             log(f"rolled back {kind} {name} in {zone}")
     return remaining
+
+
+def recreate_tpu(provider: Provider, spec: ClusterSpec, *, timeout: float = 1800.0, log: Log = _noop,
+                 backoff: Backoff | None = None) -> UpResult:
+    """Delete the cluster's TPU whatever its state, then bring it back: same name, type and range.
+
+    The range reservation survives the deletion, so the new node gets its old block back; a
+    stockout moves it to the next allowed zone as ``up`` does.
+    """
+    backoff = backoff or Backoff()
+    for node in find(provider, spec.name).tpus:
+        if node.state != TpuState.DELETING:
+            log(f"deleting TPU {node.name} in {node.zone} ({node.state.value})")
+            try:
+                op = provider.delete_tpu(node.zone, node.name)
+                wait_all(provider, [op], timeout=timeout, backoff=backoff)
+            except NotFound:
+                pass
+        wait_until(lambda n=node: provider.get_tpu(n.zone, n.name) is None, timeout=timeout, backoff=backoff)
+        spec = spec.with_zone(node.zone) if node.zone in spec.zones else spec
+    return up(provider, spec, timeout=timeout, log=log, backoff=backoff)
 
 
 # ---- down ----------------------------------------------------------------------------------------

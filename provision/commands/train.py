@@ -4,31 +4,191 @@ from __future__ import annotations
 
 import click
 
-from ._common import dry_run_option, json_option, not_yet, parse_sets, provider_options
+from ._common import (acting_on, dry_run_option, emit_json, json_option, open_provider, parse_sets, provider_options,
+                      resolve_target, say)
+from .up import complete_cluster
 
 
 @click.command("train")
-@click.argument("cluster")
+@click.argument("cluster", shell_complete=complete_cluster)
 @click.option("--job", "job_spec", required=True, metavar="SPEC", help="Job spec YAML (see templates/).")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a job spec value (repeatable).")
-@click.option("--detach", is_flag=True, help="Supervise from the always-on host VM; the laptop may disconnect.")
+@click.option("--bucket", metavar="gs://BUCKET", help="Bucket for the run's records and checkpoints "
+                                                      "(default: the cluster's; local: a local bucket).")
+@click.option("--code", metavar="DIR", help="Your code: staged with the run and put on the job's PYTHONPATH.")
+@click.option("--detach", is_flag=True, help="Supervise from the always-on host; the laptop may disconnect.")
 @click.option("--max-preemptions", type=click.IntRange(min=0), default=None,
-              help="Give up after this many preemptions (default: unbounded).")
+              help="Give up after this many preemptions (default: unbounded, preemption is expected).")
 @click.option("--max-failures", type=click.IntRange(min=0), default=3, show_default=True,
-              help="Give up after this many job errors (exit codes other than 0 and 42).")
+              help="Job errors (exit codes other than 0 and 42) to restart after; the next one stops the run.")
+@click.option("--poll", "poll_s", type=click.FloatRange(min=0.5, max=10.0), default=10.0, show_default=True,
+              help="Seconds between checks of the TPU and the job (at most 10, with jitter).")
+@click.option("--on-interrupt", type=click.Choice(["ask", "leave", "stop"]), default="ask", show_default=True,
+              help="What Ctrl-C does: ask, leave the run supervised on the host, or stop it.")
 @provider_options
 @dry_run_option
 @json_option
-def command(cluster: str, job_spec: str, sets: tuple[str, ...], detach: bool, max_preemptions: int | None,
-            max_failures: int, provider: str | None, project: str | None, dry_run: bool, as_json: bool) -> None:
-    """Run a job spec on CLUSTER and recover it from preemptions."""
+def command(cluster: str, job_spec: str, sets: tuple[str, ...], bucket: str | None, code: str | None,
+            detach: bool, max_preemptions: int | None, max_failures: int, poll_s: float, on_interrupt: str,
+            provider: str | None, project: str | None, dry_run: bool, as_json: bool) -> None:
+    """Run a job spec on CLUSTER and recover it from preemptions.
+
+    The run gets a stable id; its spec, your code and this exact tpuctl (as a wheel) go to the
+    run's directory in the bucket, with its event log. A preempted or unhealthy TPU is recreated
+    with the same name, type and IP range, and the job resumes from its newest checkpoint.
+    """
     from pathlib import Path
 
-    from .. import validate
-    from ..errors import UsageError
+    from .. import cluster as clusters, runs, training, validate
+    from ..errors import JobFailed, NotFound, UsageError
 
     validate.cluster_name(cluster)
-    parse_sets(sets)
+    pairs = parse_sets(sets)
     if not Path(job_spec).is_file():
-        raise UsageError(f"job spec {job_spec} not found", hint="pass --job templates/bert-finetune.yaml or another YAML file")
-    not_yet("tpuctl train")
+        raise UsageError(f"job spec {job_spec} not found",
+                         hint="pass --job templates/bert-finetune.yaml or another YAML file")
+    if bucket:
+        validate.bucket_url(bucket)
+    target = resolve_target(provider, project)
+    prov = open_provider(target)
+    found = clusters.find(prov, cluster)
+    tpu = found.tpu
+    if tpu is None:
+        raise NotFound(f"cluster {cluster} has no TPU ({target.describe()})", hint=f"run tpuctl up {cluster} first")
+    acting_on(target, "train", zone=tpu.zone)
+    spec = training.cluster_spec_for(prov, cluster, tpu)
+    bucket_url = runs.check_bucket_for(target.provider, bucket or spec.bucket)
+    if detach and target.provider != "local" and not spec.machine_type:
+        raise UsageError("--detach needs the cluster's host VM to supervise the run",
+                         hint=f"recreate the cluster with a host VM (no --no-vm), or train without --detach")
+    prep = training.prepare(prov, target, spec, tpu, job_spec=job_spec, sets=pairs, bucket=bucket_url, code=code,
+                            max_preemptions=max_preemptions, max_failures=max_failures)
+    rec = prep.record
+    if dry_run:
+        doc = {"ok": True, "dry_run": True, "run_id": rec.run_id, "cluster": cluster, "bucket": bucket_url,
+               "model_dir": rec.model_dir, "job": rec.job, "num_train_steps": rec.num_train_steps,
+               "would_stage": ["spec.yaml", "tpuctl wheel"] + (["code/"] if prep.code_dir else [])}
+        if as_json:
+            emit_json(doc)
+        else:
+            click.echo(f"dry run: would start run {rec.run_id} ({rec.job}, {rec.num_train_steps} steps) on {cluster}; "
+                       f"model_dir {rec.model_dir}; nothing was staged or started")
+        return
+
+    store = training.open_store(rec, target)
+    if not store.bucket.exists():
+        raise UsageError(f"bucket {bucket_url} does not exist", hint=f"create it: tpuctl stage --create-bucket ... "
+                                                                    f"or gcloud storage buckets create {bucket_url}")
+    training.stage_run(store, prep, say)
+    say(f"run {rec.run_id}: {rec.job}, {rec.num_train_steps} steps, model_dir {rec.model_dir}")
+    if detach:
+        where = training.hand_over(prov, target, store, rec, spec)
+        say(f"run {rec.run_id} is supervised by {where}; follow it with tpuctl logs {rec.run_id} -f")
+        if as_json:
+            emit_json({"ok": True, "run_id": rec.run_id, "detached": True, "bucket": bucket_url,
+                       "model_dir": rec.model_dir})
+        else:
+            click.echo(rec.run_id)
+        return
+
+    rec = _supervise_foreground(prov, target, spec, store, rec, poll_s=poll_s, on_interrupt=on_interrupt)
+    if as_json:
+        emit_json({"ok": rec.status == "finished", "run": rec.to_dict()})
+    else:
+        click.echo(_summary(rec))
+    if rec.status == "gave_up":
+        raise JobFailed(f"run {rec.run_id} stopped: {rec.reason}",
+                        hint=f"see tpuctl logs {rec.run_id}; checkpoints are kept in {rec.model_dir}")
+
+
+def _summary(rec) -> str:
+    from ..validate import format_duration
+
+    return (f"run {rec.run_id} {rec.status} at step {rec.step}/{rec.num_train_steps}: "
+            f"{rec.attempts} attempt(s), {rec.preemptions} preemption(s), {rec.failures} job error(s), "
+            f"{rec.steps_lost} step(s) and {format_duration(rec.seconds_lost)} lost to them")
+
+
+def _supervise_foreground(prov, target, spec, store, rec, *, poll_s: float, on_interrupt: str):
+    import sys
+
+    from .. import training
+    from ..supervisor import Supervisor
+
+    executor = training.make_executor(prov, store, spec.arch)
+    sup = Supervisor(prov, spec, store, executor, training.attempt_command, where="foreground", poll_s=poll_s,
+                     log=say)
+    while True:
+        try:
+            return sup.run(take_over=True)
+        except KeyboardInterrupt:
+            choice = on_interrupt
+            if choice == "ask":
+                if sys.stdin.isatty():
+                    choice = click.prompt("\nstop the run, or leave it supervised on the host?",
+                                          type=click.Choice(["stop", "leave"]), default="leave")
+                else:
+                    choice = "leave"
+            sup.stop_loop()
+            if choice == "leave":
+                sup.lease.release("handed over after Ctrl-C")
+                where = training.hand_over(prov, target, store, sup.rec, spec)
+                say(f"run {sup.rec.run_id} continues, supervised by {where}; "
+                    f"tpuctl logs {sup.rec.run_id} -f follows it")
+                store.save(sup.rec)
+                return sup.rec
+            rec = sup.rec
+            if rec.attempt:
+                say(f"stopping attempt {rec.attempt['n']}: the job writes a checkpoint first")
+                executor.stop(rec, rec.attempt["n"])
+            rec.status, rec.reason = "stopped", "stopped by the user (Ctrl-C)"
+            import time
+
+            rec.ended_at = time.time()
+            store.event("stopped", step=rec.step, reason=rec.reason)
+            store.save(rec)
+            sup.lease.release("stopped")
+            return rec
+
+
+@click.command("supervise", hidden=True)
+@click.argument("run")
+@click.option("--where", default="host", help="Where this supervisor runs (shown in status).")
+@click.option("--bucket", default=None, help="The run's bucket, when this machine has no record of it.")
+@click.option("--poll", "poll_s", type=click.FloatRange(min=0.5, max=10.0), default=10.0)
+@provider_options
+def supervise(run: str, where: str, bucket: str | None, poll_s: float, provider: str | None,
+              project: str | None) -> None:
+    """Supervise RUN here (what --detach and a Ctrl-C handover start on the host)."""
+    from .. import runs, training
+
+    target = resolve_target(provider, project)
+    entry = {"run_id": run, "bucket": bucket} if bucket else runs.resolve_run(run)
+    prov = open_provider(target)
+    store = training.open_store(entry, target)
+    rec = store.load()
+    from ..cluster import find
+
+    tpu = find(prov, rec.cluster).tpu
+    spec = training.cluster_spec_for(prov, rec.cluster, tpu)
+    executor = training.make_executor(prov, store, spec.arch)
+    from ..supervisor import Supervisor
+
+    sup = Supervisor(prov, spec, store, executor, training.attempt_command, where=where, poll_s=poll_s, log=say)
+    rec = sup.run(take_over=False)
+    click.echo(_summary(rec))
+
+
+@click.command("agent", hidden=True)
+@click.option("--cluster", required=True)
+@click.option("--bucket", required=True)
+@click.option("--project", required=True)
+@click.option("--worker", default=None)
+@click.option("--role", type=click.Choice(["host", "worker"]), default="host")
+def agent(cluster: str, bucket: str, project: str, worker: str | None, role: str) -> None:
+    """The host agent started by a GCP host's startup script."""
+    import socket
+
+    from ..agent import agent_loop
+
+    agent_loop(cluster, bucket, project, worker or socket.gethostname(), role)
