@@ -16,7 +16,14 @@ from .commands import cost, down, job, logs, simulate, stage, status, train, up
 from .errors import EXIT_FAILURE, EXIT_INTERRUPTED, TpuctlError
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class _OrderedGroup(click.Group):
+    """Commands in the order of the workflow (up, status, stage, train, ...), not alphabetical."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)
+
+
+@click.group(cls=_OrderedGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="tpuctl")
 def cli() -> None:
     """Provision preemptible Cloud TPUs for BERT training, keep runs alive through preemption,
