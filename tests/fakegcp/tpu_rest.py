@@ -24,7 +24,7 @@ def paginate(items: list[Any], req: Request, key: str) -> dict[str, Any]:
     except ValueError:
         raise ApiError(3, "Invalid value for field 'page_token'.") from None
     page = items[start:start + size] if size > 0 else items[start:]
-    out: dict[str, Any] = {key: page}
+    out: dict[str, Any] = {key: page} if page else {}  # proto3 JSON omits an empty list
     if size > 0 and start + size < len(items):
         out["nextPageToken"] = str(start + size)
     return out
