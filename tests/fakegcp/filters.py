@@ -27,7 +27,8 @@ def _tokens(text: str) -> list[tuple[str, str]]:
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if not m or m.end() == pos:
-            raise ApiError(3, f"Invalid value for field 'filter': '{text}'. Invalid list filter expression.")
+            raise ApiError(3, f"Invalid value for field 'filter': '{text}'. Invalid list filter "
+                              "expression.", compute_reason="invalid")
         pos = m.end()
         lp, rp, op, dq, sq, word = m.groups()
         if lp:
@@ -73,14 +74,24 @@ class _Parser:
     def take(self) -> tuple[str, str]:
         tok = self.peek()
         if tok is None:
-            raise ApiError(3, f"Invalid value for field 'filter': '{self.text}'. Invalid list filter expression.")
+            raise self.error()
         self.i += 1
         return tok
+
+    def error(self) -> ApiError:
+        return ApiError(3, f"Invalid value for field 'filter': '{self.text}'. Invalid list filter "
+                           "expression.", compute_reason="invalid")
+
+    def value(self) -> str:
+        kind, text = self.take()
+        if kind not in ("word", "str"):
+            raise self.error()
+        return text
 
     def parse(self) -> Predicate:
         pred = self.sequence()
         if self.peek() is not None:
-            raise ApiError(3, f"Invalid value for field 'filter': '{self.text}'. Invalid list filter expression.")
+            raise self.error()
         return pred
 
     def sequence(self) -> Predicate:
@@ -106,26 +117,28 @@ class _Parser:
         if tok[0] == "(":
             inner = self.sequence()
             if self.take()[0] != ")":
-                raise ApiError(3, f"Invalid value for field 'filter': '{self.text}'.")
+                raise self.error()
             return inner
         if tok[0] != "word":
-            raise ApiError(3, f"Invalid value for field 'filter': '{self.text}'. Invalid list filter expression.")
+            raise self.error()
         field = tok[1]
         negate = field.startswith("-")
         field = field.lstrip("-")
         op_tok = self.take()
         op = op_tok[1]
         if op_tok[0] == "word" and op in ("eq", "ne"):
-            pattern = self.take()[1]
-            rx = re.compile(pattern)
+            pattern = self.value()
+            try:
+                rx = re.compile(pattern)
+            except re.error:
+                raise self.error() from None
             want = op == "eq"
             pred: Predicate = lambda r: (
                 (v := _lookup(r, field)) is not None and bool(rx.fullmatch(_text(v)))) == want
         elif op_tok[0] == "op":
-            value = self.take()[1]
-            pred = _compare(field, op, value)
+            pred = _compare(field, op, self.value())
         else:
-            raise ApiError(3, f"Invalid value for field 'filter': '{self.text}'. Invalid list filter expression.")
+            raise self.error()
         return (lambda r: not pred(r)) if negate else pred
 
 

@@ -121,8 +121,9 @@ class Operation:
 
 # -- validation ------------------------------------------------------------------------------------
 def check_location(store: Store, project: str, zone: str) -> None:
+    """Known zones, and ``-`` (every zone) for lists, as the real API accepts."""
     ensure_project(store, project)
-    if zone not in catalog.ZONES and zone not in store.extra_tpu_types:
+    if zone != "-" and zone not in catalog.ZONES and zone not in store.extra_tpu_types:
         raise ApiError(5, f"Location projects/{project}/locations/{zone} is not found or access is "
                           "unauthorized.")
 
@@ -243,6 +244,8 @@ def list_operations(store: Store, project: str, zone: str) -> list[Operation]:
 def create_node(store: Store, project: str, zone: str, node_id: str | None, body: dict[str, Any],
                 api: str) -> Operation:
     check_location(store, project, zone)
+    if zone == "-":
+        raise errors.invalid("Invalid value for field 'parent': a node is created in one zone, not '-'.")
     node_id = _check_node_id(node_id)
     if (project, zone, node_id) in store.nodes:
         raise errors.already_exists(f"projects/{project}/locations/{zone}/nodes/{node_id}")
