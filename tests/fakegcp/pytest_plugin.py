@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import atexit
 import threading
-from collections.abc import Iterator
-from typing import Any, Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 

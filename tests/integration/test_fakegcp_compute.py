@@ -7,7 +7,8 @@ from google.api_core import exceptions as gexc
 from google.cloud import compute_v1
 
 from tests.fakegcp import clients
-from tests.fakegcp.pytest_plugin import fakegcp  # noqa: F401 - until conftest registers the plugin
+
+pytest_plugins = ["tests.fakegcp.pytest_plugin"]  # harmless once tests/conftest.py registers it
 
 ZONE = "us-central1-b"
 OpStatus = compute_v1.Operation.Status

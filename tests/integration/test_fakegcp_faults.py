@@ -9,7 +9,8 @@ from google.rpc import error_details_pb2
 
 from tests.fakegcp import clients
 from tests.fakegcp.clients import FAST_POLLING
-from tests.fakegcp.pytest_plugin import fakegcp  # noqa: F401 - until conftest registers the plugin
+
+pytest_plugins = ["tests.fakegcp.pytest_plugin"]  # harmless once tests/conftest.py registers it
 
 ZONE = "us-central1-b"
 RUNTIME = "tpu-vm-tf-2.16.1-pjrt"
@@ -121,7 +122,7 @@ def test_quota_at_the_call_carries_a_quota_failure(fakegcp, v2, v1):
     with pytest.raises(gexc.TooManyRequests) as rest:
         _create_vm(v2, fakegcp)
     assert "exhausted. Limit 8 in region us-central1" in rest.value.message
-    (violation,) = [d for d in rest.value.details if d["@type"].endswith("QuotaFailure")][0]["violations"]
+    (violation,) = next(d for d in rest.value.details if d["@type"].endswith("QuotaFailure"))["violations"]
     assert violation["quotaMetric"] == "tpu.googleapis.com/TPUV2sPreemptiblePerProjectPerRegionForTPUAPI"
 
     with pytest.raises(gexc.ResourceExhausted) as grpc_err:

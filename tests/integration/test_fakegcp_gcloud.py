@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.fakegcp.pytest_plugin import fakegcp  # noqa: F401 - until conftest registers the plugin
+pytest_plugins = ["tests.fakegcp.pytest_plugin"]  # harmless once tests/conftest.py registers it
 
 ZONE = "us-central1-b"
 
@@ -27,7 +27,7 @@ def test_gcloud_creates_describes_lists_and_deletes(fakegcp, tmp_path):
     env = {**os.environ, **fakegcp.gcloud_config(tmp_path / "gcloud")}
 
     def gcloud(*args: str) -> str:
-        proc = subprocess.run(["gcloud", *args], env=env, capture_output=True, text=True,
+        proc = subprocess.run(["gcloud", *args], check=False, env=env, capture_output=True, text=True,
                               timeout=120)
         assert proc.returncode == 0, f"gcloud {' '.join(args)} failed:\n{proc.stderr}"
         return proc.stdout

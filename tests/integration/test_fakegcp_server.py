@@ -18,7 +18,8 @@ from google.cloud import compute_v1, tpu_v1, tpu_v2
 from tests.fakegcp import clients
 from tests.fakegcp.clients import FAST_POLLING
 from tests.fakegcp.fixture import REPO
-from tests.fakegcp.pytest_plugin import fakegcp, fakegcp_factory  # noqa: F401 - until conftest registers the plugin
+
+pytest_plugins = ["tests.fakegcp.pytest_plugin"]  # harmless once tests/conftest.py registers it
 
 ZONE = "us-central1-b"
 
@@ -66,6 +67,11 @@ def test_env_points_every_client_library_at_the_fake(fakegcp):
     assert ZONE in {z.name for z in zones}
     counts = fakegcp.call_counts()
     assert counts == {"tpu.v2.nodes.list": 1, "tpu.v1.nodes.list": 1, "compute.zones.list": 1}
+
+
+def test_fakegcp_env_fixture_exports_the_environment(fakegcp_env):
+    import os
+    assert {k: os.environ[k] for k in fakegcp_env.env()} == fakegcp_env.env()
 
 
 def test_reset_forgets_resources_faults_and_calls(fakegcp):

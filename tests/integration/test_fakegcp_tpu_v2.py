@@ -9,7 +9,8 @@ from google.protobuf import duration_pb2
 
 from tests.fakegcp import clients
 from tests.fakegcp.clients import FAST_POLLING
-from tests.fakegcp.pytest_plugin import fakegcp  # noqa: F401 - until conftest registers the plugin
+
+pytest_plugins = ["tests.fakegcp.pytest_plugin"]  # harmless once tests/conftest.py registers it
 
 ZONE = "us-central1-b"
 RUNTIME = "tpu-vm-tf-2.16.1-pjrt"
@@ -67,6 +68,17 @@ def test_list_pages_through_every_node(fakegcp, v2):
     names = [n.name.rsplit("/", 1)[1] for n in v2.list_nodes(request={"parent": parent, "page_size": 1})]
     assert names == ["n0", "n1", "n2"]
     assert fakegcp.call_counts() == {"tpu.v2.nodes.list": 3}
+
+
+def test_list_every_zone_and_update_labels(fakegcp, v2):
+    v2.create_node(parent=_parent(fakegcp), node_id="b", node=_vm())
+    other = v2.create_node(parent=f"projects/{fakegcp.project}/locations/europe-west4-a", node_id="e", node=_vm())
+    everywhere = v2.list_nodes(parent=f"projects/{fakegcp.project}/locations/-")
+    assert sorted(n.name.split("/")[3] for n in everywhere) == ["europe-west4-a", "us-central1-b"]
+    node = other.result(timeout=10, polling=FAST_POLLING)
+    node.labels["tpuctl-keep"] = "true"
+    updated = v2.update_node(node=node, update_mask={"paths": ["labels"]}).result(timeout=10, polling=FAST_POLLING)
+    assert v2.get_node(name=node.name).labels == {"tpuctl-keep": "true"} == dict(updated.labels)
 
 
 def test_stop_and_start(fakegcp, v2):
