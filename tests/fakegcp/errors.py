@@ -133,8 +133,13 @@ def permission_denied(permission: str, resource: str, service: str) -> ApiError:
                               "metadata": {"permission": permission, "resource": resource}}])
 
 
-def quota_exceeded(metric: str, limit: int, region: str, service: str = "tpu.googleapis.com") -> ApiError:
-    message = f"Quota '{metric}' exhausted. Limit {limit} in region {region}"
+def quota_exceeded(metric: str, limit: int, region: str, *, at: str = "call",
+                   service: str = "tpu.googleapis.com") -> ApiError:
+    """The create call's 429 and a failed operation word it differently; both name the region."""
+    if at == "call":
+        message = f"Quota limit '{metric}' has been exceeded. Limit: {limit} in region {region}."
+    else:
+        message = f"Quota '{metric}' exhausted. Limit {limit} in region {region}"
     return ApiError(8, message, details=[{
         "@type": QUOTA_FAILURE,
         "violations": [{

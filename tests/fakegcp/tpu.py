@@ -283,7 +283,7 @@ def _quota_error(rule: Any, acc: catalog.TpuType, node: Node, region: str) -> Ap
         kind = "Preemptible" if (node.preemptible or node.spot) else ""
         shape = "Litepod" if acc.generation == "v5litepod" else ("Pod" if acc.hosts > 1 else "")
         metric = f"{prefix}{kind}{shape}PerProjectPerRegionForTPUAPI"
-    return errors.quota_exceeded(metric, rule.limit, region)
+    return errors.quota_exceeded(metric, rule.limit, region, at=rule.at)
 
 
 def _subnet_range(store: Store, node: Node) -> str:

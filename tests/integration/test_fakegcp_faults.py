@@ -121,7 +121,8 @@ def test_quota_at_the_call_carries_a_quota_failure(fakegcp, v2, v1):
     fakegcp.quota("us-central1", count=2, limit=8)
     with pytest.raises(gexc.TooManyRequests) as rest:
         _create_vm(v2, fakegcp)
-    assert "exhausted. Limit 8 in region us-central1" in rest.value.message
+    assert rest.value.message.endswith(": Quota limit 'TPUV2sPreemptiblePerProjectPerRegionForTPUAPI' has been "
+                                       "exceeded. Limit: 8 in region us-central1.")  # prefixed "POST <url>"
     (violation,) = next(d for d in rest.value.details if d["@type"].endswith("QuotaFailure"))["violations"]
     assert violation["quotaMetric"] == "tpu.googleapis.com/TPUV2sPreemptiblePerProjectPerRegionForTPUAPI"
 
@@ -135,8 +136,15 @@ def test_quota_at_the_call_carries_a_quota_failure(fakegcp, v2, v1):
 
 def test_quota_in_the_operation(fakegcp, v2):
     fakegcp.quota("us-central1", count=1, metric="TPUV2sPreemptiblePodPerProjectPerZoneForTPUAPI", at="operation")
-    with pytest.raises(gexc.ResourceExhausted, match="TPUV2sPreemptiblePodPerProjectPerZoneForTPUAPI"):
-        _create_vm(v2, fakegcp).result(timeout=10, polling=FAST_POLLING)
+    op = _create_vm(v2, fakegcp)
+    with pytest.raises(gexc.ResourceExhausted) as info:
+        op.result(timeout=10, polling=FAST_POLLING)
+    assert info.value.message == ("Quota 'TPUV2sPreemptiblePodPerProjectPerZoneForTPUAPI' exhausted. "
+                                  "Limit 0 in region us-central1")
+    # api_core drops an operation error's details from the exception; they stay on the operation.
+    failure = error_details_pb2.QuotaFailure()
+    assert op.operation.error.details[0].Unpack(failure)
+    assert failure.violations[0].quota_id == "TPUV2sPreemptiblePodPerProjectPerZoneForTPUAPI"
 
 
 def test_permission_denied_names_the_permission(fakegcp, v2, v1):
