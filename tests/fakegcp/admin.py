@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from . import catalog, compute, network, tpu
+from . import catalog, compute, network, tpu, tpu_views
 from .compute_ops import op_json
 from .errors import ApiError
 from .routing import Request, Router
@@ -74,7 +74,7 @@ def register(router: Router, cloud: FakeCloud) -> None:
                                       b.get("description"))
         else:
             raise ApiError(3, f"Unsupported state {state!r}: use PREEMPTED, TERMINATED or UNHEALTHY")
-        return tpu.node_v2(node)
+        return tpu_views.node_v2(node)
 
     @route("POST", "/stockout")
     def stockout(req: Request) -> Any:
@@ -158,7 +158,7 @@ def register(router: Router, cloud: FakeCloud) -> None:
     @route("GET", "/resources")
     def resources(req: Request) -> Any:
         s = cloud.store
-        out = tpu.snapshot_all(s)
+        out = tpu_views.snapshot_all(s)
         out["instances"] = [compute.instance_json(s, i) for i in sorted(s.instances.values(), key=lambda i: i.seq)]
         out["computeOperations"] = [op_json(s, o) for o in s.compute_ops.values()]
         out["networks"] = [network.network_json(s, n) for n in s.networks.values()]

@@ -128,7 +128,7 @@ def ensure_project(store: Store, project: str) -> None:
 
 
 def _route_suffix(store: Store) -> str:
-    return store.new_id()[-16:].rjust(16, "0")
+    return f"{int(store.new_id()):016x}"[-16:]
 
 
 def _add_subnet(store: Store, project: str, region: str, name: str, network: str, cidr: str,

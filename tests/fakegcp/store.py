@@ -189,7 +189,7 @@ class Store:
         self.closed = False
         self._events: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count(1)
-        self._ids = itertools.count(1_000_000_000_000_000)
+        self._ids = itertools.count(1_000_000_000_000_000)  # x1000 below: 19 digits, fits int64
         self.calls: list[Call] = []
         self.call_counts: Counter[str] = Counter()
         # Resources, keyed by (project, scope..., name); owned by tpu.py, compute.py, network.py.
@@ -246,7 +246,8 @@ class Store:
 
     # -- identifiers ----------------------------------------------------------------------
     def new_id(self) -> str:
-        return str(next(self._ids) + secrets.randbelow(1000))
+        """Unique, increasing, and not guessable in its last digits (as Google's ids look)."""
+        return str(next(self._ids) * 1000 + secrets.randbelow(1000))
 
     def seq(self) -> int:
         return next(self._seq)

@@ -1,4 +1,4 @@
-"""Cloud TPU: nodes, queued resources and their long-running operations, for both API versions.
+"""Cloud TPU nodes and their long-running operations, for both API versions.
 
 One store of nodes serves two views. A node records which API created it (``api`` "v1" for a TPU
 Node, "v2" for a TPU VM) and both APIs list every node in a zone, each rendering it in its own
@@ -29,7 +29,7 @@ from .network import (
     used_ranges,
     valid_name,
 )
-from .store import Store, rfc3339
+from .store import Store
 
 PRIVATE = [ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")]
 
@@ -78,33 +78,6 @@ class Node:
 
 
 @dataclass
-class Queued:
-    project: str
-    zone: str
-    qr_id: str
-    node_specs: list[dict[str, Any]]
-    spot: bool = False
-    guaranteed: dict[str, Any] | None = None
-    best_effort: bool = False
-    queueing_policy: dict[str, Any] = field(default_factory=dict)
-    reservation_name: str = ""
-    created: float = field(default_factory=time.time)
-    state: str = "CREATING"
-    initiator: str = "USER"
-    error: ApiError | None = None
-    valid_until: float | None = None          # wall clock
-    seq: int = 0
-
-    @property
-    def path(self) -> str:
-        return f"projects/{self.project}/locations/{self.zone}/queuedResources/{self.qr_id}"
-
-    @property
-    def node_keys(self) -> list[tuple[str, str, str]]:
-        return [(self.project, self.zone, spec.get("nodeId", "")) for spec in self.node_specs]
-
-
-@dataclass
 class Operation:
     name: str
     api: str
@@ -128,7 +101,7 @@ def check_location(store: Store, project: str, zone: str) -> None:
                           "unauthorized.")
 
 
-def _check_node_id(node_id: str | None, what: str = "node_id") -> str:
+def check_node_id(node_id: str | None, what: str = "node_id") -> str:
     if not node_id or not valid_name(node_id):
         raise errors.invalid(f"Invalid value for field '{what}': '{node_id or ''}'. Must be 1-63 "
                              "characters: lowercase letters, digits and hyphens, starting with a letter.")
@@ -246,7 +219,7 @@ def create_node(store: Store, project: str, zone: str, node_id: str | None, body
     check_location(store, project, zone)
     if zone == "-":
         raise errors.invalid("Invalid value for field 'parent': a node is created in one zone, not '-'.")
-    node_id = _check_node_id(node_id)
+    node_id = check_node_id(node_id)
     if (project, zone, node_id) in store.nodes:
         raise errors.already_exists(f"projects/{project}/locations/{zone}/nodes/{node_id}")
     node, acc = node_from_body(store, project, zone, node_id, body, api)
@@ -337,11 +310,11 @@ def _complete_create(store: Store, node: Node, op: Operation, fate: ApiError | N
         finish(store, op, error=fate)
         return
     node.state, node.health = "READY", "HEALTHY"
-    node.endpoints = _endpoints(store, node)
+    node.endpoints = endpoints(store, node)
     finish(store, op, response=snapshot(node))
 
 
-def _endpoints(store: Store, node: Node) -> list[dict[str, Any]]:
+def endpoints(store: Store, node: Node) -> list[dict[str, Any]]:
     acc = catalog.tpu_type(node.accelerator_type)
     hosts = acc.hosts if acc else 1
     if node.api == "v1" and node.cidr_block:
@@ -460,289 +433,3 @@ def set_node_state(store: Store, project: str, zone: str, node_id: str, state: s
     if description is not None:
         node.health_description = description
     return node
-
-
-# -- queued resources ---------------------------------------------------------------------------
-def create_queued(store: Store, project: str, zone: str, qr_id: str | None, body: dict[str, Any]) -> Operation:
-    check_location(store, project, zone)
-    qr_id = _check_node_id(qr_id, "queued_resource_id")
-    key = (project, zone, qr_id)
-    if key in store.queued:
-        raise errors.already_exists(f"projects/{project}/locations/{zone}/queuedResources/{qr_id}")
-    specs = list(((body.get("tpu") or {}).get("nodeSpec")) or [])
-    if not specs:
-        raise errors.invalid("Invalid value for field 'queued_resource.tpu.node_spec': at least one "
-                             "node spec is required.")
-    for spec in specs:
-        _check_node_id(spec.get("nodeId"), "node_spec.node_id")
-        spec_zone = (spec.get("parent") or f"projects/{project}/locations/{zone}").rsplit("/", 1)[-1]
-        node_from_body(store, project, spec_zone, spec["nodeId"], spec.get("node") or {}, "v2")
-    policy = dict(body.get("queueingPolicy") or {})
-    qr = Queued(project, zone, qr_id, specs, spot="spot" in body, guaranteed=body.get("guaranteed"),
-                best_effort="bestEffort" in body, queueing_policy=policy,
-                reservation_name=body.get("reservationName") or "", seq=store.seq())
-    qr.valid_until = _valid_until(policy, qr.created)
-    store.queued[key] = qr
-    op = new_operation(store, "v2", project, zone, "create", qr.path)
-    qr.state = "ACCEPTED"
-    finish(store, op, response=snapshot(qr))
-    store.schedule(store.latencies.of("queued_provisioning"), lambda: _try_provision(store, qr))
-    if qr.valid_until is not None:
-        store.schedule(max(0.0, qr.valid_until - time.time()), lambda: _expire(store, qr))
-    return op
-
-
-def _duration(text: Any) -> float:
-    return float(str(text).rstrip("s") or 0)
-
-
-def _valid_until(policy: dict[str, Any], created: float) -> float | None:
-    if "validUntilDuration" in policy:
-        return created + _duration(policy["validUntilDuration"])
-    if "validUntilTime" in policy:
-        from datetime import datetime
-        return datetime.fromisoformat(str(policy["validUntilTime"]).replace("Z", "+00:00")).timestamp()
-    interval = policy.get("validInterval") or {}
-    if "endTime" in interval:
-        from datetime import datetime
-        return datetime.fromisoformat(str(interval["endTime"]).replace("Z", "+00:00")).timestamp()
-    return None
-
-
-def _live(store: Store, qr: Queued) -> bool:
-    return store.queued.get((qr.project, qr.zone, qr.qr_id)) is qr
-
-
-def _expire(store: Store, qr: Queued) -> None:
-    if _live(store, qr) and qr.state in ("ACCEPTED", "WAITING_FOR_RESOURCES", "CREATING"):
-        qr.state, qr.initiator = "FAILED", "SERVICE"
-        qr.error = ApiError(4, f"The queued resource {qr.path} could not be provisioned before its "
-                               "valid-until time.")
-
-
-def _try_provision(store: Store, qr: Queued) -> None:
-    if not _live(store, qr) or qr.state not in ("ACCEPTED", "WAITING_FOR_RESOURCES"):
-        return
-    if qr.valid_until is not None and time.time() >= qr.valid_until:
-        _expire(store, qr)
-        return
-    if store.faults.take_stockout("tpu", qr.zone):
-        qr.state = "WAITING_FOR_RESOURCES"
-        store.schedule(store.latencies.of("queued_provisioning"), lambda: _try_provision(store, qr))
-        return
-    qr.state = "PROVISIONING"
-    nodes = []
-    for spec in qr.node_specs:
-        zone = (spec.get("parent") or f"projects/{qr.project}/locations/{qr.zone}").rsplit("/", 1)[-1]
-        if (qr.project, zone, spec["nodeId"]) in store.nodes:
-            _fail(store, qr, errors.already_exists(f"projects/{qr.project}/locations/{zone}/nodes/{spec['nodeId']}"),
-                  nodes)
-            return
-        node, _ = node_from_body(store, qr.project, zone, spec["nodeId"], spec.get("node") or {}, "v2")
-        node.queued_resource = qr.path
-        if qr.spot:
-            node.spot = True
-        store.nodes[node.key] = node
-        nodes.append(node)
-
-    def ready() -> None:
-        if not _live(store, qr) or qr.state != "PROVISIONING":
-            return
-        for node in nodes:
-            conflict = range_conflict(store, node)
-            if conflict:
-                _fail(store, qr, conflict, nodes)
-                return
-        for node in nodes:
-            if store.nodes.get(node.key) is node and node.state == "CREATING":
-                node.state, node.health = "READY", "HEALTHY"
-                node.endpoints = _endpoints(store, node)
-        qr.state = "ACTIVE"
-    store.schedule(store.latencies.of("tpu_create"), ready)
-
-
-def _fail(store: Store, qr: Queued, error: ApiError, nodes: list[Node]) -> None:
-    for node in nodes:
-        if store.nodes.get(node.key) is node:
-            del store.nodes[node.key]
-    qr.state, qr.initiator, qr.error = "FAILED", "SERVICE", error
-
-
-def get_queued(store: Store, project: str, zone: str, qr_id: str) -> Queued:
-    check_location(store, project, zone)
-    qr = store.queued.get((project, zone, qr_id))
-    if qr is None:
-        raise errors.not_found(f"projects/{project}/locations/{zone}/queuedResources/{qr_id}")
-    return qr
-
-
-def list_queued(store: Store, project: str, zone: str) -> list[Queued]:
-    check_location(store, project, zone)
-    return sorted((q for q in store.queued.values() if q.project == project and q.zone == zone),
-                  key=lambda q: q.seq)
-
-
-def delete_queued(store: Store, project: str, zone: str, qr_id: str, force: bool) -> Operation:
-    qr = get_queued(store, project, zone, qr_id)
-    live_nodes = [store.nodes[k] for k in qr.node_keys
-                  if k in store.nodes and store.nodes[k].queued_resource == qr.path]
-    if live_nodes and not force:
-        raise ApiError(9, f"Queued resource {qr.path} has nodes ({', '.join(n.node_id for n in live_nodes)}); "
-                          "delete them first or pass force=true.")
-    for node in live_nodes:
-        node.state = "DELETING"
-    qr.state = "DELETING"
-    op = new_operation(store, "v2", project, zone, "delete", qr.path)
-
-    def gone() -> None:
-        for node in live_nodes:
-            if store.nodes.get(node.key) is node:
-                del store.nodes[node.key]
-        store.queued.pop((qr.project, qr.zone, qr.qr_id), None)
-        finish(store, op, response="empty")
-    store.schedule(store.latencies.of("tpu_delete"), gone)
-    return op
-
-
-def reset_queued(store: Store, project: str, zone: str, qr_id: str) -> Operation:
-    qr = get_queued(store, project, zone, qr_id)
-    if qr.state not in ("SUSPENDED", "FAILED"):
-        raise ApiError(9, f"Queued resource {qr.path} can only be reset when SUSPENDED or FAILED, "
-                          f"not {qr.state}.")
-    qr.state, qr.initiator, qr.error = "ACCEPTED", "USER", None
-    op = new_operation(store, "v2", project, zone, "reset", qr.path)
-    finish(store, op, response=snapshot(qr))
-    store.schedule(store.latencies.of("queued_provisioning"), lambda: _try_provision(store, qr))
-    return op
-
-
-# -- JSON views ---------------------------------------------------------------------------------
-def _drop_empty(d: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in d.items() if v not in (None, "", [], {}, False)}
-
-
-def node_v2(node: Node) -> dict[str, Any]:
-    acc = catalog.tpu_type(node.accelerator_type)
-    out = _drop_empty({
-        "name": node.path,
-        "description": node.description,
-        "acceleratorType": node.accelerator_type,
-        "state": node.state,
-        "healthDescription": node.health_description,
-        "runtimeVersion": node.version if node.api == "v2" else "",
-        "networkConfig": _drop_empty({
-            "network": network_path(node.project, node.network),
-            "subnetwork": (f"projects/{node.project}/regions/{catalog.region_of(node.zone)}/subnetworks/"
-                           f"{network_name(node.subnetwork)}" if node.subnetwork else ""),
-            "enableExternalIps": node.external_ips,
-            "canIpForward": node.can_ip_forward,
-        }),
-        "cidrBlock": node.cidr_block,
-        "serviceAccount": node.service_account,
-        "createTime": rfc3339(node.created),
-        "schedulingConfig": _drop_empty({"preemptible": node.preemptible, "reserved": node.reserved,
-                                         "spot": node.spot}),
-        "networkEndpoints": copy.deepcopy(node.endpoints),
-        "health": node.health,
-        "labels": dict(node.labels),
-        "metadata": dict(node.metadata),
-        "tags": list(node.tags),
-        "id": node.id,
-        "dataDisks": copy.deepcopy(node.data_disks),
-        "apiVersion": "V2" if node.api == "v2" else "V1",
-        "queuedResource": node.queued_resource,
-        "acceleratorConfig": ({"type": acc.config_type, "topology": acc.topology} if acc else None),
-    })
-    out.setdefault("shieldedInstanceConfig", {})
-    return out
-
-
-def node_v1(node: Node) -> dict[str, Any]:
-    first = node.endpoints[0] if node.endpoints else None
-    return _drop_empty({
-        "name": node.path,
-        "description": node.description,
-        "acceleratorType": node.accelerator_type,
-        "ipAddress": first["ipAddress"] if first else "",
-        "port": str(first["port"]) if first else "",
-        "state": node.state,
-        "healthDescription": node.health_description,
-        "tensorflowVersion": node.version if node.api == "v1" else "",
-        "network": node.network_ref if node.api == "v1" else network_path(node.project, node.network),
-        "cidrBlock": node.cidr_block,
-        "serviceAccount": (f"service-{catalog.project_number(node.project)}@cloud-tpu.iam.gserviceaccount.com"
-                           if node.api == "v1" else (node.service_account or {}).get("email", "")),
-        "createTime": rfc3339(node.created),
-        "schedulingConfig": _drop_empty({"preemptible": node.preemptible or node.spot,
-                                         "reserved": node.reserved}),
-        "networkEndpoints": [{"ipAddress": e["ipAddress"], "port": e["port"]} for e in node.endpoints],
-        "health": node.health,
-        "labels": dict(node.labels),
-        "useServiceNetworking": node.use_service_networking,
-        "apiVersion": "V1" if node.api == "v1" else "V2_ALPHA1",
-    })
-
-
-def node_view(node: Node, api: str) -> dict[str, Any]:
-    return node_v1(node) if api == "v1" else node_v2(node)
-
-
-def queued_json(qr: Queued) -> dict[str, Any]:
-    state: dict[str, Any] = {"state": qr.state, "stateInitiator": qr.initiator}
-    data_key = {"CREATING": "creatingData", "ACCEPTED": "acceptedData", "PROVISIONING": "provisioningData",
-                "WAITING_FOR_RESOURCES": "waitingForResourcesData", "ACTIVE": "activeData",
-                "SUSPENDING": "suspendingData", "SUSPENDED": "suspendedData",
-                "DELETING": "deletingData", "FAILED": "failedData"}.get(qr.state)
-    if data_key:
-        state[data_key] = {"error": qr.error.status_json()} if qr.state == "FAILED" and qr.error else {}
-    out: dict[str, Any] = {
-        "name": qr.path, "createTime": rfc3339(qr.created),
-        "tpu": {"nodeSpec": copy.deepcopy(qr.node_specs)}, "state": state,
-    }
-    for spec in out["tpu"]["nodeSpec"]:
-        spec.setdefault("parent", f"projects/{qr.project}/locations/{qr.zone}")
-    if qr.spot:
-        out["spot"] = {}
-    if qr.guaranteed is not None:
-        out["guaranteed"] = qr.guaranteed
-    if qr.best_effort:
-        out["bestEffort"] = {}
-    if qr.queueing_policy:
-        out["queueingPolicy"] = qr.queueing_policy
-    if qr.reservation_name:
-        out["reservationName"] = qr.reservation_name
-    return out
-
-
-def operation_json(op: Operation, api: str | None = None) -> dict[str, Any]:
-    api = api or op.api
-    pkg = "v1" if api == "v1" else "v2"
-    meta: dict[str, Any] = {"@type": f"type.googleapis.com/google.cloud.tpu.{pkg}.OperationMetadata",
-                            "createTime": rfc3339(op.created), "target": op.target, "verb": op.verb,
-                            "cancelRequested": op.cancel_requested, "apiVersion": pkg}
-    if op.ended:
-        meta["endTime"] = rfc3339(op.ended)
-    out: dict[str, Any] = {"name": op.name, "metadata": meta, "done": op.done}
-    if op.done and op.error is not None:
-        out["error"] = op.error.status_json()
-    elif op.done:
-        if isinstance(op.response, Node):
-            out["response"] = {"@type": f"type.googleapis.com/google.cloud.tpu.{pkg}.Node",
-                               **node_view(op.response, pkg)}
-        elif isinstance(op.response, Queued):
-            out["response"] = {"@type": "type.googleapis.com/google.cloud.tpu.v2.QueuedResource",
-                               **queued_json(op.response)}
-        else:
-            out["response"] = {"@type": "type.googleapis.com/google.protobuf.Empty"}
-    return out
-
-
-def snapshot_all(store: Store) -> dict[str, Any]:
-    return {
-        "nodes": [{**node_v2(n), "createdBy": n.api, "zone": n.zone} for n in
-                  sorted(store.nodes.values(), key=lambda n: n.seq)],
-        "queuedResources": [queued_json(q) for q in sorted(store.queued.values(), key=lambda q: q.seq)],
-        "operations": [operation_json(op) for op in store.tpu_ops.values()],
-    }
-
-

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import catalog, tpu
+from . import catalog, queued, tpu, tpu_views
 from .errors import ApiError
 from .routing import Request, Router
 from .store import Store
@@ -55,30 +55,30 @@ def register(router: Router, store_of: Any) -> None:
         s: Store = store_of()
         p = req.params
         op = tpu.create_node(s, p["project"], p["zone"], req.arg("nodeId"), req.json(), api_of(req))
-        return tpu.operation_json(op)
+        return tpu_views.operation_json(op)
 
     @route("GET", LOC + "/nodes", "tpu.{v}.nodes.list", "tpu.nodes.list", BOTH)
     def list_nodes(req: Request) -> Any:
         s: Store = store_of()
         api = api_of(req)
-        nodes = [tpu.node_view(n, api) for n in tpu.list_nodes(s, req.params["project"], req.params["zone"])]
+        nodes = [tpu_views.node_view(n, api) for n in tpu.list_nodes(s, req.params["project"], req.params["zone"])]
         return paginate(nodes, req, "nodes")
 
     @route("GET", LOC + "/nodes/{node}", "tpu.{v}.nodes.get", "tpu.nodes.get", BOTH)
     def get_node(req: Request) -> Any:
         p = req.params
-        return tpu.node_view(tpu.get_node(store_of(), p["project"], p["zone"], p["node"]), api_of(req))
+        return tpu_views.node_view(tpu.get_node(store_of(), p["project"], p["zone"], p["node"]), api_of(req))
 
     @route("DELETE", LOC + "/nodes/{node}", "tpu.{v}.nodes.delete", "tpu.nodes.delete", BOTH)
     def delete_node(req: Request) -> Any:
         p = req.params
-        return tpu.operation_json(tpu.delete_node(store_of(), p["project"], p["zone"], p["node"], api_of(req)))
+        return tpu_views.operation_json(tpu.delete_node(store_of(), p["project"], p["zone"], p["node"], api_of(req)))
 
     for verb in ("stop", "start"):
         def action(req: Request, verb: str = verb) -> Any:
             p = req.params
             op = tpu.transition(store_of(), p["project"], p["zone"], p["node"], api_of(req), verb)
-            return tpu.operation_json(op)
+            return tpu_views.operation_json(op)
         route("POST", LOC + "/nodes/{node}:" + verb, "tpu.{v}.nodes." + verb, "tpu.nodes." + verb, BOTH)(action)
 
     @route("POST", LOC + "/nodes/{node}:reimage", "tpu.v1.nodes.reimage", "tpu.nodes.reimage", V1)
@@ -86,14 +86,14 @@ def register(router: Router, store_of: Any) -> None:
         p = req.params
         op = tpu.transition(store_of(), p["project"], p["zone"], p["node"], "v1", "reimage",
                             version=req.json().get("tensorflowVersion"))
-        return tpu.operation_json(op)
+        return tpu_views.operation_json(op)
 
     @route("PATCH", LOC + "/nodes/{node}", "tpu.v2.nodes.update", "tpu.nodes.update", V2)
     def update(req: Request) -> Any:
         p = req.params
         op = tpu.update_node(store_of(), p["project"], p["zone"], p["node"], req.json(),
                              req.arg("updateMask"), "v2")
-        return tpu.operation_json(op)
+        return tpu_views.operation_json(op)
 
     # -- operations ----------------------------------------------------------------------------
     def op_name(req: Request) -> str:
@@ -102,13 +102,13 @@ def register(router: Router, store_of: Any) -> None:
 
     @route("GET", LOC + "/operations/{op}", "tpu.{v}.operations.get", "tpu.operations.get", BOTH, op_poll=True)
     def get_op(req: Request) -> Any:
-        return tpu.operation_json(tpu.get_operation(store_of(), op_name(req)), api_of(req))
+        return tpu_views.operation_json(tpu.get_operation(store_of(), op_name(req)), api_of(req))
 
     @route("GET", LOC + "/operations", "tpu.{v}.operations.list", "tpu.operations.list", BOTH, op_poll=True)
     def list_ops(req: Request) -> Any:
         p = req.params
         tpu.check_location(store_of(), p["project"], p["zone"])
-        ops = [tpu.operation_json(o, api_of(req)) for o in tpu.list_operations(store_of(), p["project"], p["zone"])]
+        ops = [tpu_views.operation_json(o, api_of(req)) for o in tpu.list_operations(store_of(), p["project"], p["zone"])]
         return paginate(ops, req, "operations")
 
     @route("DELETE", LOC + "/operations/{op}", "tpu.{v}.operations.delete", "tpu.operations.delete", BOTH)
@@ -125,32 +125,32 @@ def register(router: Router, store_of: Any) -> None:
     @route("POST", LOC + "/queuedResources", "tpu.v2.queuedResources.create", "tpu.queuedResources.create", V2)
     def create_qr(req: Request) -> Any:
         p = req.params
-        op = tpu.create_queued(store_of(), p["project"], p["zone"], req.arg("queuedResourceId"), req.json())
-        return tpu.operation_json(op)
+        op = queued.create_queued(store_of(), p["project"], p["zone"], req.arg("queuedResourceId"), req.json())
+        return tpu_views.operation_json(op)
 
     @route("GET", LOC + "/queuedResources", "tpu.v2.queuedResources.list", "tpu.queuedResources.list", V2)
     def list_qr(req: Request) -> Any:
         p = req.params
-        items = [tpu.queued_json(q) for q in tpu.list_queued(store_of(), p["project"], p["zone"])]
+        items = [tpu_views.queued_json(q) for q in queued.list_queued(store_of(), p["project"], p["zone"])]
         return paginate(items, req, "queuedResources")
 
     @route("GET", LOC + "/queuedResources/{qr}", "tpu.v2.queuedResources.get", "tpu.queuedResources.get", V2)
     def get_qr(req: Request) -> Any:
         p = req.params
-        return tpu.queued_json(tpu.get_queued(store_of(), p["project"], p["zone"], p["qr"]))
+        return tpu_views.queued_json(queued.get_queued(store_of(), p["project"], p["zone"], p["qr"]))
 
     @route("DELETE", LOC + "/queuedResources/{qr}", "tpu.v2.queuedResources.delete",
            "tpu.queuedResources.delete", V2)
     def delete_qr(req: Request) -> Any:
         p = req.params
-        op = tpu.delete_queued(store_of(), p["project"], p["zone"], p["qr"], req.flag("force"))
-        return tpu.operation_json(op)
+        op = queued.delete_queued(store_of(), p["project"], p["zone"], p["qr"], req.flag("force"))
+        return tpu_views.operation_json(op)
 
     @route("POST", LOC + "/queuedResources/{qr}:reset", "tpu.v2.queuedResources.reset",
            "tpu.queuedResources.reset", V2)
     def reset_qr(req: Request) -> Any:
         p = req.params
-        return tpu.operation_json(tpu.reset_queued(store_of(), p["project"], p["zone"], p["qr"]))
+        return tpu_views.operation_json(queued.reset_queued(store_of(), p["project"], p["zone"], p["qr"]))
 
     # -- catalogue -----------------------------------------------------------------------------
     def _types(req: Request) -> list[dict[str, Any]]:

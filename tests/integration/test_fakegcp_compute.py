@@ -138,6 +138,15 @@ def test_default_network_subnets_and_routes(fakegcp, gce):
     assert [r.dest_range for r in peered] == ["10.70.0.0/16"]
 
 
+def test_every_subnet_has_its_own_route(fakegcp, gce):
+    """Route names are generated; none may collide and hide another route."""
+    for i in range(40):
+        fakegcp.add_subnetwork(f"s{i}", "us-east1", f"10.{100 + i}.0.0/24")
+    routes = list(gce.routes.list(project=gce.project))
+    assert len({r.name for r in routes}) == len(routes)
+    assert {f"10.{100 + i}.0.0/24" for i in range(40)} <= {r.dest_range for r in routes}
+
+
 def test_reserved_ranges_cannot_overlap(gce):
     def reserve(name: str, address: str | None, prefix: int = 29):
         return gce.wait(gce.addresses.insert(project=gce.project, address_resource=compute_v1.Address(
