@@ -218,6 +218,16 @@ def register(router: Router, store_of: Any) -> None:
         return list_page(s, req, "compute#addressList", f"projects/{project}/global/addresses",
                          f"projects/{project}/global/addresses", items)
 
+    @route("GET", "/aggregated/addresses", "compute.addresses.aggregatedList", "compute.addresses.list")
+    def aggregated_addr(req: Request) -> Any:
+        """gcloud's ``addresses list``: global ones under ``global``; the fake has no regional ones."""
+        s = store_of()
+        project = req.params["project"]
+        ensure_project(s, project)
+        scoped = {"global": [address_json(s, a) for a in s.addresses.values() if a.project == project]}
+        scoped.update({f"regions/{r}": [] for r in catalog.REGIONS})
+        return aggregated_page(s, req, "compute#addressAggregatedList", project, "addresses", scoped)
+
     @route("GET", "/global/addresses/{name}", "compute.globalAddresses.get", "compute.globalAddresses.get")
     def get_addr(req: Request) -> Any:
         s = store_of()

@@ -69,6 +69,17 @@ def test_env_points_every_client_library_at_the_fake(fakegcp):
     assert counts == {"tpu.v2.nodes.list": 1, "tpu.v1.nodes.list": 1, "compute.zones.list": 1}
 
 
+def test_compute_endpoint_is_the_bare_base_url(fakegcp):
+    """google-cloud-compute's paths carry /compute/v1; an endpoint ending in it doubles the path."""
+    from google.auth.credentials import AnonymousCredentials
+    wrong = compute_v1.ZonesClient(client_options={"api_endpoint": f"{fakegcp.url}/compute/v1/"},
+                                   credentials=AnonymousCredentials())
+    with pytest.raises(gexc.NotFound):
+        wrong.get(project=fakegcp.project, zone=ZONE)
+    (call,) = fakegcp.calls()
+    assert call["call"] == "unknown" and call["path"].startswith("/compute/v1//compute/v1/projects/")
+
+
 def test_fakegcp_env_fixture_exports_the_environment(fakegcp_env):
     import os
     assert {k: os.environ[k] for k in fakegcp_env.env()} == fakegcp_env.env()
