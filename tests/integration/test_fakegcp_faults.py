@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from google.api_core import exceptions as gexc
 from google.cloud import compute_v1, tpu_v1, tpu_v2
@@ -9,6 +11,7 @@ from google.rpc import error_details_pb2
 
 from tests.fakegcp import clients
 from tests.fakegcp.clients import FAST_POLLING
+from tests.fakegcp.fixture import FakeGCPError
 
 pytest_plugins = ["tests.fakegcp.pytest_plugin"]  # harmless once tests/conftest.py registers it
 
@@ -198,3 +201,17 @@ def test_call_log_counts_calls_per_api_method(fakegcp, v2, v1):
     assert counts["tpu.v2.operations.get"] >= 1 and counts["tpu.v1.operations.get"] >= 1
     transports = {c["call"]: c["transport"] for c in fakegcp.calls()}
     assert transports["tpu.v1.nodes.create"] == "grpc" and transports["tpu.v2.nodes.create"] == "rest"
+
+
+def test_operation_polling_delay_slows_only_operation_reads(fakegcp, v2):
+    op = _create_vm(v2, fakegcp)
+    fakegcp.set_latencies(op_poll=0.4)
+    started = time.monotonic()
+    v2.get_node(name=f"{_parent(fakegcp)}/nodes/n")
+    plain = time.monotonic() - started
+    started = time.monotonic()
+    op.done()
+    polled = time.monotonic() - started
+    assert polled >= 0.4 > plain
+    with pytest.raises(FakeGCPError, match="Unknown latency"):
+        fakegcp.set_latencies(tpu_creat=1)
