@@ -1,0 +1,231 @@
+"""``FakeGCP``: start the fake cloud as a subprocess and drive its admin API from a test.
+
+The server runs in its own process, as Google's would, so tpuctl processes, the client libraries
+and gcloud all reach it over loopback exactly as they would reach the real endpoints, and a
+test cannot accidentally share state with it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_PROJECT = "tpuctl-test"
+
+
+class FakeGCPError(RuntimeError):
+    pass
+
+
+class FakeGCP:
+    """A running fake cloud. ``url`` is the REST base URL, ``grpc_target`` the v1 gRPC host:port."""
+
+    def __init__(self, *, port: int = 0, grpc_port: int = 0, latency_scale: float = 1.0,
+                 project: str = DEFAULT_PROJECT, start_timeout: float = 20.0) -> None:
+        self.project = project
+        cmd = [sys.executable, "-m", "tests.fakegcp", "--port", str(port), "--grpc-port", str(grpc_port),
+               "--latency-scale", str(latency_scale), "--project", project]
+        self._proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        line = self._read_ready(start_timeout)
+        parts = line.split()
+        if len(parts) != 3 or parts[0] != "ready" or not parts[2].startswith("grpc="):
+            self.stop()
+            raise FakeGCPError(f"unexpected ready line from the fake cloud: {line!r}")
+        self.url: str = parts[1]
+        self.grpc_target: str = parts[2].split("=", 1)[1]
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _read_ready(self, timeout: float) -> str:
+        box: list[str] = []
+        reader = threading.Thread(target=lambda: box.append(self._proc.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(timeout)
+        if not box or not box[0]:
+            self._proc.kill()
+            err = self._proc.stderr.read() if self._proc.stderr else ""
+            raise FakeGCPError(f"the fake cloud did not start within {timeout}s:\n{err}")
+        return box[0].strip()
+
+    def _drain(self) -> None:
+        # Keep the pipes empty so the server never blocks on a full stderr.
+        for stream in (self._proc.stderr,):
+            if stream:
+                for _ in stream:
+                    pass
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    @property
+    def alive(self) -> bool:
+        return self._proc.poll() is None
+
+    def stop(self) -> None:
+        if self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+
+    def __enter__(self) -> FakeGCP:  # noqa: PYI034 - py3.10 has no typing.Self
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- what a tpuctl process needs ----------------------------------------------------------------
+    @property
+    def compute_endpoint(self) -> str:
+        """google-cloud-compute's ``api_endpoint`` is the host; its paths start with /compute/v1/."""
+        return self.url
+
+    def env(self) -> dict[str, str]:
+        return {
+            "TPUCTL_PROVIDER": "gcp",
+            "TPUCTL_PROJECT": self.project,
+            "TPUCTL_CREDENTIALS": "anonymous",
+            "TPUCTL_TPU_API_ENDPOINT": self.url,
+            "TPUCTL_COMPUTE_API_ENDPOINT": self.compute_endpoint,
+            "TPUCTL_TPU_GRPC_ENDPOINT": self.grpc_target,
+        }
+
+    def gcloud_config(self, directory: str | os.PathLike[str]) -> dict[str, str]:
+        """Write a throwaway gcloud config pointing at the fake; returns the env to run gcloud with."""
+        path = Path(directory)
+        (path / "configurations").mkdir(parents=True, exist_ok=True)
+        (path / "active_config").write_text("default")
+        (path / "configurations" / "config_default").write_text(
+            "[core]\n"
+            f"project = {self.project}\n"
+            "disable_usage_reporting = True\n"
+            "disable_prompts = True\n"
+            "check_gce_metadata = False\n"
+            "disable_file_logging = True\n"
+            "[auth]\n"
+            "disable_credentials = True\n"
+            "[component_manager]\n"
+            "disable_update_check = True\n"
+            "[survey]\n"
+            "disable_prompts = True\n"
+            "[api_endpoint_overrides]\n"
+            f"tpu = {self.url}/\n"
+            f"compute = {self.url}/compute/v1/\n"
+        )
+        return {"CLOUDSDK_CONFIG": str(path), "CLOUDSDK_CORE_PROJECT": self.project}
+
+    # -- admin API ------------------------------------------------------------------------------------
+    def admin(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(f"{self.url}/_admin/{path.lstrip('/')}", data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                return json.loads(resp.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            raise FakeGCPError(f"admin {method} {path}: {exc.code} {exc.read().decode(errors='replace')}") from None
+
+    def reset(self, **latencies: float) -> None:
+        """Forget every resource, fault and logged call; optionally set latencies at once."""
+        self.admin("POST", "reset", {"latencies": latencies} if latencies else {})
+
+    def set_latencies(self, **latencies: float) -> dict[str, float]:
+        """Seconds per action: vm_create, vm_delete, tpu_create, tpu_delete, tpu_stop, tpu_start,
+        queued_provisioning, address_create, op_poll, request; and ``scale`` for all of them."""
+        return self.admin("POST", "latencies", latencies)
+
+    def latencies(self) -> dict[str, float]:
+        return self.admin("GET", "latencies")
+
+    def preempt(self, zone: str, name: str, *, state: str = "PREEMPTED", project: str | None = None,
+                kind: str = "tpu") -> dict[str, Any]:
+        """Make a TPU PREEMPTED (or TERMINATED); ``kind="vm"`` makes an instance TERMINATED."""
+        return self.admin("POST", "preempt", {"zone": zone, "name": name, "state": state, "kind": kind,
+                                              "project": project or self.project})
+
+    def make_unhealthy(self, zone: str, name: str, *, health: str = "UNHEALTHY_TENSORFLOW",
+                       description: str = "The TPU is unhealthy.", project: str | None = None) -> dict[str, Any]:
+        return self.admin("POST", "preempt", {"zone": zone, "name": name, "state": "UNHEALTHY", "health": health,
+                                              "description": description, "project": project or self.project})
+
+    def stockout(self, zone: str, count: int | None = None, *, kind: str = "tpu") -> None:
+        """The next ``count`` creates in ``zone`` (all, if None, until cleared) find no capacity."""
+        self.admin("POST", "stockout", {"zone": zone, "count": count, "kind": kind})
+
+    def clear_stockout(self, zone: str | None = None) -> None:
+        self.admin("POST", "stockout/clear", {"zone": zone})
+
+    def quota(self, region: str, count: int | None = None, *, metric: str | None = None, limit: int = 0,
+              at: str = "call") -> None:
+        """TPU creates in ``region`` exceed quota: HTTP 429 at the call, or the operation fails (code 8)."""
+        self.admin("POST", "quota", {"region": region, "count": count, "metric": metric, "limit": limit, "at": at})
+
+    def deny(self, permission: str, count: int | None = None) -> None:
+        """Calls needing ``permission`` (a glob such as ``tpu.nodes.*``) get 403 PERMISSION_DENIED."""
+        self.admin("POST", "deny", {"permission": permission, "count": count})
+
+    def disable_service(self, service: str) -> None:
+        """``tpu``/``compute`` (or the full service name): every call gets 403 SERVICE_DISABLED."""
+        self.admin("POST", "disable", {"service": service})
+
+    def enable_service(self, service: str) -> None:
+        self.admin("POST", "enable", {"service": service})
+
+    def burst(self, status: int, count: int = 1, *, method: str | None = None, path: str | None = None,
+              message: str | None = None) -> None:
+        """The next ``count`` API calls whose verb and path (a regex) match fail with ``status``."""
+        self.admin("POST", "burst", {"status": status, "count": count, "method": method, "path": path,
+                                     "message": message})
+
+    def cidr_conflicts(self, count: int = 1) -> None:
+        """The next ``count`` TPU creates fail at completion with the CIDR-conflict error (code 3)."""
+        self.admin("POST", "cidr-conflicts", {"count": count})
+
+    def deny_tpu_nodes(self, enabled: bool = True) -> None:
+        """TPU Node (v1) creates are refused with FAILED_PRECONDITION, as for projects without access."""
+        self.admin("POST", "node-arch-denied", {"enabled": enabled})
+
+    def clear_faults(self) -> None:
+        self.admin("POST", "faults/clear", {})
+
+    def resources(self) -> dict[str, Any]:
+        return self.admin("GET", "resources")
+
+    def calls(self, since: int = 0) -> list[dict[str, Any]]:
+        return self.admin("GET", f"calls?since={since}")["calls"]
+
+    def call_counts(self) -> dict[str, int]:
+        return self.admin("GET", "calls")["counts"]
+
+    def clear_calls(self) -> None:
+        self.admin("DELETE", "calls")
+
+    def add_network(self, name: str, *, auto: bool = False, project: str | None = None) -> dict[str, Any]:
+        return self.admin("POST", "networks", {"name": name, "autoCreateSubnetworks": auto,
+                                               "project": project or self.project})
+
+    def add_subnetwork(self, name: str, region: str, cidr: str, *, network: str = "default",
+                       secondary: dict[str, str] | None = None, project: str | None = None) -> dict[str, Any]:
+        ranges = [{"rangeName": k, "ipCidrRange": v} for k, v in (secondary or {}).items()]
+        return self.admin("POST", "subnetworks", {"name": name, "region": region, "ipCidrRange": cidr,
+                                                  "network": network, "secondaryIpRanges": ranges,
+                                                  "project": project or self.project})
+
+    def add_route(self, dest_range: str, *, name: str | None = None, network: str = "default",
+                  next_hop_ip: str | None = None, project: str | None = None) -> dict[str, Any]:
+        return self.admin("POST", "routes", {"destRange": dest_range, "name": name, "network": network,
+                                             "nextHopIp": next_hop_ip, "project": project or self.project})
+
+    def add_peering(self, name: str, imported_ranges: list[str], *, network: str = "default",
+                    peer_network: str | None = None, project: str | None = None) -> dict[str, Any]:
+        return self.admin("POST", "peerings", {"name": name, "importedRanges": imported_ranges,
+                                               "network": network, "peerNetwork": peer_network,
+                                               "project": project or self.project})

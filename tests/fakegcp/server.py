@@ -1,0 +1,179 @@
+"""The fake cloud's front door: one dispatcher behind an HTTP server and a gRPC server.
+
+Every API call, REST or gRPC, goes through :meth:`FakeCloud.dispatch`: log the call by API method,
+apply the configured request delay, then the injected faults in the order Google's front end
+would (service disabled, throttling/unavailability bursts, IAM), then the handler, under the
+store's lock. gRPC calls are transcoded to their REST paths first (as Google's HTTP annotations
+map them), so both transports share one implementation and one store.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+from . import admin, compute, compute_net, errors, tpu_rest
+from .errors import ApiError
+from .routing import Request, Route, Router
+from .store import Latencies, Store
+
+SERVICE_TITLES = {"tpu.googleapis.com": "Cloud TPU API", "compute.googleapis.com": "Compute Engine API"}
+
+
+@dataclass
+class Outcome:
+    status: int
+    body: Any
+    error: ApiError | None = None
+
+
+class FakeCloud:
+    """The state holder and dispatcher shared by the HTTP and gRPC front ends."""
+
+    def __init__(self, latencies: Latencies, project: str = "tpuctl-test") -> None:
+        self.initial_latencies = latencies
+        self.default_project = project
+        self.base_url = ""
+        self.grpc_target = ""
+        self._local = threading.local()
+        self.store = self._new_store()
+        self.api = Router()
+        tpu_rest.register(self.api, self.current)
+        compute.register(self.api, self.current)
+        compute_net.register(self.api, self.current)
+        self.admin = Router()
+        admin.register(self.admin, self)
+
+    def _new_store(self) -> Store:
+        lat = Latencies(**vars(self.initial_latencies))
+        return Store(lat, base_url=self.base_url)
+
+    def current(self) -> Store:
+        """The store of the call being handled (a reset swaps ``self.store`` between calls)."""
+        return getattr(self._local, "store", None) or self.store
+
+    def reset(self) -> Store:
+        old = self.store
+        self.store = self._new_store()
+        old.close()
+        return self.store
+
+    def set_base_url(self, url: str) -> None:
+        self.base_url = url
+        self.store.base_url = url
+
+    # -- dispatch --------------------------------------------------------------------------------
+    def dispatch(self, method: str, path: str, query: dict[str, list[str]], body: Any,
+                 transport: str = "rest", grpc_method: str | None = None) -> Outcome:
+        if path.startswith("/_admin/"):
+            return self._dispatch_admin(method, path, query, body)
+        store = self.store
+        route, params = self.api.match(method, path)
+        with store.lock:
+            store.advance()
+            call = store.record(transport, "GRPC" if grpc_method else method, grpc_method or path,
+                                route.call if route else "unknown",
+                                "" if grpc_method else urlencode(query, doseq=True))
+        if route is None:
+            err = ApiError(5, f"The requested URL {path} was not found on this server.", http=404)
+            call.status = 404
+            return Outcome(404, err.rest_body(), err)
+        delay = store.latencies.of("request") + (store.latencies.of("op_poll") if route.op_poll else 0.0)
+        if delay:
+            time.sleep(delay)
+        req = Request(method, path, query, body, params)
+        self._local.store = store
+        try:
+            with store.lock:
+                store.advance()
+                self._inject(store, route, req, grpc_method)
+                result = route.handler(req)
+            outcome = Outcome(200, result)
+        except ApiError as err:
+            outcome = Outcome(err.http_status, err.compute_body() if route.style == "compute" else err.rest_body(), err)
+        finally:
+            self._local.store = None
+        with store.lock:
+            call.status = outcome.status
+        return outcome
+
+    def _inject(self, store: Store, route: Route, req: Request, grpc_method: str | None) -> None:
+        faults = store.faults
+        if route.service in faults.disabled:
+            from .catalog import project_number
+            raise errors.service_disabled(route.service, SERVICE_TITLES.get(route.service, route.service),
+                                          project_number(req.params.get("project", self.default_project)))
+        burst = faults.take_burst("GRPC" if grpc_method else req.method, grpc_method or req.path)
+        if burst:
+            raise errors.from_http(burst.status, burst.message)
+        if route.permission and faults.take_denial(route.permission):
+            resource = req.path.split("/projects/", 1)[-1].split(":", 1)[0]
+            raise errors.permission_denied(route.permission, f"projects/{resource}", route.service)
+
+    def _dispatch_admin(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> Outcome:
+        route, params = self.admin.match(method, path)
+        if route is None:
+            err = ApiError(5, f"No admin endpoint {method} {path}; see docs/fakegcp.md", http=404)
+            return Outcome(404, err.rest_body(), err)
+        store = self.store
+        try:
+            with store.lock:
+                store.advance()
+                result = route.handler(Request(method, path, query, body, params))
+            return Outcome(200, result)
+        except ApiError as err:
+            return Outcome(err.http_status, err.rest_body(), err)
+        except (KeyError, ValueError, TypeError) as exc:
+            err = ApiError(3, f"Bad admin request: {exc!r}")
+            return Outcome(400, err.rest_body(), err)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "fakegcp"
+    cloud: FakeCloud  # set on the subclass made by serve_http
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _handle(self) -> None:
+        parts = urlsplit(self.path)
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw) if raw.strip() else {}
+        except ValueError:
+            self._send(Outcome(400, ApiError(3, "Invalid JSON payload received.").rest_body()))
+            return
+        query = parse_qs(parts.query, keep_blank_values=True)
+        outcome = self.cloud.dispatch(self.command, parts.path, query, body)
+        self._send(outcome)
+
+    def _send(self, outcome: Outcome) -> None:
+        payload = json.dumps(outcome.body).encode()
+        self.send_response(outcome.status)
+        self.send_header("Content-Type", "application/json; charset=UTF-8")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    do_GET = do_POST = do_DELETE = do_PATCH = do_PUT = _handle
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 256
+
+
+def serve_http(cloud: FakeCloud, port: int, host: str = "127.0.0.1") -> ThreadingHTTPServer:
+    handler = type("Handler", (_Handler,), {"cloud": cloud})
+    httpd = _Server((host, port), handler)
+    cloud.set_base_url(f"http://{host}:{httpd.server_address[1]}")
+    threading.Thread(target=httpd.serve_forever, name="fakegcp-http", daemon=True).start()
+    return httpd
