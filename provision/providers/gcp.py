@@ -205,11 +205,8 @@ class GcpProvider:
         return Operation(name=f"zone:{op.name}", zone=zone, verb="create", kind="vm", target=spec.name)
 
     def host_metadata(self, spec: ClusterSpec) -> dict[str, str]:
-        """Metadata of the host VM; the startup script that runs the supervisor comes with `train`."""
-        meta = {"tpuctl-cluster": spec.name}
-        if spec.autodown_seconds:
-            meta["tpuctl-autodown-seconds"] = str(int(spec.autodown_seconds))
-        return meta
+        """The host's startup script pulls tpuctl from the bucket and runs the agent (no inbound ssh)."""
+        return _agent_metadata(spec, role="host")
 
     def _vm(self, inst: Any) -> Vm:
         internal = external = None
@@ -272,7 +269,8 @@ class GcpProvider:
         return Operation(name=f"tpu2:{op.operation.name}", zone=zone, verb="create", kind="tpu", target=spec.name)
 
     def tpu_metadata(self, spec: ClusterSpec) -> dict[str, str]:
-        return {"tpuctl-cluster": spec.name}
+        """Every TPU VM worker runs the same bootstrap, as a worker: it only runs attempts."""
+        return _agent_metadata(spec, role="worker")
 
     def _v2_node(self, spec: ClusterSpec) -> Any:
         from google.cloud import tpu_v2
@@ -608,6 +606,18 @@ class GcpProvider:
         if node is None:
             raise NotFound(f"TPU {name} not found in {zone}")
         return node
+
+
+def _agent_metadata(spec: ClusterSpec, role: str) -> dict[str, str]:
+    from ..wheel import templates_dir
+
+    meta = {"startup-script": (templates_dir() / "host-startup.sh").read_text(), "tpuctl-cluster": spec.name,
+            "tpuctl-role": role}
+    if spec.bucket:
+        meta["tpuctl-bucket"] = spec.bucket
+    if spec.autodown_seconds and role == "host":
+        meta["tpuctl-autodown-seconds"] = str(int(spec.autodown_seconds))
+    return meta
 
 
 def _admin_url() -> str | None:
