@@ -68,4 +68,14 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_FAILURE
+    except Exception as exc:  # noqa: BLE001 - a bug: one line, the traceback only on request
+        import os
+
+        from .redact import redact
+
+        if os.environ.get("TPUCTL_DEBUG"):
+            raise
+        click.echo(f"tpuctl: internal error: {redact(f'{type(exc).__name__}: {exc}')}; "
+                   f"rerun with TPUCTL_DEBUG=1 for the traceback and report it", err=True)
+        return EXIT_FAILURE
 

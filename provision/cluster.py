@@ -209,6 +209,14 @@ def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_
 
     dead = tpu is not None and tpu.dead
     need_tpu = tpu is None or dead
+    if need_tpu:
+        offered = [z for z in zones if provider.offered(z, acc.name)]
+        if not offered:
+            where = ", ".join(zones)
+            raise UsageError(f"{acc.name} is not offered in {where}",
+                             hint=f"pick a zone that offers it (gcloud compute tpus accelerator-types list "
+                                  f"--zone ZONE), e.g. --zone {_suggest_zone(acc.generation.name)}")
+        zones = offered
     need_vm = want_vm and vm is None
 
     # --- CIDR: a user's block is checked before anything is created ---------------------------
@@ -256,6 +264,11 @@ def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_
     cache_spec(provider, spec, zone=result.zone, cidr=result.cidr)
     result.seconds = time.monotonic() - start
     return result
+
+
+def _suggest_zone(generation: str) -> str:
+    return {"v2": "us-central1-b", "v3": "europe-west4-a", "v4": "us-central2-b", "v5litepod": "us-west4-a",
+            "v5p": "us-east5-a", "v6e": "us-east5-b"}.get(generation, "us-central1-b")
 
 
 def _pool(provider: Provider) -> cidrs.IPv4Network:

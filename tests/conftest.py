@@ -13,6 +13,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
+pytest_plugins = ["tests.fakegcp.pytest_plugin"]
+
 _ISOLATED_VARS = (
     "TPUCTL_PROVIDER", "TPUCTL_PROJECT", "TPUCTL_ZONE", "GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT",
     "CLOUDSDK_COMPUTE_ZONE", "CLOUDSDK_ACTIVE_CONFIG_NAME", "TPUCTL_TPU_API_ENDPOINT",

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import random
 import threading
 import time
 from collections import Counter
@@ -235,16 +236,18 @@ class GcpProvider:
         return self._vm(inst)
 
     def list_vms(self, zone: str | None = None, labels: dict[str, str] | None = None) -> list[Vm]:
+        from google.cloud import compute_v1
+
         flt = " AND ".join(f'labels.{k} = "{v}"' for k, v in sorted((labels or {}).items())) or None
         client = self.compute("Instances")
         out = []
         if zone:
-            items = self._call("compute.instances.list", _all(client.list), project=self.project, zone=zone,
-                               filter=flt)
+            items = self._call("compute.instances.list", _all(client.list),
+                               request=compute_v1.ListInstancesRequest(project=self.project, zone=zone, filter=flt))
             out = [self._vm(i) for i in items]
         else:
             scopes = self._call("compute.instances.aggregatedList", _all(client.aggregated_list),
-                                project=self.project, filter=flt)
+                                request=compute_v1.AggregatedListInstancesRequest(project=self.project, filter=flt))
             for _scope, scoped in scopes:
                 out.extend(self._vm(i) for i in scoped.instances or [])
         return [v for v in out if matches(v.labels, labels)]
@@ -255,6 +258,19 @@ class GcpProvider:
         return Operation(name=f"zone:{op.name}", zone=zone, verb="delete", kind="vm", target=name)
 
     # ---- TPUs ------------------------------------------------------------------------------------
+    def offered(self, zone: str, accelerator_type: str) -> bool:
+        """Whether the zone offers the type (one call; checked before anything is created)."""
+        try:
+            self._call("tpu.v2.acceleratorTypes.get", self.tpu2().get_accelerator_type,
+                       name=f"{self._parent(zone)}/acceleratorTypes/{accelerator_type}")
+        except NotFound:
+            return False
+        except CloudError as exc:
+            if exc.kind in ("invalid",):
+                return False
+            raise
+        return True
+
     def create_tpu(self, spec: ClusterSpec, zone: str, cidr: str | None) -> Operation:
         if spec.arch == Arch.NODE:
             return self._create_node_v1(spec, zone, cidr)
@@ -326,13 +342,12 @@ class GcpProvider:
     def _node(self, n: Any, arch: Arch) -> TpuNode:
         sched = n.scheduling_config
         endpoints = [Endpoint(e.ip_address, e.port or 8470) for e in (n.network_endpoints or [])]
-        if arch == Arch.NODE:
+        if "tensorflow_version" in type(n).meta.fields:      # a v1 message
             version, network = n.tensorflow_version, n.network
-            spot = False
-        else:
+        else:                                                # a v2 message (either architecture)
             version = n.runtime_version
             network = n.network_config.network if n.network_config else None
-            spot = bool(getattr(sched, "spot", False))
+        spot = bool(getattr(sched, "spot", False)) if sched else False
         zone = _zone_of(n.name)
         self._arch[(zone, _short(n.name))] = arch
         return TpuNode(name=_short(n.name), zone=zone, arch=arch, accelerator_type=n.accelerator_type,
@@ -536,8 +551,9 @@ class GcpProvider:
                                 self.compute("Projects").set_common_instance_metadata,
                                 project=self.project, metadata_resource=body)
             except CloudError as exc:
-                if "fingerprint" in exc.message.lower() or exc.kind in ("invalid", "unknown", "exists"):
-                    time.sleep(0.05 + 0.1 * _attempt)
+                if "fingerprint" in exc.message.lower():
+                    # another tpuctl wrote in between: read again and retry the swap
+                    time.sleep(random.uniform(0.02, 0.1 * (1 + _attempt)))
                     continue
                 raise
             if self._wait_global(op.name):
@@ -597,7 +613,8 @@ class GcpProvider:
                                hint="rehearse with --provider local, or against the fake cloud (tests/fakegcp)")
         import urllib.request
 
-        body = json.dumps({"project": self.project, "zone": zone, "node": name}).encode()
+        body = json.dumps({"project": self.project, "zone": zone, "name": name, "state": "PREEMPTED",
+                           "kind": "tpu"}).encode()
         req = urllib.request.Request(f"{admin}/_admin/preempt", data=body, method="POST",
                                      headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=10) as resp:  # noqa: S310 - loopback only, checked above

@@ -36,8 +36,13 @@ def failure_of(exc: BaseException) -> Failure:
         if status is not None:
             code = status.value[0]
         http = exc.code if isinstance(exc.code, int) and exc.code >= 100 else None
+        # Over REST the exception class follows the HTTP status (409 is Conflict whatever the API
+        # meant); the API's own status name is in the body.
+        body_status = _rest_status(exc)
+        if body_status in _STATUS_CODES:
+            code = _STATUS_CODES[body_status]
         reason = getattr(exc, "reason", None)
-        message = redact(str(exc.message or exc))
+        message = redact(_strip_url(str(exc.message or exc)))
         quota_scope = None
         for detail in getattr(exc, "details", None) or []:
             text = str(detail)
@@ -59,6 +64,33 @@ def failure_of(exc: BaseException) -> Failure:
     except ImportError:  # pragma: no cover
         pass
     return Failure(Kind.UNKNOWN, Scope.CLOUD, redact(f"{name}: {exc}"))
+
+
+_STATUS_CODES = {"CANCELLED": 1, "UNKNOWN": 2, "INVALID_ARGUMENT": 3, "DEADLINE_EXCEEDED": 4, "NOT_FOUND": 5,
+                 "ALREADY_EXISTS": 6, "PERMISSION_DENIED": 7, "RESOURCE_EXHAUSTED": 8, "FAILED_PRECONDITION": 9,
+                 "ABORTED": 10, "OUT_OF_RANGE": 11, "UNIMPLEMENTED": 12, "INTERNAL": 13, "UNAVAILABLE": 14,
+                 "DATA_LOSS": 15, "UNAUTHENTICATED": 16}
+
+
+def _rest_status(exc: Any) -> str | None:
+    response = getattr(exc, "response", None)
+    if response is None or not hasattr(response, "json"):
+        return None
+    try:
+        return (response.json().get("error") or {}).get("status")
+    except Exception:  # noqa: BLE001 - not JSON: fall back to the HTTP status
+        return None
+
+
+def _strip_url(message: str) -> str:
+    """REST errors start with "POST http://...: "; the URL says nothing the user needs."""
+    if message.startswith(("GET ", "POST ", "PUT ", "PATCH ", "DELETE ")) and ": " in message:
+        return message.split(": ", 1)[1]
+    return message
+
+
+def is_stale_fingerprint(exc: BaseException) -> bool:
+    return "fingerprint" in str(getattr(exc, "message", exc)).lower()
 
 
 def compute_operation_failure(error: Any) -> tuple[int, str]:

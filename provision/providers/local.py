@@ -198,6 +198,10 @@ class LocalProvider:
         return self._new_op(zone, "delete", "vm", name, delay)
 
     # ---- TPUs -------------------------------------------------------------------------------
+    def offered(self, zone: str, accelerator_type: str) -> bool:
+        """Every zone offers every type here: the "TPU" is this machine."""
+        return True
+
     def create_tpu(self, spec: ClusterSpec, zone: str, cidr: str | None) -> Operation:
         path = self._tpu_path(zone, spec.name)
         delay = self.delays["tpu_create_seconds"]

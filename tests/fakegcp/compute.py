@@ -15,6 +15,7 @@ from . import catalog
 from .compute_ops import OpError, get_op, new_op, op_json, wait_op
 from .errors import ApiError
 from .filters import compile_filter
+from .metadata import instance_fingerprint, project_metadata
 from .network import (
     allocate_ip,
     ensure_project,
@@ -185,8 +186,8 @@ def instance_json(store: Store, inst: Instance) -> dict[str, Any]:
         "machineType": store.link(f"projects/{inst.project}/zones/{inst.zone}/machineTypes/{inst.machine_type}"),
         "status": inst.status, "zone": store.link(f"projects/{inst.project}/zones/{inst.zone}"),
         "canIpForward": False, "networkInterfaces": [nic], "disks": disks,
-        "metadata": {"kind": "compute#metadata", "fingerprint": "m0HmH3ctjIk=", "items": inst.metadata}
-        if inst.metadata else {"kind": "compute#metadata", "fingerprint": "m0HmH3ctjIk="},
+        "metadata": {"kind": "compute#metadata", "fingerprint": instance_fingerprint(inst), "items": inst.metadata}
+        if inst.metadata else {"kind": "compute#metadata", "fingerprint": instance_fingerprint(inst)},
         "serviceAccounts": inst.service_accounts, "selfLink": store.link(inst.path),
         "scheduling": scheduling, "cpuPlatform": "Intel Broadwell", "labelFingerprint": "42WmSpB8rSM=",
         "startRestricted": False, "deletionProtection": False, "fingerprint": "c2lnbmF0dXJl",
@@ -376,7 +377,7 @@ def register(router: Router, store_of: Any) -> None:
         number = catalog.project_number(project)
         return {"kind": "compute#project", "id": number, "name": project,
                 "creationTimestamp": "2020-01-01T00:00:00.000-08:00",
-                "commonInstanceMetadata": {"kind": "compute#metadata", "fingerprint": "m0HmH3ctjIk="},
+                "commonInstanceMetadata": project_metadata(s, project),
                 "quotas": [{"metric": "NETWORKS", "limit": 15, "usage": 1},
                            {"metric": "GLOBAL_INTERNAL_ADDRESSES", "limit": 5000, "usage": 0}],
                 "selfLink": s.link(f"projects/{project}"),

@@ -203,6 +203,7 @@ class Store:
         self.subnets: dict[tuple[str, str, str], Any] = {}
         self.routes: dict[tuple[str, str], Any] = {}
         self.addresses: dict[tuple[str, str], Any] = {}
+        self.project_metadata: dict[str, dict[str, Any]] = {}
         self.extra_tpu_types: dict[str, set[str]] = {}
         self._ip_next: dict[str, int] = {}
         self._external_next = itertools.count(1)

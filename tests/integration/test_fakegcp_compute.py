@@ -8,7 +8,6 @@ from google.cloud import compute_v1
 
 from tests.fakegcp import clients
 
-pytest_plugins = ["tests.fakegcp.pytest_plugin"]  # harmless once tests/conftest.py registers it
 
 ZONE = "us-central1-b"
 OpStatus = compute_v1.Operation.Status

@@ -13,7 +13,6 @@ from tests.fakegcp import clients
 from tests.fakegcp.clients import FAST_POLLING
 from tests.fakegcp.fixture import FakeGCPError
 
-pytest_plugins = ["tests.fakegcp.pytest_plugin"]  # harmless once tests/conftest.py registers it
 
 ZONE = "us-central1-b"
 RUNTIME = "tpu-vm-tf-2.16.1-pjrt"

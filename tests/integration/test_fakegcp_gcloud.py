@@ -14,7 +14,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-pytest_plugins = ["tests.fakegcp.pytest_plugin"]  # harmless once tests/conftest.py registers it
 
 ZONE = "us-central1-b"
 
