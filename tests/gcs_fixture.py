@@ -16,7 +16,6 @@ The wrapper's own ``FakeGCSServer`` is not used: it picks the filesystem backend
 from __future__ import annotations
 
 import json
-import os
 import platform
 import socket
 import subprocess
@@ -114,7 +113,7 @@ class FakeGcs:
         return storage.Client(project=PROJECT, credentials=AnonymousCredentials(),
                               client_options={"api_endpoint": self.url})
 
-    def __enter__(self) -> FakeGcs:
+    def __enter__(self) -> FakeGcs:  # noqa: PYI034 - Self needs Python 3.11
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -35,8 +35,7 @@ def command(src: str, dest: str, delete: bool, exclude: tuple[str, ...], create_
       tpuctl stage ./uncased_L-12_H-768_A-12 gs://my-bucket/bert/base --create-bucket
       tpuctl stage gs://my-bucket/bert/base ./bert-base --exclude '*.tmp'
     """
-    from ..errors import EXIT_FAILURE
-    from ..redact import redact
+    from ..errors import EXIT_FAILURE, TpuctlError
     from ..staging import options
     from ..staging.endpoints import is_bucket_url, open_endpoint
     from ..staging.ignore import Excluder
@@ -95,8 +94,10 @@ def command(src: str, dest: str, delete: bool, exclude: tuple[str, ...], create_
         for failure in doc.get("failures", []):
             click.echo(f"  failed: {failure['path']}: {failure['error']}")
     if not report.ok:
-        click.echo(f"tpuctl: error: {redact(_failure_line(report))}", err=True)
-        raise click.exceptions.Exit(EXIT_FAILURE)
+        # The summary above is this command's one JSON document; report_error adds only the
+        # stderr line (exit code 1) instead of a second document.
+        _common._state["json"] = False
+        raise TpuctlError(_failure_line(report))
 
 
 def _verb(direction: str) -> str:

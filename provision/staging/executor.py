@@ -30,6 +30,7 @@ class Outcome:
     reused: int = 0
     attempts: int = 0
     info: ObjectInfo | None = None
+    retries: int = 0  # whole-file attempts and parts sent again after failing verification
 
 
 @dataclass
@@ -41,6 +42,7 @@ class _State:
     remaining: int = 0
     done: bool = False
     sent: int = 0
+    retries: int = 0
 
 
 def describe_error(exc: BaseException) -> str:
@@ -72,17 +74,19 @@ class Executor:
             st.done = True
             job = st.job
             sent = st.sent + (job.sent if job else 0)
+            retries = st.retries + (job.retries if job else 0) + max(0, st.attempt - 1)
             outcomes[index] = Outcome(st.label, exc is None, None if exc is None else describe_error(exc),
-                                      sent, job.reused if job else 0, st.attempt, info)
+                                      sent, job.reused if job else 0, st.attempt, info, retries)
 
         def start(index: int) -> bool:
             st = states[index]
             if st.job is not None:
                 st.sent += st.job.sent
+                st.retries += st.job.retries
             st.attempt += 1
             try:
                 st.job = st.factory()
-            except Exception as exc:  # e.g. the source vanished since it was listed
+            except Exception as exc:  # noqa: BLE001 - e.g. the source vanished since it was listed
                 st.job = None
                 settle(index, exc)
                 return False

@@ -86,9 +86,7 @@ def parse_rule(pattern: str) -> Rule | None:
     if not text or text.startswith("#"):
         return None
     negate = text.startswith("!")
-    if negate:
-        text = text[1:]
-    elif text.startswith("\\!") or text.startswith("\\#"):
+    if negate or text.startswith(("\\!", "\\#")):
         text = text[1:]
     dir_only = text.endswith("/")
     text = text.rstrip("/")

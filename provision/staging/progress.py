@@ -53,7 +53,7 @@ class Progress:
         with self._lock:
             self.done += n
 
-    def __enter__(self) -> Progress:
+    def __enter__(self) -> Progress:  # noqa: PYI034 - Self needs Python 3.11
         self._start = time.monotonic()
         if self.enabled:
             self._thread = threading.Thread(target=self._loop, name="tpuctl-progress", daemon=True)

@@ -76,7 +76,7 @@ class Report:
             f"bytes_{key}": sum(size_of.get(o.label, 0) for o in sent),
             "bytes_skipped": self.plan.bytes(planning.SKIP),
             "bytes_resumed": sum(o.reused for o in self.outcomes),
-            "retries": sum(max(0, o.attempts - 1) for o in self.outcomes),
+            "retries": sum(o.retries for o in self.outcomes),
             "seconds": round(self.seconds, 3),
             "mb_per_s": round(bytes_moved / 1e6 / self.seconds, 2) if self.seconds > 0 and bytes_moved else 0.0,
             "bucket_created": self.bucket_created,
@@ -133,8 +133,8 @@ def ensure_buckets(src: Endpoint, dest: Endpoint, opts: StageOptions, say: Say) 
         return False
     if not opts.create_bucket:
         raise BucketNotFound(f"bucket {dest.bucket.url} does not exist",
-                             hint=f"pass --create-bucket (and --location, e.g. us-central1) to create it, "
-                                  f"or check the name")
+                             hint="pass --create-bucket (and --location, e.g. us-central1) to create it, "
+                                  "or check the name")
     if opts.dry_run:
         say(f"would create bucket {dest.bucket.url} in {opts.location} with uniform bucket-level access")
         return False

@@ -17,8 +17,16 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from .base import (OBJECT_ROLE, PARTS_PREFIX, Bucket, BucketNotFound, ChecksumMismatch, ObjectInfo,
-                   ObjectNotFound, TransferJob)
+from .base import (
+    OBJECT_ROLE,
+    PARTS_PREFIX,
+    Bucket,
+    BucketNotFound,
+    ChecksumMismatch,
+    ObjectInfo,
+    ObjectNotFound,
+    TransferJob,
+)
 from .local import LocalBucket
 
 if TYPE_CHECKING:

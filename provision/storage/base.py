@@ -79,6 +79,7 @@ class TransferJob(abc.ABC):
         self.progress = progress
         self.sent = 0  # bytes actually moved
         self.reused = 0  # bytes found already in place (parts of an interrupted run)
+        self.retries = 0  # pieces sent again after failing verification
         self.cancelled = False
 
     @abc.abstractmethod

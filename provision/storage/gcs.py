@@ -27,8 +27,18 @@ from typing import TYPE_CHECKING, Any
 from ..errors import CloudError, TpuctlError, UsageError
 from ..redact import redact
 from . import crc, iam, parts
-from .base import (OBJECT_ROLE, PARTS_PREFIX, Bucket, BucketNotFound, ChecksumMismatch, ObjectInfo,
-                   ObjectNotFound, Progress, TransferJob, no_progress)
+from .base import (
+    OBJECT_ROLE,
+    PARTS_PREFIX,
+    Bucket,
+    BucketNotFound,
+    ChecksumMismatch,
+    ObjectInfo,
+    ObjectNotFound,
+    Progress,
+    TransferJob,
+    no_progress,
+)
 from .local import partial_path
 
 if TYPE_CHECKING:
@@ -291,6 +301,8 @@ class _CompositeUpload(_Job):
             if crc.from_b64(blob.crc32c) == want and int(blob.size or 0) == length:
                 self.crcs[index] = want
                 return
+            with self._lock:
+                self.retries += 1
         raise ChecksumMismatch(f"{self.name}: part {index} failed CRC32C verification {ATTEMPTS} times")
 
     def finish(self) -> ObjectInfo:

@@ -16,8 +16,16 @@ from pathlib import Path
 
 from ..errors import NotAvailable, UsageError
 from . import crc, iam
-from .base import (OBJECT_ROLE, PARTIAL_PREFIX, Bucket, ChecksumMismatch, ObjectInfo, Progress,
-                   TransferJob, no_progress)
+from .base import (
+    OBJECT_ROLE,
+    PARTIAL_PREFIX,
+    Bucket,
+    ChecksumMismatch,
+    ObjectInfo,
+    Progress,
+    TransferJob,
+    no_progress,
+)
 
 
 def check_name(name: str) -> list[str]:

@@ -12,7 +12,7 @@ def make_bert_dir(root: Path, data_bytes: int = 1_500_000, small: int = 6) -> di
     """A miniature google-research BERT directory; returns {relative path: content}."""
     files = {
         "bert_config.json": json.dumps({"hidden_size": 768, "num_hidden_layers": 12}).encode(),
-        "vocab.txt": "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a"]).encode(),
+        "vocab.txt": b"[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\na",
         "bert_model.ckpt.index": os.urandom(8_000),
         "bert_model.ckpt.data-00000-of-00001": os.urandom(data_bytes),
     }

@@ -7,8 +7,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from provision.staging.ignore import Excluder
-from provision.staging.plan import (DELETE, SEND, SKIP, Entry, Step, apply_excludes, index, local_name_problems,
-                                    make_plan, needs_checksum, order_for_transfer)
+from provision.staging.plan import (
+    DELETE,
+    SEND,
+    SKIP,
+    Entry,
+    Step,
+    apply_excludes,
+    index,
+    local_name_problems,
+    make_plan,
+    needs_checksum,
+    order_for_transfer,
+)
 
 
 def E(path, size, crc=None):
@@ -94,8 +105,8 @@ def test_applying_the_plan_makes_dest_match_src(src_raw, dest_raw, delete):
             result[step.path] = src[step.path]
         elif step.op == DELETE:
             del result[step.path]
-    for p in src:
-        assert result[p] == src[p]
+    for p, entry in src.items():
+        assert result[p] == entry
     if delete:
         assert set(result) == set(src)
     else:
