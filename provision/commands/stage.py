@@ -18,7 +18,7 @@ from ._common import dry_run_option, json_option, provider_options
               help="Location of a bucket made by --create-bucket (default: the region of the zone, else US).")
 @click.option("--jobs", "jobs", type=int, default=8, show_default=True, metavar="N",
               help="Transfers in flight at once (files and parts of large files).")
-@click.option("--part-size", default="32M", show_default=True, metavar="SIZE",
+@click.option("--part-size", default="16M", show_default=True, metavar="SIZE",
               help="Files of at least twice this size go in parallel parts of this size.")
 @provider_options
 @dry_run_option

@@ -10,7 +10,7 @@ from ..storage.parts import MIN_PART_SIZE
 
 DEFAULT_JOBS = 8
 MAX_JOBS = 64
-DEFAULT_PART_SIZE = 32 << 20
+DEFAULT_PART_SIZE = 16 << 20
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
           "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
 from ..storage import BucketNotFound, LocalBucket, ObjectInfo, crc
@@ -21,6 +21,9 @@ from .executor import Executor, Outcome
 from .ignore import IGNORE_FILE, Excluder, parse_ignore_file
 from .options import StageOptions
 from .progress import Progress
+
+if TYPE_CHECKING:
+    from ..config import Target
 
 Say = Callable[[str], None]
 
@@ -127,8 +130,10 @@ def ensure_buckets(src: Endpoint, dest: Endpoint, opts: StageOptions, say: Say) 
     """Both buckets exist (creating DEST's with --create-bucket); True if one was created."""
     if src.is_bucket and not src.bucket.exists():
         raise BucketNotFound(f"bucket {src.bucket.url} does not exist", hint="check the bucket name in SRC")
-    if not dest.is_bucket or dest.bucket.exists():
-        if dest.is_bucket and opts.create_bucket:
+    if not dest.is_bucket:
+        return False
+    if dest.bucket.exists():
+        if opts.create_bucket:
             say(f"bucket {dest.bucket.url} already exists; --create-bucket has nothing to do")
         return False
     if not opts.create_bucket:
@@ -151,10 +156,12 @@ def read_ignore_file(src: Endpoint, listing: dict[str, ObjectInfo]) -> list[str]
 
 
 def fill_checksums(side: Endpoint, entries: dict[str, planning.Entry], paths: list[str]) -> None:
-    """Read the CRC32C of the local files that :func:`plan.needs_checksum` named."""
+    """Read the CRC32C of the local files that :func:`plan.needs_checksum` named. An object
+    without a stored CRC32C (never seen on Cloud Storage) gets one that matches nothing: resent."""
     for rel in paths:
         e = entries[rel]
-        entries[rel] = planning.Entry(rel, e.size, crc.of_file(side.path(rel)))
+        value = crc.of_file(side.path(rel)) if side.local else -1
+        entries[rel] = planning.Entry(rel, e.size, value)
 
 
 def stage(src: Endpoint, dest: Endpoint, opts: StageOptions, *, say: Say, show_progress: bool = False,
@@ -162,6 +169,8 @@ def stage(src: Endpoint, dest: Endpoint, opts: StageOptions, *, say: Say, show_p
     started = time.monotonic()
     check_sides(src, dest, opts)
     created = ensure_buckets(src, dest, opts, say)
+    # Past ensure_buckets, DEST is missing only in a dry run that would create its bucket.
+    dest_missing = opts.dry_run and dest.is_bucket and opts.create_bucket and not created and not dest.bucket.exists()
 
     src_listing = src.listing()
     if not src_listing and src.is_bucket:
@@ -171,11 +180,11 @@ def stage(src: Endpoint, dest: Endpoint, opts: StageOptions, *, say: Say, show_p
     if not src_listing:
         raise UsageError(f"nothing to stage: SRC {src.text} has no files",
                          hint="check the path (an empty SRC is refused so that --delete cannot empty DEST)")
-    if src.single is not None:
+    if dest_missing:
+        dest_listing = {}
+    elif src.single is not None:
         info = dest.bucket.stat(dest.name(src.single)) if dest.bucket.exists() else None
         dest_listing = {} if info is None else {src.single: info}
-    elif dest.is_bucket and not dest.bucket.exists():
-        dest_listing = {}  # --dry-run of a bucket still to be created
     else:
         dest_listing = dest.listing()
 
@@ -246,3 +255,19 @@ def _job_factory(src: Endpoint, dest: Endpoint, step: planning.Step, listing: di
 
 def _deleter(dest: Endpoint, rel: str):
     return lambda: dest.bucket.delete(dest.name(rel))
+
+
+def stage_paths(src: str, dest: str, target: Target | None, *, say: Say = lambda _: None,
+                show_progress: bool = False, **options: Any) -> Report:
+    """The stage ``tpuctl stage SRC DEST`` runs, for callers inside tpuctl (``tpuctl train``).
+
+    ``options`` are :class:`StageOptions` fields (``delete``, ``excludes``, ``jobs``, ...);
+    ``target`` is needed when either side is gs://. Raises a UsageError for bad input before
+    anything moves; a Report with ``ok`` False lists files that failed verification.
+    """
+    from .endpoints import open_endpoint
+
+    opts = StageOptions(**options)
+    pool = opts.jobs + 4
+    return stage(open_endpoint(src, target, pool_size=pool), open_endpoint(dest, target, pool_size=pool), opts,
+                 say=say, show_progress=show_progress)

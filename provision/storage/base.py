@@ -171,11 +171,11 @@ class Bucket(abc.ABC):
     def download_job(self, info: ObjectInfo, path: Path, *, part_size: int,
                      progress: Progress = no_progress) -> TransferJob: ...
 
-    def upload_file(self, path: str | Path, name: str, *, part_size: int = 32 << 20) -> ObjectInfo:
+    def upload_file(self, path: str | Path, name: str, *, part_size: int = 16 << 20) -> ObjectInfo:
         """Copy a local file to ``name``: atomic, verified, retried on a checksum mismatch."""
         return run_inline(lambda: self.upload_job(Path(path), name, part_size=part_size))
 
-    def download_file(self, name: str, path: str | Path, *, part_size: int = 32 << 20) -> ObjectInfo:
+    def download_file(self, name: str, path: str | Path, *, part_size: int = 16 << 20) -> ObjectInfo:
         """Copy ``name`` to a local file: written beside it, verified, then renamed into place."""
         info = self.stat(name)
         if info is None:

@@ -1,6 +1,6 @@
 """Google Cloud Storage buckets, through google-cloud-storage (imported only here, lazily).
 
-Small files go in one request (multipart up to 8 MiB, then a resumable upload in 8 MiB chunks):
+Small files go in one request (multipart up to 8 MiB, then a resumable upload in 16 MiB chunks):
 GCS makes the object visible only once the upload finalizes. Large files go as parallel parts
 to ``.tpuctl-parts/NAME/...``, each verified by CRC32C, are composed into NAME in one request,
 verified again, and the parts deleted. Every upload also sends the CRC32C it computed, so real
@@ -44,7 +44,7 @@ from .local import partial_path
 if TYPE_CHECKING:
     from google.cloud.storage import Client
 
-UPLOAD_CHUNK = 8 << 20  # bytes per resumable-upload request; bounds memory per worker
+UPLOAD_CHUNK = 16 << 20  # bytes per resumable-upload request; bounds memory per worker
 ATTEMPTS = 3
 
 
@@ -183,29 +183,37 @@ class FileSlice(io.RawIOBase):
 
 
 class _RangeWriter:
-    """File-like sink for one ranged download: writes at an offset and checksums as it goes."""
+    """File-like sink for one ranged download: gathers the client's small reads into blocks of
+    up to :data:`crc.BLOCK` bytes, checksums them and writes them at their offset."""
 
     def __init__(self, fd: int, offset: int, progress: Progress, check: Callable[[], None]):
         self.fd, self.pos = fd, offset
         self.crc, self.count = 0, 0
+        self.pending: list[bytes] = []
+        self.pending_bytes = 0
         self.progress, self.check = progress, check
 
     def write(self, data: bytes) -> int:
-        self.check()
-        data = bytes(data)
-        view = memoryview(data)
-        pos = self.pos
-        while view:
-            written = os.pwrite(self.fd, view, pos)
-            view, pos = view[written:], pos + written
-        self.crc = crc.extend(self.crc, data)
-        self.pos = pos
-        self.count += len(data)
-        self.progress(len(data))
+        self.pending.append(bytes(data))
+        self.pending_bytes += len(data)
+        if self.pending_bytes >= crc.BLOCK:
+            self.flush()
         return len(data)
 
     def flush(self) -> None:
-        return None
+        if not self.pending:
+            return
+        self.check()
+        block = b"".join(self.pending)
+        self.pending, self.pending_bytes = [], 0
+        view, pos = memoryview(block), self.pos
+        while view:
+            written = os.pwrite(self.fd, view, pos)
+            view, pos = view[written:], pos + written
+        self.crc = crc.extend(self.crc, block)
+        self.pos = pos
+        self.count += len(block)
+        self.progress(len(block))
 
 
 def _source_state(path: Path) -> tuple[int, int]:
@@ -354,6 +362,7 @@ class _Download(_Job):
             sink = _RangeWriter(fh.fileno(), offset, self.progress, self.check_cancelled)
             blob.download_to_file(sink, start=offset, end=offset + length - 1, raw_download=True,
                                   checksum=None, retry=_retry())
+            sink.flush()
         if sink.count != length:
             raise ChecksumMismatch(f"{self.info.name}: got {sink.count} bytes of range {offset}+{length}")
         self.crcs[index] = sink.crc
@@ -366,8 +375,6 @@ class _Download(_Job):
             self.abort()
             raise ChecksumMismatch(f"{self.info.name}: downloaded bytes' CRC32C {crc.to_b64(whole)} differs "
                                    f"from the object's {crc.to_b64(self.info.crc32c or 0)}")
-        with open(self.tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
         os.replace(self.tmp, self.path)
         self.tmp = None
         return self.info

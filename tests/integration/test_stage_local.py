@@ -208,3 +208,14 @@ def test_bucket_api_for_the_rest_of_tpuctl(bert):
     assert b.policy() == {OBJECT_ROLE: [member]}
     assert b.delete("runs/r1/progress.json") and not b.delete("runs/r1/progress.json")
     assert not (bucket_dir("runs-bucket") / "runs").exists()  # no empty folders left behind
+
+
+def test_stage_paths_is_the_same_stage_for_tpuctl_train(bert):
+    from provision.staging.run import stage_paths
+
+    src, files = bert
+    target = resolve(provider="local")
+    report = stage_paths(str(src), "gs://train-bucket/bert", target, create_bucket=True)
+    assert report.ok and report.to_dict()["uploaded"] == len(files)
+    again = stage_paths(str(src), "gs://train-bucket/bert", target)
+    assert again.to_dict()["skipped"] == len(files)
