@@ -62,6 +62,8 @@ class CopyJob(TransferJob):
         return [self._copy]
 
     def _copy(self) -> None:
+        st = os.stat(self.src)
+        before = (st.st_size, st.st_mtime_ns)
         self.dest.parent.mkdir(parents=True, exist_ok=True)
         self.tmp = partial_path(self.dest)
         crc_value, size = 0, 0
@@ -78,6 +80,9 @@ class CopyJob(TransferJob):
                 size += len(block)
                 self.progress(len(block))
         self.crc, self.size, self.sent = crc_value, size, size
+        st = os.stat(self.src)
+        if (st.st_size, st.st_mtime_ns) != before:
+            raise ChecksumMismatch(f"{self.src} changed while it was being copied")
 
     def finish(self) -> ObjectInfo:
         assert self.tmp is not None
