@@ -86,7 +86,7 @@ def sequential_download(client, bucket: str, prefix: str, dest: Path) -> float:
 def tpuctl(env: dict, *args: str) -> tuple[float, dict]:
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "provision", "stage", *args, "--json"], env=env, cwd=REPO,
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True, timeout=900, check=False)
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         raise RuntimeError(f"tpuctl stage {' '.join(args)} failed: {proc.stderr.strip()[-500:]}")
