@@ -413,10 +413,15 @@ class GcsBucket(Bucket):
         with translate(f"look up bucket {self.url}"):
             return bool(self._bucket.exists(retry=_retry(30.0)))
 
-    def create(self, location: str) -> None:
+    def new_bucket_resource(self) -> Any:
+        """The bucket as created: IAM only (uniform bucket-level access), never public."""
         bucket = self.client.bucket(self.name)
         bucket.iam_configuration.uniform_bucket_level_access_enabled = True
         bucket.iam_configuration.public_access_prevention = "enforced"
+        return bucket
+
+    def create(self, location: str) -> None:
+        bucket = self.new_bucket_resource()
         try:
             with translate(f"create bucket {self.url}"):
                 self.client.create_bucket(bucket, location=location, project=self.client.project)
@@ -445,7 +450,6 @@ class GcsBucket(Bucket):
             if not changed:
                 return False
             policy.bindings = updated
-            policy.version = max(int(policy.version or 1), 1)
             try:
                 with translate(f"set IAM policy of {self.url}"):
                     self._bucket.set_iam_policy(policy)
