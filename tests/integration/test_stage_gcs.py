@@ -270,6 +270,8 @@ def test_killed_stage_process_leaves_nothing_that_looks_complete(gcs_bucket, gcs
     stored = objects(gcs_client, gcs_bucket)
     assert set(stored) == {name, "b/vocab.txt"}
     assert stored[name].download_as_bytes() == big
+    stored[name].delete()  # the server keeps objects in memory for the whole session
+    (src / "bert_model.ckpt.data-00000-of-00001").unlink()
 
 
 def test_stale_parts_of_an_older_version_are_removed(tpuctl, gcs_bucket, gcs_client, tmp_path):
