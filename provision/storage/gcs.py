@@ -301,14 +301,18 @@ class _CompositeUpload(_Job):
             self.check_cancelled()
             blob = self.bucket.blob(name)
             blob.chunk_size = UPLOAD_CHUNK
-            with open(self.path, "rb", buffering=0) as fh, translate(f"upload part of {self.bucket.url}/{self.name}"):
-                stream = FileSlice(fh.fileno(), offset, length, self.progress if attempt == 1 else no_progress,
-                                   self.check_cancelled)
-                self.bucket.put(blob, stream, length, want)
-            self._count(sent=length)
-            if crc.from_b64(blob.crc32c) == want and int(blob.size or 0) == length:
-                self.crcs[index] = want
-                return
+            try:
+                with open(self.path, "rb", buffering=0) as fh, \
+                        translate(f"upload part of {self.bucket.url}/{self.name}"):
+                    stream = FileSlice(fh.fileno(), offset, length, self.progress if attempt == 1 else no_progress,
+                                       self.check_cancelled)
+                    self.bucket.put(blob, stream, length, want)
+                self._count(sent=length)
+                if crc.from_b64(blob.crc32c) == want and int(blob.size or 0) == length:
+                    self.crcs[index] = want
+                    return
+            except ChecksumMismatch:  # Cloud Storage refused bytes that did not match the CRC32C sent
+                self._count(sent=length)
             with self._lock:
                 self.retries += 1
         raise ChecksumMismatch(f"{self.name}: part {index} failed CRC32C verification {ATTEMPTS} times")
