@@ -1,0 +1,122 @@
+"""The bounded-pool executor, with in-memory jobs: sequencing, retries, failures, the bound."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from provision.staging.executor import Executor
+from provision.storage.base import ChecksumMismatch, ObjectInfo, TransferJob
+
+
+class FakeJob(TransferJob):
+    def __init__(self, label, n_pieces, log, fail_finish=0, fail_piece=None, attempts=None, gate=None):
+        super().__init__(label, n_pieces, lambda n: None)
+        self.n, self.log, self.fail_finish, self.fail_piece = n_pieces, log, fail_finish, fail_piece
+        self.attempts = attempts if attempts is not None else [0]
+        self.gate = gate
+        self.aborted = False
+
+    def prepare(self):
+        self.attempts[0] += 1
+        return [lambda i=i: self._piece(i) for i in range(self.n)]
+
+    def _piece(self, i):
+        if self.gate:
+            self.gate()
+        if self.fail_piece == i:
+            raise OSError("disk on fire")
+        self.sent += 1
+        self.log.append((self.label, "piece", i))
+
+    def finish(self):
+        if self.attempts[0] <= self.fail_finish:
+            raise ChecksumMismatch(f"{self.label}: bad")
+        self.log.append((self.label, "finish"))
+        return ObjectInfo(self.label, self.n, 0)
+
+    def abort(self):
+        self.aborted = True
+
+
+def test_finish_runs_after_all_pieces():
+    log = []
+    out = Executor(4).run([(f"f{k}", lambda k=k: FakeJob(f"f{k}", k, log)) for k in range(4)])
+    assert all(o.ok for o in out) and [o.label for o in out] == ["f0", "f1", "f2", "f3"]
+    for k in range(4):
+        events = [e for e in log if e[0] == f"f{k}"]
+        assert events[-1] == (f"f{k}", "finish") and len(events) == k + 1
+
+
+def test_checksum_mismatch_is_retried_then_succeeds():
+    attempts = [0]
+    out = Executor(2).run([("x", lambda: FakeJob("x", 2, [], fail_finish=2, attempts=attempts))])
+    assert out[0].ok and out[0].attempts == 3 and attempts[0] == 3
+    assert out[0].sent == 6  # every attempt's bytes are counted as sent
+
+
+def test_persistent_mismatch_is_reported_not_kept():
+    out = Executor(2).run([("x", lambda: FakeJob("x", 1, [], fail_finish=99)), ("y", lambda: FakeJob("y", 1, []))])
+    assert not out[0].ok and "bad" in out[0].error and out[0].attempts == 3
+    assert out[1].ok
+
+
+def test_other_errors_fail_the_file_once_and_abort_it():
+    jobs = []
+
+    def make():
+        jobs.append(FakeJob("x", 3, [], fail_piece=1))
+        return jobs[-1]
+
+    out = Executor(2).run([("x", make)])
+    assert not out[0].ok and "disk on fire" in out[0].error and len(jobs) == 1 and jobs[0].aborted
+
+
+def test_a_factory_error_is_a_failed_file():
+    def boom():
+        raise FileNotFoundError("gone")
+
+    out = Executor(2).run([("gone", boom), ("ok", lambda: FakeJob("ok", 1, []))])
+    assert not out[0].ok and "gone" in out[0].error and out[1].ok
+
+
+def test_in_flight_work_never_exceeds_the_pool():
+    lock, live, peak = threading.Lock(), [0], [0]
+
+    def gate():
+        with lock:
+            live[0] += 1
+            peak[0] = max(peak[0], live[0])
+        time.sleep(0.005)
+        with lock:
+            live[0] -= 1
+
+    out = Executor(3).run([(f"f{k}", lambda k=k: FakeJob(f"f{k}", 5, [], gate=gate)) for k in range(6)])
+    assert all(o.ok for o in out) and peak[0] <= 3
+
+
+def test_interrupt_cancels_and_aborts():
+    jobs = []
+    started = threading.Event()
+
+    def gate():
+        started.set()
+        time.sleep(0.05)
+
+    def make(k):
+        jobs.append(FakeJob(f"f{k}", 4, [], gate=gate))
+        return jobs[-1]
+
+    import _thread
+
+    def interrupter():
+        started.wait(5)
+        _thread.interrupt_main()
+
+    threading.Thread(target=interrupter).start()
+    with pytest.raises(KeyboardInterrupt):
+        Executor(2).run([(f"f{k}", lambda k=k: make(k)) for k in range(20)])
+    assert all(j.cancelled and j.aborted for j in jobs)
+    assert sum(j.sent for j in jobs) < 80
