@@ -13,7 +13,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
-pytest_plugins = ["tests.fakegcp.pytest_plugin"]
+pytest_plugins = ["tests.fakegcp.pytest_plugin", "tests.gcs_fixture"]
 
 _ISOLATED_VARS = (
     "TPUCTL_PROVIDER", "TPUCTL_PROJECT", "TPUCTL_ZONE", "GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT",
