@@ -58,8 +58,9 @@ GENERATIONS: dict[str, Generation] = {
     )
 }
 
-# TPU Node (v1 API) TensorFlow version used when the user names none.
-DEFAULT_TENSORFLOW_VERSION = "2.12.0"
+# TPU Node (v1 API) TensorFlow version used when the user names none: the oldest the job side
+# supports, and the host VM's TensorFlow must match it.
+DEFAULT_TENSORFLOW_VERSION = "2.16.1"
 
 _TYPE_RE = re.compile(r"^(v2|v3|v4|v5litepod|v5p|v6e)-(\d{1,5})$")
 
@@ -91,6 +92,12 @@ class AcceleratorType:
 
     def supports(self, arch: str) -> bool:
         return arch in self.generation.architectures
+
+    @property
+    def default_runtime(self) -> str:
+        """Multi-host slices need the pod flavour of a TPU VM runtime image."""
+        image = self.generation.default_runtime
+        return image.replace("-pjrt", "-pod-pjrt") if self.multi_host else image
 
 
 def parse(name: str) -> AcceleratorType:

@@ -176,7 +176,7 @@ class ClusterSpec:
         if self.arch == Arch.NODE:
             from ..accelerators import DEFAULT_TENSORFLOW_VERSION
             return self.tensorflow_version or DEFAULT_TENSORFLOW_VERSION
-        return self.runtime_version or acc.generation.default_runtime
+        return self.runtime_version or acc.default_runtime
 
     def resource_labels(self, role: str) -> dict[str, str]:
         """Labels on every resource tpuctl creates: the user's plus cluster and role."""

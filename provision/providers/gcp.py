@@ -169,6 +169,8 @@ class GcpProvider:
         )
         try:
             return retrying(counted, *args, **kwargs)
+        except (TypeError, AttributeError, KeyError) as exc:
+            raise exc   # a bug in tpuctl, not a cloud failure: reported as an internal error
         except Exception as exc:  # noqa: BLE001 - every failure leaves here classified
             f = failure_of(exc)
             if f.kind == Kind.NOT_FOUND:
@@ -495,10 +497,13 @@ class GcpProvider:
         regions = sorted({z.rsplit("-", 1)[0] for z in spec.zones})
         for peering in network.peerings or []:
             for region in regions:
+                from google.cloud import compute_v1
+
+                req = compute_v1.ListPeeringRoutesNetworksRequest(
+                    project=self.project, network=spec.network, peering_name=peering.name, direction="INCOMING",
+                    region=region)
                 routes = self._call("compute.networks.listPeeringRoutes",
-                                    _all(self.compute("Networks").list_peering_routes),
-                                    project=self.project, network=spec.network, peering_name=peering.name,
-                                    direction="INCOMING", region=region)
+                                    _all(self.compute("Networks").list_peering_routes), request=req)
                 for pr in routes:
                     used.append(Used.of(pr.dest_range, f"peered network {peering.name}", "peering"))
         for node in self.list_tpus():
