@@ -92,8 +92,14 @@ class Found:
 
 
 def find(provider: Provider, name: str, zone: str | None = None) -> Found:
+    """The cluster's VMs and TPUs, looked up at the same time (two independent API reads)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     selector = {CLUSTER_LABEL: name}
-    return Found(vms=provider.list_vms(zone, selector), tpus=provider.list_tpus(zone, selector))
+    with ThreadPoolExecutor(2) as pool:
+        vms = pool.submit(provider.list_vms, zone, selector)
+        tpus = pool.submit(provider.list_tpus, zone, selector)
+        return Found(vms=vms.result(), tpus=tpus.result())
 
 
 # ---- up ------------------------------------------------------------------------------------------
@@ -158,6 +164,7 @@ class _Attempt:
     created_vm: tuple[str, str] | None = None     # (zone, name)
     created_tpu: tuple[str, str] | None = None
     reserved: str | None = None
+    had: str | None = None        # the cluster's range reservation before this call
 
 
 def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_failure: bool = False,
@@ -221,10 +228,12 @@ def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_
 
     # --- CIDR: a user's block is checked before anything is created ---------------------------
     block: str | None = None
+    attempt_had: str | None = None
     if spec.arch == Arch.NODE and need_tpu:
         prefix = acc.node_cidr_prefix
         old = tpu.cidr_block if tpu is not None else None
         reserved = provider.reserved_range(spec)
+        attempt_had = reserved
         if spec.cidr:
             requested = cidrs.check_requested(ipaddress.ip_network(spec.cidr), prefix, provider.used_ranges(spec))
             block = str(requested)
@@ -254,7 +263,7 @@ def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_
         result.seconds = time.monotonic() - start
         return result
 
-    attempt = _Attempt()
+    attempt = _Attempt(had=attempt_had)
     try:
         _apply(provider, spec, result, attempt, vm=vm, tpu=tpu, dead=dead, need_vm=need_vm, zones=zones,
                block=block, timeout=timeout, log=log, backoff=backoff)
@@ -288,19 +297,19 @@ def _apply(provider: Provider, spec: ClusterSpec, result: UpResult, attempt: _At
         wait_until(lambda: provider.get_tpu(tpu.zone, tpu.name) is None, timeout=_left(deadline), backoff=backoff)
         tpu = None
 
-    if block and spec.arch == Arch.NODE and tpu is None:
-        block = _reserve(provider, spec, block, attempt, log)
-
     zone = zones[0] if tpu is None else tpu.zone
     ops: list[Operation] = []
     vm_op: Operation | None = None
     tpu_op: Operation | None = None
     if need_vm:
+        # the host does not depend on the TPU's range: start it first, it runs while we reserve
         vm_zone = zone
         log(f"creating host VM {spec.name} ({spec.machine_type}) in {vm_zone}")
         vm_op = provider.create_vm(spec, vm_zone)
         attempt.created_vm = (vm_zone, spec.name)
         ops.append(vm_op)
+    if block and spec.arch == Arch.NODE and tpu is None:
+        block = _reserve(provider, spec, block, attempt, log, had=attempt.had)
     if tpu is None:
         tpu_op, zone, block = _start_tpu(provider, spec, plan, block, attempt, log)
         ops.append(tpu_op)
@@ -331,7 +340,7 @@ def _apply(provider: Provider, spec: ClusterSpec, result: UpResult, attempt: _At
                                                          if bad else [])
                     block = str(cidrs.allocate(spec.accelerator.node_cidr_prefix, used, _pool(provider)))
                     log(f"range {bad} conflicts with something on the network; trying {block}")
-                    block = _reserve(provider, spec, block, attempt, log)
+                    block = _reserve(provider, spec, block, attempt, log, had=attempt.had)
                     tpu_op, zone, block = _start_tpu(provider, spec, plan, block, attempt, log,
                                                      zone=tpu_op.zone)
                     continue
@@ -379,12 +388,14 @@ def _left(deadline: float) -> float:
     return max(0.0, deadline - time.monotonic())
 
 
-def _reserve(provider: Provider, spec: ClusterSpec, block: str, attempt: _Attempt, log: Log) -> str:
-    """Claim the block where every tpuctl sees it; on a race take the next free one."""
-    had = provider.reserved_range(spec)
+def _reserve(provider: Provider, spec: ClusterSpec, block: str, attempt: _Attempt, log: Log,
+             had: str | None = None) -> str:
+    """Claim the block where every tpuctl sees it; on a race take the next free one.
+
+    ``had`` is the cluster's reservation before this call (kept if this call fails)."""
     for skip in range(CIDR_ATTEMPTS):
         if provider.reserve_range(spec, block):
-            if block != had:
+            if block != had and attempt.reserved is None:
                 attempt.reserved = block   # ours to release if this call fails
             return block
         log(f"range {block} was just claimed by another tpuctl; taking the next free block")

@@ -21,6 +21,7 @@ import ipaddress
 import json
 import os
 import random
+import re
 import threading
 import time
 from collections import Counter
@@ -139,9 +140,10 @@ class GcpProvider:
 
     def compute(self, kind: str) -> Any:
         def build() -> Any:
-            from google.cloud import compute_v1
+            from .gcp_imports import compute_client
 
-            cls = getattr(compute_v1, f"{kind}Client")
+            service = re.sub(r"(?<!^)(?=[A-Z])", "_", kind).lower()
+            cls = compute_client(service)
             return cls(credentials=self._credentials(), transport="rest",
                        client_options=self._options("TPUCTL_COMPUTE_API_ENDPOINT"))
 
@@ -182,7 +184,7 @@ class GcpProvider:
 
     # ---- host VMs ------------------------------------------------------------------------------
     def create_vm(self, spec: ClusterSpec, zone: str) -> Operation:
-        from google.cloud import compute_v1
+        compute_v1 = _ct()
 
         image = NODE_HOST_IMAGE if spec.arch == Arch.NODE else HOST_IMAGE
         iface = compute_v1.NetworkInterface(network=f"global/networks/{spec.network}")
@@ -238,7 +240,7 @@ class GcpProvider:
         return self._vm(inst)
 
     def list_vms(self, zone: str | None = None, labels: dict[str, str] | None = None) -> list[Vm]:
-        from google.cloud import compute_v1
+        compute_v1 = _ct()
 
         flt = " AND ".join(f'labels.{k} = "{v}"' for k, v in sorted((labels or {}).items())) or None
         client = self.compute("Instances")
@@ -470,19 +472,41 @@ class GcpProvider:
 
     # ---- network: ranges in use and the reservations every tpuctl sees -----------------------------
     def used_ranges(self, spec: ClusterSpec) -> list[Used]:
+        """Every range on the network a TPU block must avoid; the reads run concurrently."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(5) as pool:
+            network_f = pool.submit(self._network, spec.network)
+            subnets_f = pool.submit(self._call, "compute.subnetworks.aggregatedList",
+                                    _all(self.compute("Subnetworks").aggregated_list), project=self.project)
+            routes_f = pool.submit(self._call, "compute.routes.list", _all(self.compute("Routes").list),
+                                   project=self.project)
+            tpus_f = pool.submit(self.list_tpus)
+            ranges_f = pool.submit(self._read_ranges)
+            network = network_f.result()
+            used = self._network_ranges(spec, network, subnets_f.result(), routes_f.result())
+            for node in tpus_f.result():
+                if node.cidr_block and node.name != spec.name:
+                    used.append(Used.of(node.cidr_block, f"TPU {node.name} in {node.zone}", "tpu"))
+            for cluster, rec in ranges_f.result()[0].items():
+                if cluster != spec.name and rec.get("network") == spec.network:
+                    used.append(Used.of(rec["cidr"], f"range reserved by tpuctl cluster {cluster}", "reservation"))
+        return used
+
+    def _network(self, name: str) -> Any:
+        try:
+            return self._call("compute.networks.get", self.compute("Networks").get, project=self.project,
+                              network=name)
+        except NotFound:
+            raise UsageError(f"network {name} not found in project {self.project}",
+                             hint="pass --network with an existing VPC network") from None
+
+    def _network_ranges(self, spec: ClusterSpec, network: Any, subnet_scopes: Any, routes: Any) -> list[Used]:
         net_url_tail = f"/global/networks/{spec.network}"
         used: list[Used] = []
-        try:
-            network = self._call("compute.networks.get", self.compute("Networks").get, project=self.project,
-                                 network=spec.network)
-        except NotFound:
-            raise UsageError(f"network {spec.network} not found in project {self.project}",
-                             hint="pass --network with an existing VPC network") from None
         if getattr(network, "I_pv4_range", None):
             used.append(Used.of(network.I_pv4_range, f"legacy network {spec.network}", "subnet"))
-        scopes = self._call("compute.subnetworks.aggregatedList", _all(self.compute("Subnetworks").aggregated_list),
-                            project=self.project)
-        for _region, scoped in scopes:
+        for _region, scoped in subnet_scopes:
             for sn in scoped.subnetworks or []:
                 if not (sn.network or "").endswith(net_url_tail):
                     continue
@@ -491,28 +515,19 @@ class GcpProvider:
                 for sec in sn.secondary_ip_ranges or []:
                     used.append(Used.of(sec.ip_cidr_range, f"secondary range {sec.range_name} of {where}",
                                         "secondary"))
-        for route in self._call("compute.routes.list", _all(self.compute("Routes").list), project=self.project):
+        for route in routes:
             if (route.network or "").endswith(net_url_tail) and route.dest_range:
                 used.append(Used.of(route.dest_range, f"route {route.name}", "route"))
         regions = sorted({z.rsplit("-", 1)[0] for z in spec.zones})
+        compute_v1 = _ct()
         for peering in network.peerings or []:
             for region in regions:
-                from google.cloud import compute_v1
-
                 req = compute_v1.ListPeeringRoutesNetworksRequest(
                     project=self.project, network=spec.network, peering_name=peering.name, direction="INCOMING",
                     region=region)
-                routes = self._call("compute.networks.listPeeringRoutes",
-                                    _all(self.compute("Networks").list_peering_routes), request=req)
-                for pr in routes:
+                for pr in self._call("compute.networks.listPeeringRoutes",
+                                     _all(self.compute("Networks").list_peering_routes), request=req):
                     used.append(Used.of(pr.dest_range, f"peered network {peering.name}", "peering"))
-        for node in self.list_tpus():
-            if node.cidr_block and node.name != spec.name:
-                used.append(Used.of(node.cidr_block, f"TPU {node.name} in {node.zone}", "tpu"))
-        ranges, _fp = self._read_ranges()
-        for cluster, rec in ranges.items():
-            if cluster != spec.name and rec.get("network") == spec.network:
-                used.append(Used.of(rec["cidr"], f"range reserved by tpuctl cluster {cluster}", "reservation"))
         return used
 
     def _read_ranges(self) -> tuple[dict[str, Any], str | None]:
@@ -529,7 +544,7 @@ class GcpProvider:
 
     def _write_ranges(self, update: Callable[[dict[str, Any]], dict[str, Any] | None]) -> bool:
         """Compare-and-swap the reservation map; returns False if ``update`` refused (returned None)."""
-        from google.cloud import compute_v1
+        compute_v1 = _ct()
 
         for _attempt in range(20):
             proj = self._call("compute.projects.get", self.compute("Projects").get, project=self.project)
@@ -569,7 +584,7 @@ class GcpProvider:
 
     def _wait_global(self, name: str) -> bool:
         deadline = time.monotonic() + 120
-        delay = 0.1
+        delay = 0.03
         while time.monotonic() < deadline:
             res = self._call("compute.globalOperations.get", self.compute("GlobalOperations").get,
                              project=self.project, operation=name)
@@ -628,6 +643,13 @@ class GcpProvider:
         if node is None:
             raise NotFound(f"TPU {name} not found in {zone}")
         return node
+
+
+def _ct() -> Any:
+    """Compute's message types, without importing the whole client package."""
+    from .gcp_imports import compute_types
+
+    return compute_types()
 
 
 def _agent_metadata(spec: ClusterSpec, role: str) -> dict[str, str]:

@@ -37,3 +37,17 @@ def test_provision_never_imports_tensorflow():
                 names = [node.module]
             for name in names:
                 assert not name.startswith(("tensorflow", "keras")), f"{path} imports {name}"
+
+
+def test_partial_compute_import_completes_on_demand():
+    code = ("from provision.providers.gcp_imports import compute_client, compute_types\n"
+            "import sys\n"
+            "c = compute_client('zone_operations')\n"
+            "loaded = sorted(m for m in sys.modules if m.startswith('google.cloud.compute_v1.services.'))\n"
+            "assert not any('security_policies' in m for m in loaded), loaded\n"
+            "from google.cloud import compute_v1\n"
+            "assert compute_v1.ProjectsClient.__name__ == 'ProjectsClient'\n"
+            "assert compute_v1.Instance is compute_types().Instance\n"
+            "print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert out.stdout.strip() == "ok", out.stderr
