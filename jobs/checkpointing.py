@@ -10,12 +10,14 @@ file plus any ``ckpt-N.index`` found beside it (a state file that lags behind lo
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import tensorflow as tf
 
 from .errors import ConfigError
+from .exitcodes import is_infrastructure_error
 
 CHECKPOINT_NAME = "ckpt"
 _STEP_RE = re.compile(r"-(\d+)$")
@@ -53,7 +55,9 @@ def restore_newest(checkpoint: tf.train.Checkpoint, manager: tf.train.Checkpoint
     for path in candidates(manager, directory):
         try:
             checkpoint.restore(path).assert_existing_objects_matched()
-        except (tf.errors.OpError, AssertionError, ValueError) as exc:
+        except Exception as exc:  # DataLoss, OutOfRange, IndexError ("read less bytes")...
+            if is_infrastructure_error(exc):
+                raise  # storage unreachable is not damage: retry later, do not fall back
             reason = (getattr(exc, "message", None) or str(exc)).strip().splitlines()
             reason_line = reason[0] if reason else type(exc).__name__
             log(f"checkpoint {path} does not restore ({type(exc).__name__}: {reason_line}); "
@@ -67,3 +71,42 @@ def restore_newest(checkpoint: tf.train.Checkpoint, manager: tf.train.Checkpoint
                           "move the damaged ckpt-* files away to start over from init_checkpoint, "
                           "or point model_dir at a new directory")
     return Restored(None, skipped)
+
+
+def set_aside(manager: tf.train.CheckpointManager, directory: str, damaged: list[str],
+              log: Callable[[str], None] = print) -> None:
+    """Rename damaged checkpoints' files to ``*.damaged`` and drop them from the state file.
+
+    Otherwise the manager would count them among the ``keep_checkpoint_max`` it keeps, and
+    delete good older checkpoints in their place.
+    """
+    for path in damaged:
+        for name in tf.io.gfile.glob(path + ".*"):
+            if not name.endswith(".damaged"):
+                tf.io.gfile.rename(name, name + ".damaged", overwrite=True)
+        log(f"set aside damaged checkpoint {path} (*.damaged)")
+    remaining = [p.rsplit("/", 1)[-1] for p in manager.checkpoints if p not in damaged]
+    if remaining:  # the state file is a small text proto; written as temp file + rename
+        state = f"{directory.rstrip('/')}/checkpoint"
+        now = time.time()
+        text = f'model_checkpoint_path: "{remaining[-1]}"\n' + "".join(
+            f'all_model_checkpoint_paths: "{name}"\n' for name in remaining) + "".join(
+            f"all_model_checkpoint_timestamps: {now}\n" for _ in remaining)
+        with tf.io.gfile.GFile(state + ".tmp", "w") as f:
+            f.write(text)
+        tf.io.gfile.rename(state + ".tmp", state, overwrite=True)
+
+
+def open_manager(checkpoint: tf.train.Checkpoint, directory: str, keep: int,
+                 log: Callable[[str], None] = print) -> tuple[tf.train.CheckpointManager, Restored]:
+    """The manager for ``directory`` with the newest good checkpoint restored (if any)."""
+    def make() -> tf.train.CheckpointManager:
+        return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=keep,
+                                          checkpoint_name=CHECKPOINT_NAME)
+
+    manager = make()
+    restored = restore_newest(checkpoint, manager, directory, log)
+    if restored.skipped and restored.path:
+        set_aside(manager, directory, [p for p, _ in restored.skipped], log)
+        manager = make()
+    return manager, restored

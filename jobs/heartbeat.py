@@ -23,9 +23,11 @@ from .progress import Progress
 
 
 class ProgressWriter:
-    def __init__(self, model_dir: str, num_train_steps: int,
-                 interval: float = progress_lib.HEARTBEAT_SECONDS):
+    def __init__(self, model_dir: str, num_train_steps: int, interval: float | None = None):
         self.path = model_dir.rstrip("/") + "/" + progress_lib.FILENAME
+        if interval is None:  # TPUCTL_HEARTBEAT_SECONDS: shorter beats for tests and demos
+            interval = float(os.environ.get("TPUCTL_HEARTBEAT_SECONDS")
+                             or progress_lib.HEARTBEAT_SECONDS)
         self.interval = interval
         self._lock = threading.Lock()
         self._stop = threading.Event()

@@ -161,10 +161,8 @@ class Runner:
         self.checkpoint = tf.train.Checkpoint(model=dict(self.variables),
                                               optimizer=self.optimizer.slots(),
                                               global_step=self.optimizer.step)
-        self.manager = tf.train.CheckpointManager(
-            self.checkpoint, self.model_dir, max_to_keep=spec.keep_checkpoint_max,
-            checkpoint_name=checkpointing.CHECKPOINT_NAME)
-        restored = checkpointing.restore_newest(self.checkpoint, self.manager, self.model_dir, log)
+        self.manager, restored = checkpointing.open_manager(
+            self.checkpoint, self.model_dir, spec.keep_checkpoint_max, log)
         step = int(self.optimizer.step.numpy())
         if restored.path:
             log(f"resumed from {restored.path} (step {step})")

@@ -172,7 +172,7 @@ class ClassifierJob(runner_lib.Job):
         with tf.io.gfile.GFile(f"{runner.model_dir}/eval_results.json", "w") as f:
             f.write(json.dumps(results, indent=2, sort_keys=True) + "\n")
         ScalarWriter(f"{runner.model_dir}/eval").write(int(runner.optimizer.step.numpy()), results)
-        return {k: v for k, v in results.items() if k.startswith("eval_")}
+        return {"eval_accuracy": results["eval_accuracy"], "eval_loss": results["eval_loss"]}
 
     def evaluate(self, runner) -> dict[str, float]:
         """Accuracy and mean loss on dev_file, every example counted exactly once."""
