@@ -253,6 +253,8 @@ def from_dict(raw: dict[str, Any], overrides: Iterable[str] | Iterable[tuple[str
     for key, value in values.items():
         if key not in fields:
             raise SpecError(f"unknown key {key!r} in {source} for {job}; {_suggest(key, fields)}")
+        if value is None and fields[key].metadata.get("required"):
+            continue  # a template's placeholder: reported below unless --set fills it
         kwargs[key] = _coerce(key, value, hints[key], origin="spec")
     for key, value in pairs:
         if key not in fields:
