@@ -58,8 +58,9 @@ class JobSpec:
     bert_dir: str = _required("an original google-research BERT directory: bert_config.json, "
                               "vocab.txt and usually bert_model.ckpt.*", path="bert_dir")
     init_checkpoint: str | None = _opt(
-        None, "checkpoint to start from when model_dir has none to resume; default "
-              "<bert_dir>/bert_model.ckpt if present; 'none' trains from scratch", path="checkpoint")
+        None, "checkpoint to start from when model_dir has none to resume (a prefix, or a "
+              "directory: its newest checkpoint); default <bert_dir>/bert_model.ckpt if present; "
+              "'none' trains from scratch", path="checkpoint")
     do_lower_case: bool = _opt(True, "lower-case and strip accents (uncased and Chinese models)")
     max_seq_length: int = _opt(128, "tokens per sequence, [CLS] and [SEP] included")
     train_batch_size: int = _opt(32, "global batch size: must divide by the replica count "
@@ -122,11 +123,10 @@ class JobSpec:
                             "use --set precision=auto")
         _check_bert_dir(self)
         init = self.resolved_init_checkpoint
-        if self.init_checkpoint and init and not _is_remote(init) \
-                and not os.path.exists(init + ".index"):
+        if self.init_checkpoint and init and not _is_remote(init) and not _local_checkpoint(init):
             raise SpecError(f"init_checkpoint {init} not found ({init}.index is missing); pass the "
                             "checkpoint prefix, e.g. --set init_checkpoint=DIR/bert_model.ckpt, "
-                            "or 'none' to train from scratch")
+                            "a run's model_dir, or 'none' to train from scratch")
 
 
 @dataclass
@@ -407,6 +407,14 @@ def _is_remote(path: str | None) -> bool:
 
 def _join(base: str, name: str) -> str:
     return base.rstrip("/") + "/" + name if _is_remote(base) else os.path.join(base, name)
+
+
+def _local_checkpoint(path: str) -> bool:
+    """A checkpoint prefix, or a directory with a ``checkpoint`` state file or bert_model.ckpt."""
+    if os.path.exists(path + ".index"):
+        return True
+    return os.path.isdir(path) and (os.path.exists(os.path.join(path, "checkpoint"))
+                                    or os.path.exists(os.path.join(path, "bert_model.ckpt.index")))
 
 
 def _check_bert_dir(spec: JobSpec) -> None:
