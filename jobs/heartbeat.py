@@ -3,7 +3,9 @@
 The timer matters because one host loop can outlast the idle reaper's patience: 1000 steps of
 BERT-large on a v2-8, or the first XLA compilation, take minutes, and a run that says nothing
 for 60 s looks dead. A daemon thread rewrites the record every ``interval`` seconds with a
-fresh ``time`` (the step only moves between loops; ``step_time`` says when it last did).
+fresh ``time``, and with the step reached inside the running host loop (a host-side counter the
+loop bumps after each step; ``step_time`` says when the step last moved, so a live but stuck
+process shows as a fresh ``time`` with an old ``step_time``).
 Writes go through ``tf.io.gfile`` (gs:// works) as temp file + rename, so readers never see
 half a record; a failed write is logged and retried at the next beat, never fatal.
 """
@@ -32,6 +34,7 @@ class ProgressWriter:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.live_step = None  # callable: the step reached inside the current host loop
         now = time.time()
         self.record = Progress(num_train_steps=num_train_steps, started_at=now, time=now,
                                run_id=os.environ.get("TPUCTL_RUN_ID") or None, pid=os.getpid(),
@@ -79,6 +82,16 @@ class ProgressWriter:
 
     def _beat(self) -> None:
         while not self._stop.wait(self.interval):
+            live = None
+            if self.live_step is not None:
+                try:
+                    live = int(self.live_step())
+                except Exception:  # the loop may be tearing down; the next beat will tell
+                    live = None
+            with self._lock:
+                if live is not None and live > self.record.step:
+                    self.record.step = live
+                    self.record.step_time = time.time()
             self.write()
 
     def stop(self) -> None:

@@ -218,9 +218,14 @@ class Runner:
         dataset = self.strategy.distribute_datasets_from_function(
             lambda ctx: self.job.dataset(ctx, seed))
         iterator = iter(dataset)
+        # Host-side variables, outside the strategy: a stop request the loop checks before each
+        # step, and a step counter the heartbeat reads while a long host loop runs.
         stop_flag = tf.Variable(False, trainable=False, name="stop_requested")
         self.stop.on_request(lambda: stop_flag.assign(True))
-        train_loop = self._make_train_loop(stop_flag)
+        loop_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="loop_steps")
+        loop_start = [step]
+        self.progress.live_step = lambda: loop_start[0] + int(loop_steps.numpy())
+        train_loop = self._make_train_loop(stop_flag, loop_steps)
         writer = ScalarWriter(self.model_dir + "/train")
         names = self.job.metric_names
 
@@ -230,10 +235,14 @@ class Runner:
             next_save = (step // spec.save_checkpoints_steps + 1) * spec.save_checkpoints_steps
             n = min(spec.steps_per_execution, next_save - step, spec.num_train_steps - step)
             started = time.perf_counter()
+            loop_steps.assign(0)  # reset before moving the base: the live step never overshoots
+            loop_start[0] = step
             loss_sum, metric_sums, done = train_loop(iterator, tf.constant(n, tf.int32))
             elapsed = time.perf_counter() - started
             done = int(done.numpy())
             step = int(self.optimizer.step.numpy())
+            loop_steps.assign(0)
+            loop_start[0] = step
             if done == 0:
                 break
             loss = float(loss_sum.numpy()) / done
@@ -249,6 +258,7 @@ class Runner:
             if step % spec.save_checkpoints_steps == 0 or step >= spec.num_train_steps:
                 self._save(step)
 
+        self.progress.live_step = None
         if step < spec.num_train_steps:  # stopped by SIGTERM / Ctrl-C
             if self.progress.record.checkpoint_step != step:
                 self._save(step)
@@ -263,7 +273,7 @@ class Runner:
         self.progress.update(checkpoint_step=step)
         log(f"saved {path}")
 
-    def _make_train_loop(self, stop_flag: tf.Variable):
+    def _make_train_loop(self, stop_flag: tf.Variable, loop_steps: tf.Variable):
         strategy, job, model = self.strategy, self.job, self.model
         optimizer = self.optimizer
         train_vars = [self.variables[n] for n in optimizer.names]
@@ -298,6 +308,7 @@ class Runner:
                 loss_sum += mean(loss)
                 metric_sums = [s + mean(m) for s, m in zip(metric_sums, metrics)]
                 done += 1
+                loop_steps.assign_add(1)
             return loss_sum, metric_sums, done
 
         return train_loop
