@@ -150,14 +150,7 @@ class Runner:
         tf.random.set_seed(spec.seed)
         job.prepare(self)
 
-        with self.strategy.scope():
-            self.model = job.build_model()
-            self.variables = {name: unwrap(v) for name, v in self.model.original_variables().items()}
-            from .bert.optimization import AdamWeightDecay
-
-            self.optimizer = AdamWeightDecay(
-                self.variables, init_lr=spec.learning_rate, num_train_steps=spec.num_train_steps,
-                num_warmup_steps=spec.warmup_steps, weight_decay_rate=spec.weight_decay_rate)
+        self.build()
         self.checkpoint = tf.train.Checkpoint(model=dict(self.variables),
                                               optimizer=self.optimizer.slots(),
                                               global_step=self.optimizer.step)
@@ -183,6 +176,18 @@ class Runner:
         log(f"finished at step {int(self.optimizer.step.numpy())}"
             + "".join(f", {k} {v:.4f}" for k, v in metrics.items()))
         return exitcodes.OK
+
+    def build(self) -> None:
+        """The model and its optimizer, inside the strategy's scope."""
+        spec = self.spec
+        with self.strategy.scope():
+            self.model = self.job.build_model()
+            self.variables = {name: unwrap(v) for name, v in self.model.original_variables().items()}
+            from .bert.optimization import AdamWeightDecay
+
+            self.optimizer = AdamWeightDecay(
+                self.variables, init_lr=spec.learning_rate, num_train_steps=spec.num_train_steps,
+                num_warmup_steps=spec.warmup_steps, weight_decay_rate=spec.weight_decay_rate)
 
     def _check_batch_sizes(self, replicas: int) -> None:
         for key, size in self.job.batch_sizes().items():
@@ -225,7 +230,7 @@ class Runner:
         loop_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="loop_steps")
         loop_start = [step]
         self.progress.live_step = lambda: loop_start[0] + int(loop_steps.numpy())
-        train_loop = self._make_train_loop(stop_flag, loop_steps)
+        train_loop = self.make_train_loop(stop_flag, loop_steps)
         writer = ScalarWriter(self.model_dir + "/train")
         names = self.job.metric_names
 
@@ -273,7 +278,9 @@ class Runner:
         self.progress.update(checkpoint_step=step)
         log(f"saved {path}")
 
-    def _make_train_loop(self, stop_flag: tf.Variable, loop_steps: tf.Variable):
+    def make_train_loop(self, stop_flag: tf.Variable, loop_steps: tf.Variable):
+        """``train_loop(iterator, n)``: up to n steps in one ``tf.function`` call (one host
+        call); returns (sum of losses, sums of metrics, steps done). The benchmark times it."""
         strategy, job, model = self.strategy, self.job, self.model
         optimizer = self.optimizer
         train_vars = [self.variables[n] for n in optimizer.names]
