@@ -86,7 +86,7 @@ class ProgressWriter:
             if self.live_step is not None:
                 try:
                     live = int(self.live_step())
-                except Exception:  # the loop may be tearing down; the next beat will tell
+                except Exception:  # noqa: BLE001 - the loop may be tearing down; next beat tells
                     live = None
             with self._lock:
                 if live is not None and live > self.record.step:

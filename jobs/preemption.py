@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import select
 import signal
+import sys
 import threading
 from collections.abc import Callable
 
@@ -68,8 +69,8 @@ class StopSignal:
             for callback in list(self._callbacks):
                 try:
                     callback()
-                except Exception:  # a callback must never kill the watcher
-                    pass
+                except Exception as exc:  # noqa: BLE001 - must never kill the watcher
+                    print(f"jobs: warning: stop callback failed: {exc}", file=sys.stderr)
 
     def _watch(self) -> None:
         assert self._pipe is not None

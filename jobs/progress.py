@@ -64,7 +64,7 @@ def parse(text: str) -> Progress:
     """Parse the JSON text of a progress record; unknown keys are ignored (newer writers)."""
     data = json.loads(text)
     if not isinstance(data, dict):
-        raise ValueError("progress record is not a JSON object")
+        raise ValueError("progress record is not a JSON object")  # noqa: TRY004 - bad data
     known = {f.name for f in fields(Progress)}
     record = Progress(**{k: v for k, v in data.items() if k in known})
     if record.status not in STATUSES:

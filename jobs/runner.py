@@ -119,7 +119,7 @@ class Runner:
         except KeyboardInterrupt:
             self.progress.update(status=progress_lib.PREEMPTED, message="interrupted")
             return exitcodes.RETRY
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the exit code classifies every failure
             if self.stop.requested.is_set() or exitcodes.is_infrastructure_error(exc):
                 reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
                 log(f"lost the accelerator or its connection ({reason}); exit 42, resume from "
@@ -167,9 +167,8 @@ class Runner:
         self.progress.update(step=step, resumed_from_step=resumed_from,
                              checkpoint_step=checkpoint_step, status=progress_lib.RUNNING)
 
-        if step < spec.num_train_steps:
-            if not self._train(step):
-                return exitcodes.RETRY
+        if step < spec.num_train_steps and not self._train(step):
+            return exitcodes.RETRY
         metrics = job.finish(self)
         self.progress.update(status=progress_lib.FINISHED, metrics={**self.progress.record.metrics,
                                                                     **metrics})
@@ -289,7 +288,9 @@ class Runner:
         def forward_backward(features):
             with tf.GradientTape() as tape:
                 loss, metrics = job.loss(model, features, training=True)
-            grads = tape.gradient(loss, train_vars)
+            # Dense gradients (embedding lookups give IndexedSlices): the update touches every
+            # row anyway (weight decay), and XLA wants plain tensors out of a compiled function.
+            grads = [tf.convert_to_tensor(g) for g in tape.gradient(loss, train_vars)]
             return loss, [metrics[k] for k in job.metric_names], grads
 
         if self.device.type == "gpu":  # XLA fuses the elementwise ops; TPUs compile everything

@@ -177,8 +177,9 @@ class FinetuneSpec(JobSpec):
                                 "label (a header row naming them is optional)", path="file")
     dev_file: str | None = _opt(None, "evaluation examples, same format; accuracy is reported "
                                       "when the run ends", path="file")
-    labels: list[str] | None = _opt(None, "label values in order (comma-separated); default: the "
-                                          "sorted distinct labels of train_file")
+    labels: list[str] | None = _opt(  # noqa: RUF009 - _opt returns a dataclasses.field
+        None, "label values in order (comma-separated); default: the sorted distinct labels "
+              "of train_file")
     eval_batch_size: int = _opt(8, "global batch size for evaluation")
     classifier_dropout: float = _opt(0.1, "dropout on the pooled output, as run_classifier.py")
 
@@ -187,10 +188,9 @@ class FinetuneSpec(JobSpec):
         _positive(self, "eval_batch_size")
         for key in ("train_file", "dev_file"):
             value = getattr(self, key)
-            if value and not _is_remote(value):
-                if not os.path.isfile(value):
-                    raise SpecError(f"{key} {value} not found; pass an existing .tsv or .csv file "
-                                    f"(--set {key}=PATH)")
+            if value and not _is_remote(value) and not os.path.isfile(value):
+                raise SpecError(f"{key} {value} not found; pass an existing .tsv or .csv file "
+                                f"(--set {key}=PATH)")
             if value and not value.lower().endswith((".tsv", ".csv", ".txt")):
                 raise SpecError(f"{key} {value} is neither .tsv nor .csv; rename it or convert it "
                                 "to tab- or comma-separated text, label in the last column")
@@ -375,7 +375,7 @@ def _unwrap_optional(hint: Any) -> tuple[Any, bool]:
 
 
 def _type_name(hint: Any) -> str:
-    base, optional = _unwrap_optional(hint)
+    base, _ = _unwrap_optional(hint)
     if typing.get_origin(base) is list:
         name = "comma-separated list"
     else:

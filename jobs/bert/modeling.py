@@ -148,8 +148,12 @@ class TransformerLayer(keras.layers.Layer):
         x = tf.reshape(x, [batch, seq, c.num_attention_heads, c.head_size])
         return tf.transpose(x, [0, 2, 1, 3])
 
-    def call(self, x, attention_bias, training=False):
+    def call(self, x, padding_mask, training=False):
         batch, seq = tf.shape(x)[0], tf.shape(x)[1]
+        # [batch, 1, 1, to_seq], float32: the same additive bias for every head and query.
+        # (Built here from the integer mask: Keras would cast a float input to bfloat16.)
+        mask = tf.cast(padding_mask, tf.float32)
+        attention_bias = (1.0 - mask[:, tf.newaxis, tf.newaxis, :]) * -10000.0
         q = self._heads(self.query(x), batch, seq)
         k = self._heads(self.key(x), batch, seq)
         v = self._heads(self.value(x), batch, seq)
@@ -199,13 +203,10 @@ class BertEncoder(keras.Model):
         self.built = True
 
     def call(self, inputs, training=False):
-        token_ids = inputs["token_ids"]
-        mask = tf.cast(inputs["padding_mask"], tf.float32)
-        # [batch, 1, 1, to_seq]: the same additive bias for every head and query position.
-        attention_bias = (1.0 - mask[:, tf.newaxis, tf.newaxis, :]) * -10000.0
-        x = self.embeddings(token_ids, inputs["segment_ids"], training=training)
+        padding_mask = tf.cast(inputs["padding_mask"], tf.int32)
+        x = self.embeddings(inputs["token_ids"], inputs["segment_ids"], training=training)
         for layer in self.transformer_layers:
-            x = layer(x, attention_bias, training=training)
+            x = layer(x, padding_mask, training=training)
         pooled = self.pooler(x[:, 0, :])
         return {"sequence_output": x, "pooled_output": pooled}
 

@@ -156,7 +156,7 @@ def mask_tokens(tokens: list[str], vocab_words: Sequence[str], opts: DataOptions
             words.append([i])
     rng.shuffle(words)
     budget = min(opts.max_predictions_per_seq,
-                 max(1, int(round(len(tokens) * opts.masked_lm_prob))))
+                 max(1, round(len(tokens) * opts.masked_lm_prob)))
     output = list(tokens)
     chosen: dict[int, str] = {}
     for word in words:

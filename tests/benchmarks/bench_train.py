@@ -75,7 +75,7 @@ def _flops_per_sequence() -> float:
 def _child(mode: str) -> dict:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     proc = subprocess.run([sys.executable, "-m", "tests.benchmarks.bench_train", mode], cwd=REPO,
-                          env=env, capture_output=True, text=True, timeout=1800)
+                          env=env, capture_output=True, text=True, timeout=1800, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"{mode} failed: {proc.stderr.strip()[-1500:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -239,7 +239,7 @@ def _result(name, device, batch, steps, elapsed, first, loss, notes) -> dict:
 def _bench_peak() -> dict:
     import tensorflow as tf
 
-    strategy, device = _device()
+    _, device = _device()
     dtype = tf.bfloat16 if device.precision == "bfloat16" else tf.float32
     n = 2048 if device.type == "cpu" else 8192
     reps = 5 if device.type == "cpu" else 50

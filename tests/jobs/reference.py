@@ -46,7 +46,7 @@ def bert(w: dict, num_layers: int, num_heads: int, token_ids, segment_ids, mask,
     for n in range(num_layers):
         p = f"bert/encoder/layer_{n}/"
 
-        def dense(t, name):
+        def dense(t, name, p=p):
             return t @ w[p + name + "/kernel"] + w[p + name + "/bias"]
 
         def heads(t):

@@ -7,13 +7,13 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from jobs.bert.optimization import AdamWeightDecay, learning_rate, uses_weight_decay  # noqa: E402
+from jobs.bert.optimization import AdamWeightDecay, learning_rate, uses_weight_decay
 
 pytestmark = pytest.mark.tf
 
 
 def test_schedule_warms_up_linearly_then_decays_linearly_to_zero():
-    lr = lambda step: float(learning_rate(step, 1e-4, 1000, 100))  # noqa: E731
+    lr = lambda step: float(learning_rate(step, 1e-4, 1000, 100))
     assert lr(0) == 0.0
     assert lr(50) == pytest.approx(5e-5)
     assert lr(99) == pytest.approx(9.9e-5)

@@ -10,10 +10,10 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from jobs.bert import load_encoder  # noqa: E402
-from jobs.errors import ConfigError  # noqa: E402
+from jobs.bert import load_encoder
+from jobs.errors import ConfigError
 
-from . import reference  # noqa: E402
+from . import reference
 
 pytestmark = pytest.mark.tf
 

@@ -62,7 +62,7 @@ def test_pairs_segments_and_next_sentence_balance(documents, tokenizer):
 def test_short_sequences_appear_with_short_seq_prob(documents, tokenizer):
     long_only, _ = make(documents, tokenizer, short_seq_prob=0.0, dupe_factor=1)
     mostly_short, _ = make(documents, tokenizer, short_seq_prob=1.0, dupe_factor=1)
-    mean = lambda xs: sum(len(i.tokens) for i in xs) / len(xs)  # noqa: E731
+    mean = lambda xs: sum(len(i.tokens) for i in xs) / len(xs)
     assert mean(mostly_short) < 0.8 * mean(long_only)
 
 

@@ -7,8 +7,16 @@ import time
 
 import pytest
 
-from .conftest import (checkpoint_steps, finetune_spec, job_env, newest_in_state, read_progress,
-                       run_job, start_job, wait_for)
+from .conftest import (
+    checkpoint_steps,
+    finetune_spec,
+    job_env,
+    newest_in_state,
+    read_progress,
+    run_job,
+    start_job,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.tf, pytest.mark.slow]
 
@@ -38,7 +46,7 @@ def test_sigkill_after_a_checkpoint_resumes_from_it_and_finishes(tmp_path, tiny_
     assert record["resumed_from_step"] == killed_at
     assert record["status"] == "finished" and record["step"] == TOTAL
     assert record["checkpoint_step"] == TOTAL
-    first_loop = [line for line in again.stderr.splitlines() if " step " in line][0]
+    first_loop = next(line for line in again.stderr.splitlines() if " step " in line)
     assert f"step {killed_at + 25}/{TOTAL}" in first_loop  # continued, did not start at 0
 
 
@@ -74,13 +82,19 @@ def test_sigterm_checkpoints_the_current_step_and_exits_42(tmp_path, tiny_dir):
     model_dir = tmp_path / "run"
     proc = start_job(spec, via_tpuctl=True, env=job_env(TPUCTL_HEARTBEAT_SECONDS="0.3",
                                                         TPUCTL_RUN_ID="run-7"))
-    first = wait_for(lambda: (lambda r: r if r and r.get("device") else None)(
-        read_progress(model_dir)), proc, what="the job to start")
+    def started():
+        record = read_progress(model_dir)
+        return record if record and record.get("device") else None
+
+    def stepping():
+        record = read_progress(model_dir)
+        return record if record and record["step"] > 0 else None
+
+    first = wait_for(started, proc, what="the job to start")
     assert first["pid"] == proc.pid  # exec: the job is the process tpuctl started
     assert first["run_id"] == "run-7" and first["device"]["type"] == "cpu"
     # Inside the single long host loop the heartbeat still moves: time, and the live step.
-    during = wait_for(lambda: (lambda r: r if r and r["step"] > 0 else None)(
-        read_progress(model_dir)), proc, what="steps inside the host loop")
+    during = wait_for(stepping, proc, what="steps inside the host loop")
     assert during["status"] == "running" and during["time"] > first["time"]
     assert during["checkpoint_step"] is None
     proc.send_signal(signal.SIGTERM)

@@ -69,8 +69,8 @@ def test_overrides_are_coerced_to_the_declared_type(bert_dir, data, tmp_path):
 
 
 @pytest.mark.parametrize("sets, expected", [
-    (["num_train_step=10"], "unknown key 'num_train_step' in --set num_train_step=...; "
-                            "did you mean 'num_train_steps'?"),
+    (["num_train_step=10"], ("unknown key 'num_train_step' in --set num_train_step=...; "
+                             "did you mean 'num_train_steps'?")),
     (["num_train_steps=ten"], "num_train_steps must be an integer, got 'ten'"),
     (["do_lower_case=maybe"], "do_lower_case must be a boolean"),
     (["keep_checkpoint_max=1"], "keep at least 2"),
@@ -126,11 +126,11 @@ def test_python_m_jobs_rejects_a_bad_spec_before_tensorflow(tmp_path, bert_dir, 
     code = ("import sys; from jobs.__main__ import main; rc = main(['run', sys.argv[1]]); "
             "print(rc, 'tensorflow' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code, str(spec)], cwd=REPO, capture_output=True,
-                          text=True, timeout=60)
+                          text=True, timeout=60, check=False)
     assert proc.stdout.split() == ["2", "False"]
     lines = proc.stderr.strip().splitlines()
-    assert lines == ["jobs: error: num_train_steps must be a positive integer, got -5; "
-                     "e.g. --set num_train_steps=1000"]
+    assert lines == [("jobs: error: num_train_steps must be a positive integer, got -5; "
+                      "e.g. --set num_train_steps=1000")]
 
 
 def test_tpuctl_job_run_validates_before_exec(tpuctl, tmp_path, bert_dir, data):

@@ -7,8 +7,15 @@ import json
 import numpy as np
 import pytest
 
-from .conftest import (checkpoint_steps, finetune_spec, job_env, loss_lines, pretrain_spec,
-                       read_progress, run_job)
+from .conftest import (
+    checkpoint_steps,
+    finetune_spec,
+    job_env,
+    loss_lines,
+    pretrain_spec,
+    read_progress,
+    run_job,
+)
 
 pytestmark = [pytest.mark.tf, pytest.mark.slow]
 
@@ -53,7 +60,7 @@ def test_pretraining_loss_falls_and_the_export_loads_back(tmp_path, tiny_dir):
     seg, mask = np.zeros_like(ids), (ids > 0).astype(np.int32)
     out = encoder({"token_ids": ids, "segment_ids": seg, "padding_mask": mask})
     arrays = {n: exported.get_tensor(n) for n in names}
-    seq_ref, pooled_ref = reference.bert(arrays, 2, 2, ids, seg, mask)
+    seq_ref, _ = reference.bert(arrays, 2, 2, ids, seg, mask)
     assert np.abs(out["sequence_output"].numpy() - seq_ref).max() < 1e-4
 
 
@@ -80,9 +87,9 @@ def test_multi_replica_path_and_batch_size_check(tmp_path, tiny_dir):
     bad = run_job(spec, "train_batch_size=15", env=job_env(TPUCTL_CPU_REPLICAS="2"))
     assert bad.returncode == 2
     errors = [line for line in bad.stderr.splitlines() if line.startswith("jobs: error")]
-    assert errors == ["jobs: error: train_batch_size 15 does not divide over the 2 replicas of "
-                      "this CPU (2 logical replicas); use a multiple of 2, e.g. "
-                      "--set train_batch_size=16"]
+    assert errors == [("jobs: error: train_batch_size 15 does not divide over the 2 replicas of "
+                       "this CPU (2 logical replicas); use a multiple of 2, e.g. "
+                       "--set train_batch_size=16")]
     assert checkpoint_steps(tmp_path / "run") == []
     record = read_progress(tmp_path / "run")
     assert record["status"] == "failed" and record["step"] == 0
