@@ -59,12 +59,22 @@ def select(precision: str = "auto", env: dict | None = None) -> tuple[tf.distrib
     return strategy, Device(device.type, device.count, device.name, chosen)
 
 
+class TPUUnreachable(ConnectionError):
+    """The TPU could not be found or connected to: preempted, deleted, still starting, or its
+    network is down. A ConnectionError, so the job exits 42 and the supervisor, which can see
+    the node's state, decides what to do."""
+
+
 def _tpu(name: str) -> tuple[tf.distribute.Strategy, Device]:
-    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=name)
-    if name != "local":
-        tf.config.experimental_connect_to_cluster(resolver)
-    tf.tpu.experimental.initialize_tpu_system(resolver)
-    strategy = tf.distribute.TPUStrategy(resolver)
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=name)
+        if name != "local":
+            tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        strategy = tf.distribute.TPUStrategy(resolver)
+    except Exception as exc:  # resolver errors come from several libraries
+        raise TPUUnreachable(f"cannot connect to TPU {name!r}: {type(exc).__name__}: "
+                             f"{str(exc).strip()[:300]}") from exc
     n = strategy.num_replicas_in_sync
     return strategy, Device("tpu", n, f"TPU {name} ({n} cores)", "bfloat16")
 

@@ -8,6 +8,11 @@ callback sets a ``tf.Variable`` that the training loop checks before every step.
 ends after the step in flight, the main thread saves a checkpoint at that step and exits 42 --
 well within the 30 s a preemptible VM gets.
 
+Outside the training loop (connecting to the TPU, reading data, building the model) there is
+nothing new to save and the main thread may be blocked in a C++ call for a long time, so a
+signal there ends the process at once: ``on_immediate_exit`` callbacks run (the runner records
+``status: preempted``) and the process exits 42 from the watcher thread.
+
 A second Ctrl-C is an ordinary KeyboardInterrupt, for a person who does not want to wait.
 """
 
@@ -33,6 +38,8 @@ class StopSignal:
         self._pipe: tuple[int, int] | None = None
         self._thread: threading.Thread | None = None
         self._closing = False
+        self.graceful = False  # True while the training loop can stop and checkpoint
+        self.on_immediate_exit: Callable[[], None] | None = None
 
     @property
     def name(self) -> str:
@@ -86,6 +93,18 @@ class StopSignal:
             for byte in data:
                 if byte in (int(s) for s in SIGNALS):
                     self._request(byte)
+                    if not self.graceful:
+                        self._exit_now()
+
+    def _exit_now(self) -> None:
+        if self.on_immediate_exit is not None:
+            try:
+                self.on_immediate_exit()
+            except Exception as exc:  # noqa: BLE001 - exiting regardless
+                print(f"jobs: warning: {exc}", file=sys.stderr)
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(42)
 
     def uninstall(self) -> None:
         if self._pipe is None:

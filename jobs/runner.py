@@ -108,6 +108,11 @@ class Runner:
     # Entry point and exit codes
 
     def run(self) -> int:
+        def exiting() -> None:
+            log(f"{self.stop.name} before training: nothing new to save; exit 42")
+            self.progress.update(status=progress_lib.PREEMPTED, message=self.stop.name)
+
+        self.stop.on_immediate_exit = exiting
         self.stop.install()
         self.progress.start()
         try:
@@ -149,6 +154,9 @@ class Runner:
         distribute.set_policy(self.device.precision)
         tf.random.set_seed(spec.seed)
         job.prepare(self)
+        if self.stop.requested.is_set():  # preempted while preparing data: nothing to save
+            self.progress.update(status=progress_lib.PREEMPTED, message=self.stop.name)
+            return exitcodes.RETRY
 
         self.build()
         self.checkpoint = tf.train.Checkpoint(model=dict(self.variables),
@@ -230,6 +238,7 @@ class Runner:
         loop_start = [step]
         self.progress.live_step = lambda: loop_start[0] + int(loop_steps.numpy())
         train_loop = self.make_train_loop(stop_flag, loop_steps)
+        self.stop.graceful = True  # from here a signal stops the loop and checkpoints
         writer = ScalarWriter(self.model_dir + "/train")
         names = self.job.metric_names
 
@@ -270,6 +279,7 @@ class Runner:
                 "again)")
             self.progress.update(status=progress_lib.PREEMPTED, message=self.stop.name)
             return False
+        self.stop.graceful = False  # evaluation and export are redone by a restart
         return True
 
     def _save(self, step: int) -> None:

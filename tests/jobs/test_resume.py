@@ -108,3 +108,21 @@ def test_sigterm_checkpoints_the_current_step_and_exits_42(tmp_path, tiny_dir):
     assert record["checkpoint_step"] == record["step"] == newest_in_state(model_dir)
     output = proc.stdout.read()
     assert f"SIGTERM: checkpoint at step {record['step']} saved; exit 42" in output
+
+
+def test_sigterm_while_connecting_to_a_lost_tpu_exits_42_at_once(tmp_path, tiny_dir):
+    """Before training there is nothing to save, and the main thread may sit in TensorFlow's
+    TPU connection for minutes: the signal ends the process right away, still with 42."""
+    spec = finetune_spec(tmp_path, tiny_dir)
+    model_dir = tmp_path / "run"
+    env = job_env(TPU_NAME="grpc://127.0.0.1:9", TPUCTL_HEARTBEAT_SECONDS="0.3")
+    env.pop("TPUCTL_DEVICE")
+    proc = start_job(spec, env=env)
+    wait_for(lambda: read_progress(model_dir), proc, what="the job to start")
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=30)
+    assert proc.returncode == 42
+    record = read_progress(model_dir)
+    assert record["status"] == "preempted"
+    assert checkpoint_steps(model_dir) == []
