@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
+TEMPLATES = REPO / "templates"
 
 
 @pytest.fixture(scope="session")
@@ -29,28 +30,27 @@ def tiny_dir(tmp_path_factory) -> Path:
     return out
 
 
-def finetune_spec(tmp_path: Path, tiny: Path, **overrides) -> Path:
-    spec = {"job": "bert-finetune", "model_dir": str(tmp_path / "run"), "bert_dir": str(tiny),
-            "train_file": str(tiny / "train.tsv"), "dev_file": str(tiny / "dev.tsv"),
-            "max_seq_length": 32, "train_batch_size": 16, "eval_batch_size": 16,
-            "num_train_steps": 150, "learning_rate": 1e-3, "save_checkpoints_steps": 50,
-            "steps_per_execution": 25}
-    spec.update(overrides)
-    path = tmp_path / "finetune.yaml"
+def _from_template(name: str, path: Path, values: dict) -> Path:
+    """A spec file: the template's keys with ``values`` filled in (what the demo passes)."""
+    spec = yaml.safe_load((TEMPLATES / name).read_text())
+    spec.update(values)
     path.write_text(yaml.safe_dump(spec))
     return path
+
+
+def finetune_spec(tmp_path: Path, tiny: Path, **overrides) -> Path:
+    """templates/bert-finetune-tiny.yaml on the tiny directory (150 steps by default)."""
+    return _from_template("bert-finetune-tiny.yaml", tmp_path / "finetune.yaml", {
+        "model_dir": str(tmp_path / "run"), "bert_dir": str(tiny),
+        "train_file": str(tiny / "train.tsv"), "dev_file": str(tiny / "dev.tsv"), **overrides})
 
 
 def pretrain_spec(tmp_path: Path, tiny: Path, **overrides) -> Path:
-    spec = {"job": "bert-pretrain", "model_dir": str(tmp_path / "pretrain"), "bert_dir": str(tiny),
-            "corpus_files": str(tiny / "corpus.txt"), "max_seq_length": 64,
-            "max_predictions_per_seq": 10, "dupe_factor": 3, "num_shards": 2,
-            "train_batch_size": 16, "num_train_steps": 120, "learning_rate": 2e-3,
-            "save_checkpoints_steps": 60, "steps_per_execution": 20}
-    spec.update(overrides)
-    path = tmp_path / "pretrain.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    return path
+    """templates/bert-pretrain-tiny.yaml on the tiny corpus, 120 steps in loops of 20."""
+    return _from_template("bert-pretrain-tiny.yaml", tmp_path / "pretrain.yaml", {
+        "model_dir": str(tmp_path / "pretrain"), "bert_dir": str(tiny),
+        "corpus_files": str(tiny / "corpus.txt"), "num_train_steps": 120,
+        "save_checkpoints_steps": 60, "steps_per_execution": 20, **overrides})
 
 
 def job_env(**extra: str) -> dict:

@@ -42,6 +42,7 @@ def test_sigkill_after_a_checkpoint_resumes_from_it_and_finishes(tmp_path, tiny_
     again = run_job(spec)
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"resumed from {model_dir / f'ckpt-{killed_at}'} (step {killed_at})" in again.stderr
+    assert "initialized" not in again.stderr  # init_checkpoint only when nothing to resume
     record = read_progress(model_dir)
     assert record["resumed_from_step"] == killed_at
     assert record["status"] == "finished" and record["step"] == TOTAL
