@@ -39,7 +39,7 @@ def _from_template(name: str, path: Path, values: dict) -> Path:
 
 
 def finetune_spec(tmp_path: Path, tiny: Path, **overrides) -> Path:
-    """templates/bert-finetune-tiny.yaml on the tiny directory (150 steps by default)."""
+    """templates/bert-finetune-tiny.yaml on the tiny directory (300 steps by default)."""
     return _from_template("bert-finetune-tiny.yaml", tmp_path / "finetune.yaml", {
         "model_dir": str(tmp_path / "run"), "bert_dir": str(tiny),
         "train_file": str(tiny / "train.tsv"), "dev_file": str(tiny / "dev.tsv"), **overrides})
