@@ -1,10 +1,16 @@
-"""``tpuctl job run SPEC``: run a job spec directly on this machine (what the host runs)."""
+"""``tpuctl job run SPEC``: run a job spec directly on this machine (what the host runs).
+
+The spec is checked here first (``jobs.spec`` needs only PyYAML), so a bad key or a missing
+file is a one-line usage error with exit code 2. Then this process *becomes* the job with
+``os.execv(sys.executable, [..., "-m", "jobs", "run", ...])``: same pid, same signals, same exit
+code for the supervisor, and TensorFlow is only ever imported by the job, never by ``provision``.
+"""
 
 from __future__ import annotations
 
 import click
 
-from ._common import not_yet, parse_sets
+from ._common import parse_sets
 
 
 @click.group("job")
@@ -16,12 +22,29 @@ def command() -> None:
 @click.argument("spec", type=click.Path(dir_okay=False))
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a job spec value (repeatable).")
 def run(spec: str, sets: tuple[str, ...]) -> None:
-    """Run the job in SPEC here, on this machine's TPU, GPUs or CPU."""
-    from pathlib import Path
+    """Run the job in SPEC here, on this machine's TPU, GPUs or CPU.
+
+    Exit code: 0 finished, 42 preempted (retry from the last checkpoint), 2 bad spec,
+    anything else a job error. See docs/jobs.md for the spec keys.
+    """
+    import os
+    import sys
 
     from ..errors import UsageError
 
-    parse_sets(sets)
-    if not Path(spec).is_file():
-        raise UsageError(f"job spec {spec} not found", hint="pass the path of a job spec YAML file")
-    not_yet("tpuctl job run")
+    pairs = parse_sets(sets)
+    try:
+        from jobs.spec import SpecError, load
+    except ImportError as exc:  # pragma: no cover - jobs ships in the same distribution
+        raise UsageError(f"the job side is not installed ({exc})",
+                         hint="install tpuctl with its train extra: pip install 'tpuctl[train]'") from None
+    try:
+        load(spec, pairs)
+    except SpecError as exc:
+        raise UsageError(str(exc)) from None
+    argv = [sys.executable, "-m", "jobs", "run", spec]
+    for key, value in pairs:
+        argv += ["--set", f"{key}={value}"]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, argv)

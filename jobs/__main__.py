@@ -1,0 +1,43 @@
+"""``python -m jobs run SPEC [--set key=value ...]``: run a job spec in this process.
+
+Exit codes: 0 finished; 42 preempted or lost infrastructure (safe to retry from the last
+checkpoint); 2 a spec that cannot run (one line naming the fix, before TensorFlow loads);
+anything else a job error. ``tpuctl job run`` validates the spec the same way and then
+``exec``s this module, so the control plane never imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from . import exitcodes
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m jobs", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run a job spec here, on this machine's TPU, GPUs or CPU")
+    run.add_argument("spec", help="job spec YAML (see templates/bert-*.yaml)")
+    run.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a spec value (repeatable)")
+    args = parser.parse_args(argv)
+
+    from .spec import SpecError, load
+
+    try:
+        spec = load(args.spec, args.sets)
+    except SpecError as exc:
+        print(f"jobs: error: {exc}", file=sys.stderr)
+        return exitcodes.BAD_SPEC
+
+    # TensorFlow's C++ start-up chatter hides the lines that matter; keep warnings and errors.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    from .runner import run_spec
+
+    return run_spec(spec)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,327 @@
+"""The BERT encoder and its heads, as one readable page of math (after google-research/bert).
+
+Each layer keeps the variables of the original TF1 graph, with the same shapes, and says under
+which original name each one lives (``original_variables``): that table is how original
+checkpoints load, how our checkpoints are keyed (so they stay readable across Keras versions),
+and how AdamW decides which variables get weight decay.
+
+Numerics follow the original exactly: erf GELU for ``hidden_act: gelu``, LayerNorm epsilon 1e-12,
+attention logits scaled by 1/sqrt(head size) with -10000 added at padded positions, the pooler
+a tanh dense layer on the first token. Dense kernels are [in, out] as in TF1.
+
+The layers are plain Keras 3 layers (the Keras every TensorFlow 2.16-2.21 ships), computing in
+the global mixed-precision policy's dtype; softmax and losses always run in float32.
+"""
+
+from __future__ import annotations
+
+import math
+
+import keras
+import tensorflow as tf
+
+from .config import BertConfig
+
+LAYER_NORM_EPSILON = 1e-12
+
+
+def gelu(x: tf.Tensor) -> tf.Tensor:
+    """Exact GELU, x * Phi(x), with the Gaussian CDF through erf."""
+    return 0.5 * x * (1.0 + tf.math.erf(x / tf.cast(math.sqrt(2.0), x.dtype)))
+
+
+def gelu_tanh(x: tf.Tensor) -> tf.Tensor:
+    """The tanh approximation of GELU (google-research/bert since Feb 2019, keras-hub)."""
+    c = tf.cast(math.sqrt(2.0 / math.pi), x.dtype)
+    return 0.5 * x * (1.0 + tf.tanh(c * (x + 0.044715 * x * x * x)))
+
+
+def activation(name: str):
+    return {"gelu": gelu, "gelu_tanh": gelu_tanh, "gelu_new": gelu_tanh,
+            "relu": tf.nn.relu, "tanh": tf.tanh}[name]
+
+
+class Dropout(keras.layers.Layer):
+    """Dropout through ``tf.nn.dropout``: no Keras seed-state variable to keep in sync across
+    replicas, and XLA (TPU) lowers it directly."""
+
+    def __init__(self, rate: float, **kwargs):
+        super().__init__(**kwargs)
+        self.rate = float(rate)
+
+    def call(self, x, training=False):
+        if not training or self.rate <= 0.0:
+            return x
+        return tf.nn.dropout(x, rate=self.rate)
+
+
+def _init(config: BertConfig) -> keras.initializers.Initializer:
+    return keras.initializers.TruncatedNormal(stddev=config.initializer_range)
+
+
+def _dense(units: int, config: BertConfig, name: str, act=None) -> keras.layers.Dense:
+    return keras.layers.Dense(units, activation=act, kernel_initializer=_init(config), name=name)
+
+
+def _layer_norm(name: str) -> keras.layers.LayerNormalization:
+    return keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name=name)
+
+
+def _dense_vars(prefix: str, layer: keras.layers.Dense) -> dict:
+    return {f"{prefix}/kernel": layer.kernel, f"{prefix}/bias": layer.bias}
+
+
+def _norm_vars(prefix: str, layer: keras.layers.LayerNormalization) -> dict:
+    return {f"{prefix}/gamma": layer.gamma, f"{prefix}/beta": layer.beta}
+
+
+class Embeddings(keras.layers.Layer):
+    """word + token type + position embeddings, then LayerNorm and dropout."""
+
+    def __init__(self, config: BertConfig, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config
+        self.layer_norm = _layer_norm("LayerNorm")
+        self.dropout = Dropout(config.hidden_dropout_prob)
+
+    def build(self, input_shape=None):
+        c = self.config
+        self.word_embeddings = self.add_weight(
+            name="word_embeddings", shape=(c.vocab_size, c.hidden_size), initializer=_init(c))
+        self.token_type_embeddings = self.add_weight(
+            name="token_type_embeddings", shape=(c.type_vocab_size, c.hidden_size),
+            initializer=_init(c))
+        self.position_embeddings = self.add_weight(
+            name="position_embeddings", shape=(c.max_position_embeddings, c.hidden_size),
+            initializer=_init(c))
+        self.layer_norm.build((None, None, c.hidden_size))
+        self.built = True
+
+    def call(self, token_ids, segment_ids, training=False):
+        dtype = self.compute_dtype
+        seq_length = tf.shape(token_ids)[1]
+        x = tf.gather(tf.cast(self.word_embeddings, dtype), token_ids)
+        x += tf.gather(tf.cast(self.token_type_embeddings, dtype), segment_ids)
+        x += tf.cast(self.position_embeddings, dtype)[tf.newaxis, :seq_length, :]
+        return self.dropout(self.layer_norm(x), training=training)
+
+    def original_variables(self, prefix: str = "bert/embeddings") -> dict:
+        return {f"{prefix}/word_embeddings": self.word_embeddings,
+                f"{prefix}/token_type_embeddings": self.token_type_embeddings,
+                f"{prefix}/position_embeddings": self.position_embeddings,
+                **_norm_vars(f"{prefix}/LayerNorm", self.layer_norm)}
+
+
+class TransformerLayer(keras.layers.Layer):
+    """One encoder layer: self-attention, then the feed-forward block, each with a residual
+    connection and a post-LayerNorm."""
+
+    def __init__(self, config: BertConfig, **kwargs):
+        super().__init__(**kwargs)
+        c = self.config = config
+        h = c.hidden_size
+        self.query = _dense(h, c, "query")
+        self.key = _dense(h, c, "key")
+        self.value = _dense(h, c, "value")
+        self.attention_output = _dense(h, c, "attention_output")
+        self.attention_layer_norm = _layer_norm("attention_LayerNorm")
+        self.intermediate = _dense(c.intermediate_size, c, "intermediate")
+        self.output_dense = _dense(h, c, "output")
+        self.output_layer_norm = _layer_norm("output_LayerNorm")
+        self.attention_dropout = Dropout(c.attention_probs_dropout_prob)
+        self.hidden_dropout = Dropout(c.hidden_dropout_prob)
+        self.act = activation(c.hidden_act)
+
+    def build(self, input_shape=None):
+        h, i = self.config.hidden_size, self.config.intermediate_size
+        for layer in (self.query, self.key, self.value, self.attention_output):
+            layer.build((None, None, h))
+        self.intermediate.build((None, None, h))
+        self.output_dense.build((None, None, i))
+        self.attention_layer_norm.build((None, None, h))
+        self.output_layer_norm.build((None, None, h))
+        self.built = True
+
+    def _heads(self, x, batch, seq):
+        """[batch, seq, hidden] -> [batch, heads, seq, head_size]."""
+        c = self.config
+        x = tf.reshape(x, [batch, seq, c.num_attention_heads, c.head_size])
+        return tf.transpose(x, [0, 2, 1, 3])
+
+    def call(self, x, padding_mask, training=False):
+        batch, seq = tf.shape(x)[0], tf.shape(x)[1]
+        # [batch, 1, 1, to_seq], float32: the same additive bias for every head and query.
+        # (Built here from the integer mask: Keras would cast a float input to bfloat16.)
+        mask = tf.cast(padding_mask, tf.float32)
+        attention_bias = (1.0 - mask[:, tf.newaxis, tf.newaxis, :]) * -10000.0
+        q = self._heads(self.query(x), batch, seq)
+        k = self._heads(self.key(x), batch, seq)
+        v = self._heads(self.value(x), batch, seq)
+        # scores[b, n, i, j] = q_i . k_j / sqrt(d); padded keys get -10000 before the softmax.
+        scores = tf.matmul(q, k, transpose_b=True) * (1.0 / math.sqrt(self.config.head_size))
+        scores = tf.cast(scores, tf.float32) + attention_bias
+        probs = tf.cast(tf.nn.softmax(scores, axis=-1), x.dtype)
+        probs = self.attention_dropout(probs, training=training)
+        context = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])
+        context = tf.reshape(context, [batch, seq, self.config.hidden_size])
+        attended = self.attention_layer_norm(
+            x + self.hidden_dropout(self.attention_output(context), training=training))
+        hidden = self.act(self.intermediate(attended))
+        return self.output_layer_norm(
+            attended + self.hidden_dropout(self.output_dense(hidden), training=training))
+
+    def original_variables(self, prefix: str) -> dict:
+        return {**_dense_vars(f"{prefix}/attention/self/query", self.query),
+                **_dense_vars(f"{prefix}/attention/self/key", self.key),
+                **_dense_vars(f"{prefix}/attention/self/value", self.value),
+                **_dense_vars(f"{prefix}/attention/output/dense", self.attention_output),
+                **_norm_vars(f"{prefix}/attention/output/LayerNorm", self.attention_layer_norm),
+                **_dense_vars(f"{prefix}/intermediate/dense", self.intermediate),
+                **_dense_vars(f"{prefix}/output/dense", self.output_dense),
+                **_norm_vars(f"{prefix}/output/LayerNorm", self.output_layer_norm)}
+
+
+class BertEncoder(keras.Model):
+    """``{"token_ids", "segment_ids", "padding_mask"}`` -> ``{"sequence_output", "pooled_output"}``.
+
+    ``padding_mask`` is 1 for real tokens and 0 for padding (the original ``input_mask``).
+    """
+
+    def __init__(self, config: BertConfig, **kwargs):
+        super().__init__(name=kwargs.pop("name", "bert"), **kwargs)
+        self.config = config
+        self.embeddings = Embeddings(config, name="embeddings")
+        self.transformer_layers = [TransformerLayer(config, name=f"layer_{i}")
+                                   for i in range(config.num_hidden_layers)]
+        self.pooler = _dense(config.hidden_size, config, "pooler", act="tanh")
+
+    def build(self, input_shape=None):
+        self.embeddings.build()
+        for layer in self.transformer_layers:
+            layer.build()
+        self.pooler.build((None, self.config.hidden_size))
+        self.built = True
+
+    def call(self, inputs, training=False):
+        padding_mask = tf.cast(inputs["padding_mask"], tf.int32)
+        x = self.embeddings(inputs["token_ids"], inputs["segment_ids"], training=training)
+        for layer in self.transformer_layers:
+            x = layer(x, padding_mask, training=training)
+        pooled = self.pooler(x[:, 0, :])
+        return {"sequence_output": x, "pooled_output": pooled}
+
+    def original_variables(self) -> dict:
+        names = dict(self.embeddings.original_variables())
+        for i, layer in enumerate(self.transformer_layers):
+            names.update(layer.original_variables(f"bert/encoder/layer_{i}"))
+        names.update(_dense_vars("bert/pooler/dense", self.pooler))
+        return names
+
+
+class MaskedLMHead(keras.layers.Layer):
+    """``cls/predictions``: transform (dense + act + LayerNorm), then logits against the word
+    embeddings (tied output weights) plus a per-token bias."""
+
+    def __init__(self, config: BertConfig, word_embeddings, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config
+        self.word_embeddings = word_embeddings  # the encoder's variable, shared
+        self.transform = _dense(config.hidden_size, config, "transform")
+        self.layer_norm = _layer_norm("transform_LayerNorm")
+        self.act = activation(config.hidden_act)
+
+    def build(self, input_shape=None):
+        self.transform.build((None, self.config.hidden_size))
+        self.layer_norm.build((None, self.config.hidden_size))
+        self.output_bias = self.add_weight(name="output_bias", shape=(self.config.vocab_size,),
+                                           initializer="zeros")
+        self.built = True
+
+    def call(self, sequence_output, positions):
+        """Logits [batch, predictions, vocab] (float32) at ``positions`` [batch, predictions]."""
+        x = tf.gather(sequence_output, positions, batch_dims=1)
+        x = self.layer_norm(self.act(self.transform(x)))
+        logits = tf.matmul(x, tf.cast(self.word_embeddings, x.dtype), transpose_b=True)
+        return tf.cast(logits, tf.float32) + self.output_bias
+
+    def original_variables(self) -> dict:
+        return {**_dense_vars("cls/predictions/transform/dense", self.transform),
+                **_norm_vars("cls/predictions/transform/LayerNorm", self.layer_norm),
+                "cls/predictions/output_bias": self.output_bias}
+
+
+class OutputLayer(keras.layers.Layer):
+    """``logits = x W^T + b`` with W stored [classes, hidden], as the original NSP and
+    classifier heads store ``output_weights``."""
+
+    def __init__(self, config: BertConfig, num_classes: int, prefix: str, **kwargs):
+        super().__init__(**kwargs)
+        self.config, self.num_classes, self.prefix = config, num_classes, prefix
+
+    def build(self, input_shape=None):
+        self.output_weights = self.add_weight(
+            name="output_weights", shape=(self.num_classes, self.config.hidden_size),
+            initializer=_init(self.config))
+        self.output_bias = self.add_weight(name="output_bias", shape=(self.num_classes,),
+                                           initializer="zeros")
+        self.built = True
+
+    def call(self, x):
+        logits = tf.matmul(x, tf.cast(self.output_weights, x.dtype), transpose_b=True)
+        return tf.cast(logits, tf.float32) + self.output_bias
+
+    def original_variables(self) -> dict:
+        p = f"{self.prefix}/" if self.prefix else ""
+        return {f"{p}output_weights": self.output_weights, f"{p}output_bias": self.output_bias}
+
+
+class PretrainingModel(keras.Model):
+    """Encoder + masked-LM head + next-sentence head, as run_pretraining.py lays them out."""
+
+    def __init__(self, config: BertConfig, **kwargs):
+        super().__init__(name=kwargs.pop("name", "bert_pretraining"), **kwargs)
+        self.config = config
+        self.encoder = BertEncoder(config)
+        self.encoder.build()
+        self.masked_lm = MaskedLMHead(config, self.encoder.embeddings.word_embeddings,
+                                      name="predictions")
+        self.next_sentence = OutputLayer(config, 2, "cls/seq_relationship", name="seq_relationship")
+        self.masked_lm.build()
+        self.next_sentence.build()
+        self.built = True
+
+    def call(self, features, training=False):
+        out = self.encoder(features, training=training)
+        return {"mlm_logits": self.masked_lm(out["sequence_output"], features["masked_lm_positions"]),
+                "nsp_logits": self.next_sentence(out["pooled_output"])}
+
+    def original_variables(self) -> dict:
+        return {**self.encoder.original_variables(), **self.masked_lm.original_variables(),
+                **self.next_sentence.original_variables()}
+
+
+class ClassifierModel(keras.Model):
+    """Encoder + dropout + a linear layer on the pooled output, as run_classifier.py."""
+
+    def __init__(self, config: BertConfig, num_labels: int, dropout: float = 0.1, **kwargs):
+        super().__init__(name=kwargs.pop("name", "bert_classifier"), **kwargs)
+        self.config = config
+        self.encoder = BertEncoder(config)
+        self.encoder.build()
+        self.dropout = Dropout(dropout)
+        self.classifier = OutputLayer(config, num_labels, "", name="classifier")
+        self.classifier.build()
+        self.built = True
+
+    def call(self, features, training=False):
+        pooled = self.encoder(features, training=training)["pooled_output"]
+        return {"logits": self.classifier(self.dropout(pooled, training=training))}
+
+    def original_variables(self) -> dict:
+        return {**self.encoder.original_variables(), **self.classifier.original_variables()}
+
+
+def build_encoder(config: BertConfig) -> BertEncoder:
+    encoder = BertEncoder(config)
+    encoder.build()
+    return encoder

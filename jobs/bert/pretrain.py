@@ -1,0 +1,187 @@
+"""``bert-pretrain``: masked-LM + next-sentence pretraining, as run_pretraining.py.
+
+Input: TFRecord shards with the original features (``input_ids``, ``input_mask``,
+``segment_ids``, ``masked_lm_positions``, ``masked_lm_ids``, ``masked_lm_weights``,
+``next_sentence_labels``), written by create_pretraining_data.py or by
+:mod:`jobs.bert.pretraining_data` -- or a text corpus that the job turns into shards first.
+
+Loss: masked-LM cross-entropy averaged over the real (weight 1) predictions, plus the
+next-sentence cross-entropy averaged over the batch. The heads use the original variables
+(``cls/predictions/*``, ``cls/seq_relationship/*``), so an original checkpoint continues training
+with its heads, and at the end the run exports an original-layout BERT directory
+(``<model_dir>/export``) that ``load_encoder``, ``bert-finetune`` and google-research's own
+scripts read.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from .. import runner as runner_lib
+from ..errors import ConfigError
+from ..spec import PretrainSpec
+from . import read_config, weights
+from .modeling import PretrainingModel
+from .pretraining_data import DataOptions, create, expand_globs
+from .tokenization import FullTokenizer
+
+EXPORT_DIR = "export"
+DATA_DIR = "pretraining_data"
+
+
+class PretrainJob(runner_lib.Job):
+    metric_names = ("mlm_loss", "mlm_accuracy", "nsp_loss", "nsp_accuracy")
+
+    def __init__(self, spec: PretrainSpec):
+        super().__init__(spec)
+        self.spec: PretrainSpec = spec
+        self.files: list[str] = []
+
+    # -- data ---------------------------------------------------------------------------------
+    def prepare(self, runner) -> None:
+        self.config = read_config(self.spec.bert_dir)
+        if self.spec.max_seq_length > self.config.max_position_embeddings:
+            raise ConfigError(f"max_seq_length {self.spec.max_seq_length} exceeds "
+                              f"max_position_embeddings {self.config.max_position_embeddings}")
+        if self.spec.corpus_files:
+            self.files = self._create_data(runner)
+        else:
+            self.files = expand_globs(self.spec.input_files)
+            if not self.files:
+                raise ConfigError(f"input_files {self.spec.input_files} matches no file; check "
+                                  "the path (--set input_files=...)")
+        self._check_record_shapes(self.files[0])
+
+    def _create_data(self, runner) -> list[str]:
+        """Shards from the corpus into <model_dir>/pretraining_data, once: a DONE marker makes
+        a resumed run reuse them (and a run cut during creation start it again)."""
+        s = self.spec
+        out_dir = f"{runner.model_dir}/{DATA_DIR}"
+        done = f"{out_dir}/DONE"
+        files = [f"{out_dir}/pretraining-{i:05d}-of-{s.num_shards:05d}.tfrecord"
+                 for i in range(s.num_shards)]
+        if tf.io.gfile.exists(done):
+            return files
+        corpus = expand_globs(s.corpus_files)
+        if not corpus:
+            raise ConfigError(f"corpus_files {s.corpus_files} matches no file")
+        tf.io.gfile.makedirs(out_dir)
+        opts = DataOptions(max_seq_length=s.max_seq_length,
+                           max_predictions_per_seq=s.max_predictions_per_seq,
+                           masked_lm_prob=s.masked_lm_prob, dupe_factor=s.dupe_factor,
+                           short_seq_prob=s.short_seq_prob, do_whole_word_mask=s.do_whole_word_mask,
+                           random_seed=s.seed)
+        tokenizer = FullTokenizer(f"{s.bert_dir.rstrip('/')}/vocab.txt", s.do_lower_case)
+        runner_lib.log(f"creating pretraining data from {len(corpus)} file(s) into {out_dir}")
+        try:
+            count = create(corpus, files, tokenizer, opts)
+        except ValueError as exc:
+            raise ConfigError(f"{exc}; corpus_files needs one sentence per line, documents "
+                              "separated by blank lines") from None
+        with tf.io.gfile.GFile(done, "w") as f:
+            f.write(f"{count}\n")
+        runner_lib.log(f"wrote {count} pretraining examples")
+        return files
+
+    def _check_record_shapes(self, path: str) -> None:
+        """One record read eagerly: a shard of another seq length fails here in one line,
+        not as a shape error deep inside the first TPU step."""
+        s = self.spec
+        for raw in tf.data.TFRecordDataset(path).take(1):
+            example = tf.train.Example.FromString(raw.numpy())
+            feats = example.features.feature
+            have = {k: len(feats[k].int64_list.value) or len(feats[k].float_list.value)
+                    for k in ("input_ids", "masked_lm_positions") if k in feats}
+            if have.get("input_ids") != s.max_seq_length or \
+                    have.get("masked_lm_positions") != s.max_predictions_per_seq:
+                raise ConfigError(
+                    f"{path} holds sequences of {have.get('input_ids')} tokens with "
+                    f"{have.get('masked_lm_positions')} predictions but the spec says "
+                    f"max_seq_length {s.max_seq_length}, max_predictions_per_seq "
+                    f"{s.max_predictions_per_seq}; set them to match the data")
+            return
+        raise ConfigError(f"{path} has no examples; recreate the pretraining data")
+
+    def dataset(self, ctx: tf.distribute.InputContext, seed: int) -> tf.data.Dataset:
+        s = self.spec
+        batch = ctx.get_per_replica_batch_size(s.train_batch_size)
+        files = tf.data.Dataset.from_tensor_slices(self.files)
+        if len(self.files) >= ctx.num_input_pipelines:
+            files = files.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+        files = files.shuffle(len(self.files), seed=seed).repeat()
+        records = files.interleave(tf.data.TFRecordDataset, cycle_length=min(4, len(self.files)),
+                                   num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        n, p = s.max_seq_length, s.max_predictions_per_seq
+        schema = {
+            "input_ids": tf.io.FixedLenFeature([n], tf.int64),
+            "input_mask": tf.io.FixedLenFeature([n], tf.int64),
+            "segment_ids": tf.io.FixedLenFeature([n], tf.int64),
+            "masked_lm_positions": tf.io.FixedLenFeature([p], tf.int64),
+            "masked_lm_ids": tf.io.FixedLenFeature([p], tf.int64),
+            "masked_lm_weights": tf.io.FixedLenFeature([p], tf.float32),
+            "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
+        }
+
+        def parse(record):
+            ex = tf.io.parse_single_example(record, schema)
+            # TPUs want int32; names follow the encoder's inputs.
+            return {"token_ids": tf.cast(ex["input_ids"], tf.int32),
+                    "padding_mask": tf.cast(ex["input_mask"], tf.int32),
+                    "segment_ids": tf.cast(ex["segment_ids"], tf.int32),
+                    "masked_lm_positions": tf.cast(ex["masked_lm_positions"], tf.int32),
+                    "masked_lm_ids": tf.cast(ex["masked_lm_ids"], tf.int32),
+                    "masked_lm_weights": ex["masked_lm_weights"],
+                    "next_sentence_labels": tf.cast(ex["next_sentence_labels"][0], tf.int32)}
+
+        return (records.shuffle(1000, seed=seed)
+                .map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+                .batch(batch, drop_remainder=True)
+                .prefetch(tf.data.AUTOTUNE))
+
+    # -- model and loss -----------------------------------------------------------------------
+    def build_model(self):
+        return PretrainingModel(self.config)
+
+    def loss(self, model, features, training: bool):
+        out = model(features, training=training)
+        return pretraining_loss(out, features)
+
+    def init_variables(self, variables):
+        # An original checkpoint has the heads; one exported by bert-finetune does not: then the
+        # heads start fresh, the encoder must be there.
+        return variables, lambda name: name.startswith("bert/")
+
+    # -- end ----------------------------------------------------------------------------------
+    def finish(self, runner) -> dict[str, float]:
+        if not self.spec.export_bert_dir:
+            return {}
+        export = f"{runner.model_dir}/{EXPORT_DIR}"
+        tf.io.gfile.makedirs(export)
+        encoder_and_heads = weights.values_of(runner.variables)
+        weights.write(f"{export}/bert_model.ckpt", encoder_and_heads)
+        for name in ("bert_config.json", "vocab.txt"):
+            tf.io.gfile.copy(f"{self.spec.bert_dir.rstrip('/')}/{name}", f"{export}/{name}",
+                             overwrite=True)
+        runner_lib.log(f"exported an original-layout BERT directory to {export}")
+        return {}
+
+
+def pretraining_loss(outputs, features):
+    """(total loss, metrics) of one replica's batch, as run_pretraining.py computes them."""
+    labels = features["masked_lm_ids"]
+    weights_ = features["masked_lm_weights"]
+    logits = outputs["mlm_logits"]
+    per_prediction = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+    denominator = tf.reduce_sum(weights_) + 1e-5
+    mlm_loss = tf.reduce_sum(per_prediction * weights_) / denominator
+    mlm_correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), labels), tf.float32)
+    mlm_accuracy = tf.reduce_sum(mlm_correct * weights_) / denominator
+
+    nsp_labels = features["next_sentence_labels"]
+    nsp_logits = outputs["nsp_logits"]
+    nsp_loss = tf.reduce_mean(
+        tf.nn.sparse_softmax_cross_entropy_with_logits(labels=nsp_labels, logits=nsp_logits))
+    nsp_accuracy = tf.reduce_mean(tf.cast(
+        tf.equal(tf.argmax(nsp_logits, -1, output_type=tf.int32), nsp_labels), tf.float32))
+    return mlm_loss + nsp_loss, {"mlm_loss": mlm_loss, "mlm_accuracy": mlm_accuracy,
+                                 "nsp_loss": nsp_loss, "nsp_accuracy": nsp_accuracy}

@@ -1,0 +1,100 @@
+"""Writes ``<model_dir>/progress.json``: after every host loop, at exit, and from a timer.
+
+The timer matters because one host loop can outlast the idle reaper's patience: 1000 steps of
+BERT-large on a v2-8, or the first XLA compilation, take minutes, and a run that says nothing
+for 60 s looks dead. A daemon thread rewrites the record every ``interval`` seconds with a
+fresh ``time``, and with the step reached inside the running host loop (a host-side counter the
+loop bumps after each step; ``step_time`` says when the step last moved, so a live but stuck
+process shows as a fresh ``time`` with an old ``step_time``).
+Writes go through ``tf.io.gfile`` (gs:// works) as temp file + rename, so readers never see
+half a record; a failed write is logged and retried at the next beat, never fatal.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+import time
+
+import tensorflow as tf
+
+from . import progress as progress_lib
+from .progress import Progress
+
+
+class ProgressWriter:
+    def __init__(self, model_dir: str, num_train_steps: int, interval: float | None = None):
+        self.path = model_dir.rstrip("/") + "/" + progress_lib.FILENAME
+        if interval is None:  # TPUCTL_HEARTBEAT_SECONDS: shorter beats for tests and demos
+            interval = float(os.environ.get("TPUCTL_HEARTBEAT_SECONDS")
+                             or progress_lib.HEARTBEAT_SECONDS)
+        self.interval = interval
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.live_step = None  # callable: the step reached inside the current host loop
+        now = time.time()
+        self.record = Progress(num_train_steps=num_train_steps, started_at=now, time=now,
+                               run_id=os.environ.get("TPUCTL_RUN_ID") or None, pid=os.getpid(),
+                               host=socket.gethostname())
+        previous = self._read_previous()
+        if previous is not None:  # until we restore, the last known position is the best guess
+            self.record.step = previous.step
+            self.record.checkpoint_step = previous.checkpoint_step
+            self.record.loss = previous.loss
+
+    def _read_previous(self) -> Progress | None:
+        try:
+            with tf.io.gfile.GFile(self.path) as f:
+                return progress_lib.parse(f.read())
+        except (tf.errors.OpError, ValueError, TypeError):
+            return None
+
+    def update(self, **fields) -> None:
+        """Change fields and write the record now."""
+        with self._lock:
+            if "step" in fields and fields["step"] != self.record.step:
+                self.record.step_time = time.time()
+            for key, value in fields.items():
+                setattr(self.record, key, value)
+        self.write()
+
+    def write(self) -> None:
+        with self._lock:
+            self.record.time = time.time()
+            text = self.record.to_json()
+            tmp = f"{self.path}.tmp-{os.getpid()}"
+            try:
+                tf.io.gfile.makedirs(os.path.dirname(self.path) or ".")
+                with tf.io.gfile.GFile(tmp, "w") as f:
+                    f.write(text)
+                tf.io.gfile.rename(tmp, self.path, overwrite=True)
+            except (tf.errors.OpError, OSError) as exc:
+                print(f"jobs: warning: could not write {self.path}: {exc}", file=sys.stderr)
+
+    def start(self) -> ProgressWriter:
+        self.write()
+        self._thread = threading.Thread(target=self._beat, name="progress-heartbeat", daemon=True)
+        self._thread.start()
+        return self
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.interval):
+            live = None
+            if self.live_step is not None:
+                try:
+                    live = int(self.live_step())
+                except Exception:  # noqa: BLE001 - the loop may be tearing down; next beat tells
+                    live = None
+            with self._lock:
+                if live is not None and live > self.record.step:
+                    self.record.step = live
+                    self.record.step_time = time.time()
+            self.write()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)

@@ -1,0 +1,372 @@
+"""The runner: what TPUEstimator did for TF1 jobs, in TensorFlow 2, on a TPU, GPUs or a CPU.
+
+A job says *what* to train (:class:`Job`: a model builder, a per-replica input function, a loss
+with its metrics -- the model_fn / input_fn split); the runner does the rest, the same way on
+every machine:
+
+1. picks the strategy from the environment (:mod:`jobs.distribute`) and checks that the global
+   batch splits evenly over the replicas, before any step;
+2. builds the model and AdamW inside ``strategy.scope()``;
+3. resumes from the newest checkpoint in ``model_dir`` that restores cleanly (falling back to
+   older ones), or else loads ``init_checkpoint``;
+4. trains in host loops of up to ``steps_per_execution`` steps inside one ``tf.function``
+   (TPUEstimator's ``iterations_per_loop``), per-replica batches from
+   ``distribute_datasets_from_function`` with ``drop_remainder`` (static shapes for XLA);
+5. after each loop writes TensorBoard scalars and ``progress.json``; every
+   ``save_checkpoints_steps`` and at the end saves a checkpoint (keeping
+   ``keep_checkpoint_max``);
+6. ends with the job's ``finish`` (evaluation, export) and exit code 0.
+
+Exit codes: SIGTERM -> checkpoint at the current step, exit 42; a lost TPU or connection
+(:func:`jobs.exitcodes.is_infrastructure_error`) -> exit 42; a bad spec or input -> 2 with one
+line; a bug -> 1 with the traceback. ``progress.json`` says which (``status``).
+
+Checkpoints key the model's variables by their original BERT names (not by Keras attribute
+paths), so they load on any Keras version and straight into ``init_checkpoint`` of another job.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import traceback
+from collections.abc import Callable
+
+import tensorflow as tf
+
+from . import checkpointing, distribute, exitcodes
+from . import progress as progress_lib
+from .errors import ConfigError
+from .heartbeat import ProgressWriter
+from .preemption import StopSignal
+from .spec import JobSpec
+from .summaries import ScalarWriter
+
+
+def log(message: str) -> None:
+    print(f"jobs: {message}", file=sys.stderr, flush=True)
+
+
+class Job:
+    """What a job provides. Subclasses override the methods below; ``runner`` gives access to
+    the strategy, the device and the spec."""
+
+    metric_names: tuple[str, ...] = ()
+
+    def __init__(self, spec: JobSpec):
+        self.spec = spec
+
+    def batch_sizes(self) -> dict[str, int]:
+        """Global batch sizes that must divide by the replica count, by spec key."""
+        return {"train_batch_size": self.spec.train_batch_size}
+
+    def prepare(self, runner: Runner) -> None:
+        """Read or create the data (before the model exists); raise ConfigError for bad input."""
+
+    def build_model(self):
+        """The Keras model, with ``original_variables()``; called inside ``strategy.scope()``."""
+        raise NotImplementedError
+
+    def dataset(self, ctx: tf.distribute.InputContext, seed: int) -> tf.data.Dataset:
+        """This input pipeline's shard, batched to the per-replica batch, repeating forever."""
+        raise NotImplementedError
+
+    def loss(self, model, features, training: bool) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+        """Mean loss over this replica's batch, and scalar metrics named in ``metric_names``."""
+        raise NotImplementedError
+
+    def init_variables(self, variables: dict) -> tuple[dict, Callable[[str], bool]]:
+        """Which variables ``init_checkpoint`` fills, and which of them it must contain."""
+        return variables, lambda name: True
+
+    def finish(self, runner: Runner) -> dict[str, float]:
+        """After the last step: evaluate, export. Returns metrics for progress.json."""
+        return {}
+
+
+def unwrap(variable) -> tf.Variable:
+    """The tf.Variable (or distributed variable) under a Keras 3 variable."""
+    if isinstance(variable, tf.Variable):
+        return variable
+    inner = getattr(variable, "value", None)
+    if isinstance(inner, tf.Variable):
+        return inner
+    return variable._value  # Keras 3 keeps the backend variable here
+
+
+class Runner:
+    def __init__(self, spec: JobSpec, job: Job):
+        self.spec = spec
+        self.job = job
+        self.model_dir = spec.model_dir.rstrip("/")
+        self.stop = StopSignal()
+        self.progress = ProgressWriter(self.model_dir, spec.num_train_steps)
+        self.strategy: tf.distribute.Strategy | None = None
+        self.device: distribute.Device | None = None
+
+    # ---------------------------------------------------------------------------------------
+    # Entry point and exit codes
+
+    def run(self) -> int:
+        def exiting() -> None:
+            log(f"{self.stop.name} before training: nothing new to save; exit 42")
+            self.progress.update(status=progress_lib.PREEMPTED, message=self.stop.name)
+
+        self.stop.on_immediate_exit = exiting
+        self.stop.install()
+        self.progress.start()
+        try:
+            return self._run()
+        except ConfigError as exc:
+            log(f"error: {exc}")
+            self.progress.update(status=progress_lib.FAILED, message=str(exc))
+            return exitcodes.BAD_SPEC
+        except KeyboardInterrupt:
+            self.progress.update(status=progress_lib.PREEMPTED, message="interrupted")
+            return exitcodes.RETRY
+        except Exception as exc:  # noqa: BLE001 - the exit code classifies every failure
+            if self.stop.requested.is_set() or exitcodes.is_infrastructure_error(exc):
+                reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+                log(f"lost the accelerator or its connection ({reason}); exit 42, resume from "
+                    "the last checkpoint")
+                self.progress.update(status=progress_lib.PREEMPTED, message=reason)
+                return exitcodes.RETRY
+            traceback.print_exc()
+            self.progress.update(status=progress_lib.FAILED, message=f"{type(exc).__name__}: {exc}"[:500])
+            return exitcodes.JOB_ERROR
+        finally:
+            self.progress.stop()
+            self.stop.uninstall()
+
+    # ---------------------------------------------------------------------------------------
+    # The run
+
+    def _run(self) -> int:
+        spec, job = self.spec, self.job
+        tf.io.gfile.makedirs(self.model_dir)
+        self.strategy, self.device = distribute.select(spec.precision)
+        replicas = self.strategy.num_replicas_in_sync
+        log(f"{spec.job} on {self.device.name}: {replicas} replica(s), {self.device.precision}")
+        self.progress.update(device={"type": self.device.type, "count": self.device.count,
+                                     "name": self.device.name,
+                                     "precision": self.device.precision})
+        self._check_batch_sizes(replicas)
+        distribute.set_policy(self.device.precision)
+        tf.random.set_seed(spec.seed)
+        job.prepare(self)
+        if self.stop.requested.is_set():  # preempted while preparing data: nothing to save
+            self.progress.update(status=progress_lib.PREEMPTED, message=self.stop.name)
+            return exitcodes.RETRY
+
+        self.build()
+        self.checkpoint = tf.train.Checkpoint(model=dict(self.variables),
+                                              optimizer=self.optimizer.slots(),
+                                              global_step=self.optimizer.step)
+        self.manager, restored = checkpointing.open_manager(
+            self.checkpoint, self.model_dir, spec.keep_checkpoint_max, log)
+        step = int(self.optimizer.step.numpy())
+        if restored.path:
+            log(f"resumed from {restored.path} (step {step})")
+            resumed_from: int | None = step
+            checkpoint_step: int | None = step
+        else:
+            resumed_from, checkpoint_step = None, None
+            self._initialize()
+        self.progress.update(step=step, resumed_from_step=resumed_from,
+                             checkpoint_step=checkpoint_step, status=progress_lib.RUNNING)
+
+        if step < spec.num_train_steps and not self._train(step):
+            return exitcodes.RETRY
+        metrics = job.finish(self)
+        self.progress.update(status=progress_lib.FINISHED, metrics={**self.progress.record.metrics,
+                                                                    **metrics})
+        log(f"finished at step {int(self.optimizer.step.numpy())}"
+            + "".join(f", {k} {v:.4f}" for k, v in metrics.items()))
+        return exitcodes.OK
+
+    def build(self) -> None:
+        """The model and its optimizer, inside the strategy's scope."""
+        spec = self.spec
+        with self.strategy.scope():
+            self.model = self.job.build_model()
+            self.variables = {name: unwrap(v) for name, v in self.model.original_variables().items()}
+            from .bert.optimization import AdamWeightDecay
+
+            self.optimizer = AdamWeightDecay(
+                self.variables, init_lr=spec.learning_rate, num_train_steps=spec.num_train_steps,
+                num_warmup_steps=spec.warmup_steps, weight_decay_rate=spec.weight_decay_rate)
+
+    def _check_batch_sizes(self, replicas: int) -> None:
+        for key, size in self.job.batch_sizes().items():
+            if size % replicas:
+                fits = ((size // replicas) + 1) * replicas
+                raise ConfigError(f"{key} {size} does not divide over the {replicas} replicas of "
+                                  f"this {self.device.name}; use a multiple of {replicas}, e.g. "
+                                  f"--set {key}={fits}")
+
+    def _initialize(self) -> None:
+        prefix = self.spec.resolved_init_checkpoint
+        if not prefix:
+            log("no checkpoint to resume and no init_checkpoint: training from scratch")
+            return
+        from .bert import weights
+
+        prefix = weights.checkpoint_prefix(prefix)
+        subset, required = self.job.init_variables(self.variables)
+        loaded = weights.restore(subset, prefix, required=required)
+        left = sorted(set(self.variables) - set(loaded))
+        log(f"initialized {len(loaded)} variables from {prefix}"
+            + (f"; {len(left)} start fresh ({', '.join(left[:3])}{'...' if len(left) > 3 else ''})"
+               if left else ""))
+
+    # ---------------------------------------------------------------------------------------
+    # Training
+
+    def _train(self, step: int) -> bool:
+        """Train to num_train_steps; False if stopped by a signal (checkpoint saved)."""
+        spec = self.spec
+        global_batch = spec.train_batch_size
+        seed = spec.seed + step  # a resumed run does not replay the batches it already saw
+        dataset = self.strategy.distribute_datasets_from_function(
+            lambda ctx: self.job.dataset(ctx, seed))
+        iterator = iter(dataset)
+        # Host-side variables, outside the strategy: a stop request the loop checks before each
+        # step, and a step counter the heartbeat reads while a long host loop runs.
+        stop_flag = tf.Variable(False, trainable=False, name="stop_requested")
+        self.stop.on_request(lambda: stop_flag.assign(True))
+        loop_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="loop_steps")
+        loop_start = [step]
+        self.progress.live_step = lambda: loop_start[0] + int(loop_steps.numpy())
+        train_loop = self.make_train_loop(stop_flag, loop_steps)
+        self.stop.graceful = True  # from here a signal stops the loop and checkpoints
+        writer = ScalarWriter(self.model_dir + "/train")
+        names = self.job.metric_names
+
+        while step < spec.num_train_steps:
+            if self.stop.requested.is_set():
+                break
+            next_save = (step // spec.save_checkpoints_steps + 1) * spec.save_checkpoints_steps
+            n = min(spec.steps_per_execution, next_save - step, spec.num_train_steps - step)
+            started = time.perf_counter()
+            loop_steps.assign(0)  # reset before moving the base: the live step never overshoots
+            loop_start[0] = step
+            loss_sum, metric_sums, done = train_loop(iterator, tf.constant(n, tf.int32))
+            elapsed = time.perf_counter() - started
+            done = int(done.numpy())
+            step = int(self.optimizer.step.numpy())
+            loop_steps.assign(0)
+            loop_start[0] = step
+            if done == 0:
+                break
+            loss = float(loss_sum.numpy()) / done
+            metrics = {k: float(v.numpy()) / done for k, v in zip(names, metric_sums)}
+            rate = done * global_batch / elapsed
+            lr = float(self.optimizer.current_learning_rate().numpy())
+            writer.write(step, {"loss": loss, "learning_rate": lr, "examples_per_sec": rate,
+                                **metrics})
+            log(f"step {step}/{spec.num_train_steps} loss {loss:.4f} "
+                f"{rate:.1f} examples/s" + "".join(f" {k} {v:.4f}" for k, v in metrics.items()))
+            self.progress.update(step=step, loss=loss, examples_per_sec=rate,
+                                 steps_per_sec=done / elapsed, metrics=metrics)
+            if step % spec.save_checkpoints_steps == 0 or step >= spec.num_train_steps:
+                self._save(step)
+
+        self.progress.live_step = None
+        if step < spec.num_train_steps:  # stopped by SIGTERM / Ctrl-C
+            if self.progress.record.checkpoint_step != step:
+                self._save(step)
+            log(f"{self.stop.name}: checkpoint at step {step} saved; exit 42 (resume by running "
+                "again)")
+            self.progress.update(status=progress_lib.PREEMPTED, message=self.stop.name)
+            return False
+        self.stop.graceful = False  # evaluation and export are redone by a restart
+        return True
+
+    def _save(self, step: int) -> None:
+        path = self.manager.save(checkpoint_number=step)
+        self.progress.update(checkpoint_step=step)
+        log(f"saved {path}")
+
+    def make_train_loop(self, stop_flag: tf.Variable, loop_steps: tf.Variable):
+        """``train_loop(iterator, n)``: up to n steps in one ``tf.function`` call (one host
+        call); returns (sum of losses, sums of metrics, steps done). The benchmark times it."""
+        strategy, job, model = self.strategy, self.job, self.model
+        optimizer = self.optimizer
+        train_vars = [self.variables[n] for n in optimizer.names]
+        num_metrics = len(job.metric_names)
+
+        def forward_backward(features):
+            with tf.GradientTape() as tape:
+                loss, metrics = job.loss(model, features, training=True)
+            # Dense gradients (embedding lookups give IndexedSlices): the update touches every
+            # row anyway (weight decay), and XLA wants plain tensors out of a compiled function.
+            grads = [tf.convert_to_tensor(g) for g in tape.gradient(loss, train_vars)]
+            return loss, [metrics[k] for k in job.metric_names], grads
+
+        if self.device.type == "gpu":  # XLA fuses the elementwise ops; TPUs compile everything
+            forward_backward = tf.function(forward_backward, jit_compile=True)
+
+        def step_fn(features):
+            loss, metrics, grads = forward_backward(features)
+            optimizer.apply_gradients(grads)
+            return loss, metrics
+
+        def mean(value):
+            return strategy.reduce(tf.distribute.ReduceOp.MEAN, value, axis=None)
+
+        @tf.function
+        def train_loop(iterator, steps):
+            loss_sum = tf.constant(0.0)
+            metric_sums = [tf.constant(0.0) for _ in range(num_metrics)]
+            done = tf.constant(0)
+            for _ in tf.range(steps):
+                if stop_flag:
+                    break
+                loss, metrics = strategy.run(step_fn, args=(next(iterator),))
+                loss_sum += mean(loss)
+                metric_sums = [s + mean(m) for s, m in zip(metric_sums, metrics)]
+                done += 1
+                loop_steps.assign_add(1)
+            return loss_sum, metric_sums, done
+
+        return train_loop
+
+    # ---------------------------------------------------------------------------------------
+    # Evaluation helper for jobs
+
+    def evaluate_sums(self, dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset],
+                      sums_fn: Callable[[object, dict], dict[str, tf.Tensor]]) -> dict[str, float]:
+        """Sum ``sums_fn(model, batch)`` (a dict of scalars) over a finite dataset, across
+        replicas. Jobs pad their eval set to whole batches with weight-0 examples so that the
+        shapes stay static on TPUs and no example is dropped."""
+        dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
+        model, strategy = self.model, self.strategy
+
+        @tf.function
+        def eval_step(batch):
+            per_replica = strategy.run(lambda b: sums_fn(model, b), args=(batch,))
+            return {k: strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
+                    for k, v in per_replica.items()}
+
+        totals: dict[str, float] = {}
+        for batch in dataset:
+            for k, v in eval_step(batch).items():
+                totals[k] = totals.get(k, 0.0) + float(v.numpy())
+        return totals
+
+
+def make_job(spec: JobSpec) -> Job:
+    if spec.job == "bert-pretrain":
+        from .bert.pretrain import PretrainJob
+
+        return PretrainJob(spec)
+    if spec.job == "bert-finetune":
+        from .bert.classifier import ClassifierJob
+
+        return ClassifierJob(spec)
+    raise ConfigError(f"unknown job {spec.job!r}")
+
+
+def run_spec(spec: JobSpec) -> int:
+    """Run a checked spec in this process; returns the exit code."""
+    return Runner(spec, make_job(spec)).run()

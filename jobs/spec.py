@@ -1,0 +1,455 @@
+"""Job specs: a YAML file plus ``--set key=value`` overrides, checked before TensorFlow starts.
+
+This module imports only the standard library and PyYAML, because the control plane
+(``tpuctl job run``, the supervisor, ``tpuctl status``) reads specs on machines without
+TensorFlow. Every problem is a :class:`SpecError` whose message is one line naming the fix, so a
+typo costs a second on the laptop instead of a TPU start-up.
+
+A spec is flat (``key: value``): the keys are those of the original google-research/bert flags
+(``train_batch_size``, ``num_train_steps``, ``save_checkpoints_steps`` ...), so people who know
+``run_pretraining.py`` and ``run_classifier.py`` recognise them. ``job`` picks the dataclass:
+
+- ``bert-pretrain``: masked-LM + next-sentence pretraining (:class:`PretrainSpec`);
+- ``bert-finetune``: sequence classification from TSV/CSV (:class:`FinetuneSpec`).
+
+Relative local paths are taken relative to the current directory, like the original flags.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import json
+import os
+import types
+import typing
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+import yaml
+
+from .errors import ConfigError
+
+PRECISIONS = ("auto", "float32", "bfloat16")
+
+
+class SpecError(ConfigError):
+    """A job spec that cannot run; ``str(exc)`` is one line that names the fix."""
+
+
+def _required(doc: str, **kw: Any) -> Any:
+    return field(default=None, metadata={"doc": doc, "required": True, **kw})
+
+
+def _opt(default: Any, doc: str, **kw: Any) -> Any:
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata={"doc": doc, **kw})
+    return field(default=default, metadata={"doc": doc, **kw})
+
+
+@dataclass
+class JobSpec:
+    """Keys every job has; what the control plane reads without TensorFlow."""
+
+    job: str = _required("bert-pretrain or bert-finetune")
+    model_dir: str = _required("where checkpoints, progress.json and TensorBoard summaries go "
+                               "(gs://bucket/path or a local directory)")
+    bert_dir: str = _required("an original google-research BERT directory: bert_config.json, "
+                              "vocab.txt and usually bert_model.ckpt.*", path="bert_dir")
+    init_checkpoint: str | None = _opt(
+        None, "checkpoint to start from when model_dir has none to resume (a prefix, or a "
+              "directory: its newest checkpoint); default <bert_dir>/bert_model.ckpt if present; "
+              "'none' trains from scratch", path="checkpoint")
+    do_lower_case: bool = _opt(True, "lower-case and strip accents (uncased and Chinese models)")
+    max_seq_length: int = _opt(128, "tokens per sequence, [CLS] and [SEP] included")
+    train_batch_size: int = _opt(32, "global batch size: must divide by the replica count "
+                                     "(8 on a v2-8 or v3-8)")
+    num_train_steps: int = _opt(100000, "total optimizer steps; the run ends here")
+    learning_rate: float = _opt(1e-4, "peak learning rate of AdamW")
+    warmup_proportion: float = _opt(0.1, "fraction of num_train_steps with linear warm-up")
+    num_warmup_steps: int | None = _opt(None, "warm-up steps; overrides warmup_proportion")
+    weight_decay_rate: float = _opt(0.01, "AdamW decoupled weight decay (not on LayerNorm, bias)")
+    save_checkpoints_steps: int = _opt(1000, "checkpoint every this many steps")
+    keep_checkpoint_max: int = _opt(5, "checkpoints kept in model_dir (at least 2)")
+    steps_per_execution: int = _opt(1000, "steps per host call (TPUEstimator's iterations_per_loop)")
+    precision: str = _opt("auto", "auto (bfloat16 on TPUs and bf16-capable GPUs), float32 or bfloat16")
+    seed: int = _opt(12345, "seed for initialisation, shuffling and dropout")
+
+    # -- derived values the control plane may want too ---------------------------------------
+    @property
+    def warmup_steps(self) -> int:
+        if self.num_warmup_steps is not None:
+            return self.num_warmup_steps
+        return int(self.num_train_steps * self.warmup_proportion)
+
+    @property
+    def resolved_init_checkpoint(self) -> str | None:
+        """``init_checkpoint`` with its default applied (``None``: train from scratch)."""
+        value = self.init_checkpoint
+        if value is None:
+            default = _join(self.bert_dir, "bert_model.ckpt")
+            if _is_remote(default) or os.path.exists(default + ".index"):
+                return default
+            return None
+        if value.lower() == "none":
+            return None
+        return value
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def _check(self) -> None:
+        _positive(self, "num_train_steps", "save_checkpoints_steps", "train_batch_size",
+                  "steps_per_execution", "max_seq_length")
+        if self.keep_checkpoint_max < 2:
+            raise SpecError(f"keep_checkpoint_max is {self.keep_checkpoint_max}; keep at least 2 so "
+                            "a checkpoint cut by a preemption can fall back to the one before "
+                            "(--set keep_checkpoint_max=2)")
+        if self.max_seq_length < 8:
+            raise SpecError("max_seq_length must be at least 8 (--set max_seq_length=128)")
+        if not self.learning_rate > 0:
+            raise SpecError(f"learning_rate is {self.learning_rate}; use a positive value such "
+                            "as --set learning_rate=5e-5")
+        if not 0.0 <= self.warmup_proportion <= 1.0:
+            raise SpecError(f"warmup_proportion is {self.warmup_proportion}; use a fraction "
+                            "between 0 and 1 (--set warmup_proportion=0.1)")
+        if self.num_warmup_steps is not None and self.num_warmup_steps < 0:
+            raise SpecError("num_warmup_steps must be >= 0")
+        if self.weight_decay_rate < 0:
+            raise SpecError("weight_decay_rate must be >= 0 (--set weight_decay_rate=0.01)")
+        if self.precision not in PRECISIONS:
+            raise SpecError(f"precision {self.precision!r} is not one of {', '.join(PRECISIONS)}; "
+                            "use --set precision=auto")
+        _check_bert_dir(self)
+        init = self.resolved_init_checkpoint
+        if self.init_checkpoint and init and not _is_remote(init) and not _local_checkpoint(init):
+            raise SpecError(f"init_checkpoint {init} not found ({init}.index is missing); pass the "
+                            "checkpoint prefix, e.g. --set init_checkpoint=DIR/bert_model.ckpt, "
+                            "a run's model_dir, or 'none' to train from scratch")
+
+
+@dataclass
+class PretrainSpec(JobSpec):
+    """``bert-pretrain``: the original run_pretraining.py, plus optional data creation."""
+
+    input_files: str | None = _opt(None, "TFRecord shards from create_pretraining_data "
+                                         "(comma-separated globs); or give corpus_files",
+                                   path="glob")
+    corpus_files: str | None = _opt(None, "plain-text corpus (one sentence per line, blank line "
+                                          "between documents; comma-separated globs): the job "
+                                          "writes TFRecord shards into <model_dir>/pretraining_data "
+                                          "first", path="glob")
+    max_predictions_per_seq: int = _opt(20, "masked positions per sequence")
+    masked_lm_prob: float = _opt(0.15, "data creation: fraction of tokens masked")
+    dupe_factor: int = _opt(10, "data creation: passes over the corpus with different masks")
+    short_seq_prob: float = _opt(0.1, "data creation: fraction of shorter sequences")
+    do_whole_word_mask: bool = _opt(False, "data creation: mask all word pieces of a word together")
+    num_shards: int = _opt(4, "data creation: TFRecord shards written")
+    export_bert_dir: bool = _opt(True, "at the end write <model_dir>/export: bert_config.json, "
+                                       "vocab.txt and bert_model.ckpt in the original variable names")
+
+    def _check(self) -> None:
+        super()._check()
+        if bool(self.input_files) == bool(self.corpus_files):
+            raise SpecError("give exactly one of input_files (TFRecord shards) and corpus_files "
+                            "(plain text), e.g. --set input_files='gs://bucket/data/*.tfrecord'")
+        _positive(self, "max_predictions_per_seq", "dupe_factor", "num_shards")
+        if self.max_predictions_per_seq > self.max_seq_length:
+            raise SpecError(f"max_predictions_per_seq {self.max_predictions_per_seq} exceeds "
+                            f"max_seq_length {self.max_seq_length}; use about "
+                            "max_seq_length * masked_lm_prob (20 for 128)")
+        if not 0.0 < self.masked_lm_prob < 1.0:
+            raise SpecError("masked_lm_prob must be between 0 and 1 (--set masked_lm_prob=0.15)")
+        if not 0.0 <= self.short_seq_prob <= 1.0:
+            raise SpecError("short_seq_prob must be between 0 and 1 (--set short_seq_prob=0.1)")
+        for key in ("input_files", "corpus_files"):
+            _check_globs(self, key)
+
+
+@dataclass
+class FinetuneSpec(JobSpec):
+    """``bert-finetune``: the original run_classifier.py for one TSV/CSV task."""
+
+    learning_rate: float = _opt(5e-5, "peak learning rate of AdamW")
+    num_train_steps: int = _opt(1000, "total optimizer steps (epochs x examples / batch)")
+    train_file: str = _required("training examples: .tsv or .csv with columns text[, text_b], "
+                                "label (a header row naming them is optional)", path="file")
+    dev_file: str | None = _opt(None, "evaluation examples, same format; accuracy is reported "
+                                      "when the run ends", path="file")
+    labels: list[str] | None = _opt(  # noqa: RUF009 - _opt returns a dataclasses.field
+        None, "label values in order (comma-separated); default: the sorted distinct labels "
+              "of train_file")
+    eval_batch_size: int = _opt(8, "global batch size for evaluation")
+    classifier_dropout: float = _opt(0.1, "dropout on the pooled output, as run_classifier.py")
+
+    def _check(self) -> None:
+        super()._check()
+        _positive(self, "eval_batch_size")
+        for key in ("train_file", "dev_file"):
+            value = getattr(self, key)
+            if value and not _is_remote(value) and not os.path.isfile(value):
+                raise SpecError(f"{key} {value} not found; pass an existing .tsv or .csv file "
+                                f"(--set {key}=PATH)")
+            if value and not value.lower().endswith((".tsv", ".csv", ".txt")):
+                raise SpecError(f"{key} {value} is neither .tsv nor .csv; rename it or convert it "
+                                "to tab- or comma-separated text, label in the last column")
+        if self.labels is not None and len(set(self.labels)) < 2:
+            raise SpecError("labels needs at least two distinct values, e.g. --set labels=neg,pos")
+        if not 0.0 <= self.classifier_dropout < 1.0:
+            raise SpecError("classifier_dropout must be in [0, 1)")
+
+
+JOBS: dict[str, type[JobSpec]] = {"bert-pretrain": PretrainSpec, "bert-finetune": FinetuneSpec}
+
+
+# --------------------------------------------------------------------------------------------
+# Loading
+
+
+def load(path: str, overrides: Sequence[str] | Sequence[tuple[str, str]] = ()) -> JobSpec:
+    """Read the YAML spec at ``path``, apply ``--set`` overrides, and check everything.
+
+    ``overrides`` are ``"key=value"`` strings or ``(key, value)`` pairs; each value is coerced to
+    the key's declared type. Raises :class:`SpecError` with one line that names the fix.
+    """
+    if not os.path.isfile(path):
+        raise SpecError(f"job spec {path} not found; pass the path of a job spec YAML file such "
+                        "as templates/bert-finetune.yaml")
+    try:
+        with open(path, encoding="utf-8") as f:
+            raw = yaml.safe_load(f)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise SpecError(f"job spec {path}{where} is not valid YAML "
+                        f"({getattr(exc, 'problem', None) or 'parse error'}); fix the file") from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise SpecError(f"job spec {path} must be a mapping of key: value lines, "
+                        f"not a {type(raw).__name__}")
+    return from_dict(raw, overrides, source=path)
+
+
+def from_dict(raw: dict[str, Any], overrides: Iterable[str] | Iterable[tuple[str, str]] = (),
+              source: str = "job spec") -> JobSpec:
+    values = dict(raw)
+    pairs = [_split_override(o) for o in overrides]
+    # ``job`` decides which keys exist, so an override of it applies first.
+    for key, value in pairs:
+        if key == "job":
+            values["job"] = value
+    job = values.get("job")
+    if job is None:
+        raise SpecError(f"{source} has no 'job' key; add 'job: bert-pretrain' or "
+                        "'job: bert-finetune'")
+    if job not in JOBS:
+        raise SpecError(f"unknown job {job!r} in {source}; use one of {', '.join(JOBS)}")
+    cls = JOBS[job]
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs: dict[str, Any] = {}
+    for key, value in values.items():
+        if key not in fields:
+            raise SpecError(f"unknown key {key!r} in {source} for {job}; {_suggest(key, fields)}")
+        if value is None and fields[key].metadata.get("required"):
+            continue  # a template's placeholder: reported below unless --set fills it
+        kwargs[key] = _coerce(key, value, hints[key], origin="spec")
+    for key, value in pairs:
+        if key not in fields:
+            raise SpecError(f"unknown key {key!r} in --set {key}=...; {_suggest(key, fields)}")
+        kwargs[key] = _coerce(key, value, hints[key], origin="--set")
+    spec = cls(**kwargs)
+    for name, f in fields.items():
+        if f.metadata.get("required") and getattr(spec, name) in (None, ""):
+            raise SpecError(f"{source} is missing {name} ({f.metadata['doc']}); add '{name}: ...' "
+                            f"to the spec or pass --set {name}=...")
+    spec._check()
+    return spec
+
+
+def describe(job: str) -> list[tuple[str, str, Any, str]]:
+    """(key, type, default, doc) for every key of ``job``: for docs and ``--help`` text."""
+    cls = JOBS[job]
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        out.append((f.name, _type_name(hints[f.name]), "(required)" if f.metadata.get("required")
+                    else default, f.metadata.get("doc", "")))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers
+
+
+def _split_override(item: str | tuple[str, str]) -> tuple[str, str]:
+    if isinstance(item, tuple):
+        return item
+    key, sep, value = item.partition("=")
+    if not sep or not key.strip():
+        raise SpecError(f"invalid --set {item!r}; use --set key=value, "
+                        "such as --set num_train_steps=1000")
+    return key.strip(), value
+
+
+def _suggest(key: str, fields: dict[str, Any]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(key, list(fields), n=1, cutoff=0.6)
+    if close:
+        return f"did you mean {close[0]!r}?"
+    return "known keys: " + ", ".join(sorted(fields))
+
+
+_TRUE = {"true", "yes", "on", "1"}
+_FALSE = {"false", "no", "off", "0"}
+
+
+def _coerce(key: str, value: Any, hint: Any, origin: str) -> Any:
+    """Convert a YAML value or a ``--set`` string to the declared type of ``key``."""
+    base, optional = _unwrap_optional(hint)
+    from_string = isinstance(value, str) and origin == "--set"
+    if value is None or (optional and isinstance(value, str)
+                         and value.strip().lower() in ("null", "~")) \
+            or (optional and from_string and value == ""):
+        if optional:
+            return None
+        raise SpecError(f"{key} needs a value of type {_type_name(base)}; set it (--set {key}=...)")
+    try:
+        if base is bool:
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+                return value.strip().lower() in _TRUE
+            raise ValueError
+        if base is int:
+            if isinstance(value, bool):
+                raise ValueError
+            if isinstance(value, int):
+                return value
+            if isinstance(value, float) and value.is_integer():
+                return int(value)
+            if isinstance(value, str):
+                text = value.strip().replace("_", "")
+                try:
+                    return int(text)
+                except ValueError:
+                    number = float(text)
+                    if number.is_integer():
+                        return int(number)
+            raise ValueError
+        if base is float:
+            if isinstance(value, bool):
+                raise ValueError
+            if isinstance(value, (int, float)):
+                return float(value)
+            if isinstance(value, str):
+                return float(value.strip())
+            raise ValueError
+        if base is str:
+            if isinstance(value, (dict, list, bool)):
+                raise ValueError
+            return str(value)
+        if typing.get_origin(base) is list:
+            if isinstance(value, str):
+                items = [v.strip() for v in value.split(",")]
+                return [v for v in items if v]
+            if isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value):
+                return [str(v) for v in value]
+            raise ValueError
+    except ValueError:
+        pass
+    raise SpecError(f"{key} must be {_article(_type_name(base))}, got {value!r} "
+                    f"(from {origin}); e.g. --set {key}={_example(base)}")
+
+
+def _unwrap_optional(hint: Any) -> tuple[Any, bool]:
+    if typing.get_origin(hint) in (Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(args) == 1:
+            return args[0], True
+    return hint, False
+
+
+def _type_name(hint: Any) -> str:
+    base, _ = _unwrap_optional(hint)
+    if typing.get_origin(base) is list:
+        name = "comma-separated list"
+    else:
+        name = {bool: "boolean", int: "integer", float: "number", str: "string"}.get(base, str(base))
+    return name
+
+
+def _article(name: str) -> str:
+    return ("an " if name[0] in "aeiou" else "a ") + name
+
+
+def _example(base: Any) -> str:
+    if typing.get_origin(base) is list:
+        return "a,b"
+    return {bool: "true", int: "1000", float: "5e-5", str: "VALUE"}.get(base, "VALUE")
+
+
+def _positive(spec: JobSpec, *keys: str) -> None:
+    for key in keys:
+        value = getattr(spec, key)
+        if value is None or value <= 0:
+            raise SpecError(f"{key} must be a positive integer, got {value!r}; "
+                            f"e.g. --set {key}={_example(int)}")
+
+
+def _is_remote(path: str | None) -> bool:
+    return bool(path) and "://" in str(path)
+
+
+def _join(base: str, name: str) -> str:
+    return base.rstrip("/") + "/" + name if _is_remote(base) else os.path.join(base, name)
+
+
+def _local_checkpoint(path: str) -> bool:
+    """A checkpoint prefix, or a directory with a ``checkpoint`` state file or bert_model.ckpt."""
+    if os.path.exists(path + ".index"):
+        return True
+    return os.path.isdir(path) and (os.path.exists(os.path.join(path, "checkpoint"))
+                                    or os.path.exists(os.path.join(path, "bert_model.ckpt.index")))
+
+
+def _check_bert_dir(spec: JobSpec) -> None:
+    """Local bert_dir: the files must be there and max_seq_length must fit the model."""
+    if _is_remote(spec.bert_dir):
+        return  # gs:// is checked by the job itself, through tf.io.gfile.
+    if not os.path.isdir(spec.bert_dir):
+        raise SpecError(f"bert_dir {spec.bert_dir} is not a directory; pass an original BERT "
+                        "directory (bert_config.json, vocab.txt, bert_model.ckpt.*) with "
+                        "--set bert_dir=PATH")
+    for name in ("bert_config.json", "vocab.txt"):
+        if not os.path.isfile(os.path.join(spec.bert_dir, name)):
+            raise SpecError(f"bert_dir {spec.bert_dir} has no {name}; use the directory unpacked "
+                            "from a google-research BERT release, or generate a tiny one with "
+                            "python -m jobs.bert.tiny DIR")
+    try:
+        with open(os.path.join(spec.bert_dir, "bert_config.json"), encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SpecError(f"{spec.bert_dir}/bert_config.json is not valid JSON ({exc}); restore "
+                        "the file from the BERT release") from None
+    limit = config.get("max_position_embeddings") if isinstance(config, dict) else None
+    if isinstance(limit, int) and spec.max_seq_length > limit:
+        raise SpecError(f"max_seq_length {spec.max_seq_length} exceeds the model's "
+                        f"max_position_embeddings {limit}; use --set max_seq_length={limit} "
+                        "or less")
+
+
+def _check_globs(spec: JobSpec, key: str) -> None:
+    value = getattr(spec, key)
+    if not value:
+        return
+    for pattern in [p.strip() for p in value.split(",") if p.strip()]:
+        if _is_remote(pattern):
+            continue
+        if not glob.glob(pattern):
+            raise SpecError(f"{key} pattern {pattern} matches no file; check the path "
+                            f"(--set {key}=PATH[,PATH...])")
