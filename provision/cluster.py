@@ -731,8 +731,7 @@ class ClusterView:
         t = self.tpu
         run = None
         if self.run:
-            step = self.run.get("step")
-            run = f"{self.run.get('run_id', '?')}" + (f" @{step}" if step is not None else "")
+            run = f"{self.run.get('run_id', '?')} ({self.run.get('status')})"
         up_s = self.uptime_seconds
         return [
             self.name, self.zone, self.vm.state.value if self.vm else None,

@@ -103,6 +103,17 @@ def read_progress(model_dir: str, provider_name: str, project: str) -> dict[str,
     return data if isinstance(data, dict) else None
 
 
+def progress_line(p: dict[str, Any]) -> str:
+    parts = [f"step {p.get('step')}/{p.get('num_train_steps')}"]
+    if p.get("loss") is not None:
+        parts.append(f"loss {p['loss']:.4f}")
+    if p.get("examples_per_sec"):
+        parts.append(f"{p['examples_per_sec']:.1f} examples/s")
+    if p.get("checkpoint_step") is not None:
+        parts.append(f"checkpoint {p['checkpoint_step']}")
+    return "  " + ", ".join(parts)
+
+
 class Supervisor:
     def __init__(self, provider: Provider, spec: ClusterSpec, store: RunStore, executor: Executor,
                  command: Callable[[RunRecord, int, TpuNode], dict[str, Any]], *, where: str,
@@ -266,15 +277,21 @@ class Supervisor:
         p = read_progress(rec.model_dir, rec.provider, rec.project)
         if not p or (p.get("run_id") not in (None, rec.run_id)):
             return
+        before = (rec.last_progress or {}).get("step")
         rec.last_progress = {k: p.get(k) for k in ("step", "num_train_steps", "loss", "examples_per_sec",
                                                     "steps_per_sec", "time", "started_at", "status",
-                                                    "checkpoint_step", "resumed_from_step")}
+                                                    "checkpoint_step", "resumed_from_step", "step_time")}
+        if p.get("step") != before and p.get("step") is not None:
+            self.log(progress_line(rec.last_progress))
         r = rec.recovering
-        if r and (p.get("started_at") or 0) > r["detected_at"] and (p.get("step") or 0) > (
-                p.get("resumed_from_step") or 0):
+        # resumed = a process started after the outage has trained a step (its record carries
+        # the previous run's step until it restores, so the step alone says nothing)
+        started = p.get("started_at") or 0
+        if r and started > r["detected_at"] and (p.get("step_time") or 0) >= started and \
+                (p.get("step") or 0) > (p.get("resumed_from_step") or 0):
             resumed = p.get("resumed_from_step") or 0
             lost_steps = max(0, (r.get("step") or 0) - resumed)
-            lost_s = max(0.0, (p.get("step_time") or p.get("time") or time.time()) - r["detected_at"])
+            lost_s = max(0.0, p["step_time"] - r["detected_at"])
             rec.steps_lost += lost_steps
             rec.seconds_lost += lost_s
             rec.recovering = None

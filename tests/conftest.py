@@ -56,7 +56,7 @@ def tpuctl(capsys):
 
     def run(*args: str) -> Result:
         capsys.readouterr()
-        _common._state.update(json=False, quiet=False)
+        _common._state.update(json=False, quiet=False, emitted=False)
         code = main(list(args))
         captured = capsys.readouterr()
         return Result(code, captured.out, captured.err)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ..config import Target
     from ..providers.base import Provider
 
-_state: dict[str, Any] = {"json": False, "quiet": False}
+_state: dict[str, Any] = {"json": False, "quiet": False, "emitted": False}
 
 
 def provider_options(fn: Callable) -> Callable:
@@ -38,6 +38,7 @@ def json_option(fn: Callable) -> Callable:
     @functools.wraps(fn)
     def wrapper(*args: Any, as_json: bool, **kwargs: Any) -> Any:
         _state["json"] = as_json
+        _state["emitted"] = False
         return fn(*args, as_json=as_json, **kwargs)
 
     return wrapper
@@ -77,7 +78,9 @@ def acting_on(target: Target, verb: str, zone: str | None = None) -> None:
 
 
 def emit_json(data: Any) -> None:
+    """Print the command's one JSON document; an error after it adds only a stderr line."""
     click.echo(json.dumps(data, indent=2, sort_keys=True, default=_json_default))
+    _state["emitted"] = True
 
 
 def _json_default(obj: Any) -> Any:
@@ -101,7 +104,7 @@ def report_error(exc: TpuctlError) -> int:
     from ..redact import redact
 
     line = redact(line)
-    if _state["json"]:
+    if _state["json"] and not _state["emitted"]:
         doc: dict[str, Any] = {"ok": False, "error": line, "exit_code": exc.exit_code}
         remaining = getattr(exc, "remaining", None)
         if remaining:

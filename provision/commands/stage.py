@@ -95,8 +95,7 @@ def command(src: str, dest: str, delete: bool, exclude: tuple[str, ...], create_
             click.echo(f"  failed: {failure['path']}: {failure['error']}")
     if not report.ok:
         # The summary above is this command's one JSON document; report_error adds only the
-        # stderr line (exit code 1) instead of a second document.
-        _common._state["json"] = False
+        # stderr line (exit code 1).
         raise TpuctlError(_failure_line(report))
 
 

@@ -24,7 +24,7 @@ def command(name: str | None, zone: str | None, provider: str | None, project: s
     target = resolve_target(provider, project, zone)
     acting_on(target, "status", zone=zone or "all")
     prov = open_provider(target)
-    views = cluster.status(prov, name=name, zone=zone)
+    views = cluster.status(prov, name=name, zone=zone, run_lookup=lambda c: run_summary(c, target))
     if name and not views:
         from ..errors import NotFound
 
@@ -38,4 +38,41 @@ def command(name: str | None, zone: str | None, provider: str | None, project: s
         return
     rows = [v.row() for v in views]
     click.echo(table(rows, cluster.ClusterView.HEADERS))
+    runs = [v.run for v in views if v.run]
+    if runs:
+        click.echo("")
+        click.echo(table([_run_row(r) for r in runs], RUN_HEADERS))
     click.echo(f"\nprices: {prices.describe_source()}")
+
+
+RUN_HEADERS = ("RUN", "CLUSTER", "STATUS", "STEP", "LOSS", "EXAMPLES/S", "PREEMPTIONS", "FAILURES", "LOST")
+
+
+def _run_row(r: dict) -> list:
+    from ..validate import format_duration
+
+    loss = r.get("loss")
+    eps = r.get("examples_per_sec")
+    return [r["run_id"], r["cluster"], r["status"], f"{r.get('step') or 0}/{r.get('num_train_steps')}",
+            f"{loss:.4f}" if loss is not None else None, f"{eps:.1f}" if eps else None, r["preemptions"],
+            r["failures"], f"{r['steps_lost']} steps, {format_duration(r['seconds_lost'])}"]
+
+
+def run_summary(cluster_name: str, target) -> dict | None:
+    """The latest run of a cluster this machine started, as its record in the bucket says."""
+    from .. import runs, training
+    from ..errors import TpuctlError
+
+    entry = runs.latest_for(cluster_name)
+    if entry is None or entry.get("provider") != target.provider:
+        return None
+    try:
+        rec = training.open_store(entry, target).load()
+    except TpuctlError:
+        return None
+    p = rec.last_progress or {}
+    return {"run_id": rec.run_id, "cluster": rec.cluster, "status": rec.status, "step": p.get("step"),
+            "num_train_steps": rec.num_train_steps, "loss": p.get("loss"),
+            "examples_per_sec": p.get("examples_per_sec"), "preemptions": rec.preemptions,
+            "failures": rec.failures, "steps_lost": rec.steps_lost, "seconds_lost": round(rec.seconds_lost, 1),
+            "attempts": rec.attempts, "model_dir": rec.model_dir}

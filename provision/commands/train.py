@@ -77,8 +77,12 @@ def command(cluster: str, job_spec: str, sets: tuple[str, ...], bucket: str | No
 
     store = training.open_store(rec, target)
     if not store.bucket.exists():
-        raise UsageError(f"bucket {bucket_url} does not exist", hint=f"create it: tpuctl stage --create-bucket ... "
-                                                                    f"or gcloud storage buckets create {bucket_url}")
+        if target.provider == "local" and bucket_url == runs.LOCAL_DEFAULT_BUCKET:
+            store.bucket.create("local")
+        else:
+            raise UsageError(f"bucket {bucket_url} does not exist",
+                             hint=f"create it with gcloud storage buckets create {bucket_url} --location REGION, "
+                                  f"or stage data into it with tpuctl stage SRC {bucket_url} --create-bucket")
     training.stage_run(store, prep, say)
     say(f"run {rec.run_id}: {rec.job}, {rec.num_train_steps} steps, model_dir {rec.model_dir}")
     if detach:

@@ -1,0 +1,126 @@
+"""`tpuctl train` on the local provider: a real tiny BERT survives injected preemptions."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, run_tpuctl_process
+
+pytestmark = [pytest.mark.tf, pytest.mark.xdist_group("tf")]
+
+STEPS = 400
+CKPT = 50
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("tiny") / "bert"
+    subprocess.run([sys.executable, "-m", "jobs.bert.tiny", str(out)], check=True, capture_output=True, cwd=REPO)
+    return out
+
+
+def _progress(model_dir: Path) -> dict:
+    try:
+        return json.loads((model_dir / "progress.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _start_train(tiny: Path, *extra: str) -> subprocess.Popen:
+    args = [sys.executable, "-m", "provision", "train", "lab", "--job", "templates/bert-pretrain-tiny.yaml",
+            "--set", f"bert_dir={tiny}", "--set", f"corpus_files={tiny}/corpus.txt",
+            "--set", f"num_train_steps={STEPS}", "--set", f"save_checkpoints_steps={CKPT}",
+            "--set", "steps_per_execution=10", "--poll", "1", "--on-interrupt", "stop", "--json", *extra]
+    return subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _run_dir(home: Path) -> Path:
+    runs = sorted((home / "runs").glob("*.json"))
+    entry = json.loads(runs[-1].read_text())
+    return home / "local" / "buckets" / "tpuctl-local" / "tpuctl" / "runs" / entry["run_id"]
+
+
+def test_two_preemptions_complete_and_lose_at_most_one_checkpoint_interval(tiny_bert, isolated_env):
+    home = Path(os.environ["TPUCTL_HOME"])
+    assert run_tpuctl_process("up", "lab", "--preemptible").code == 0
+    proc = _start_train(tiny_bert)
+    deadline = time.time() + 420
+    preempted_at: list[int] = []
+    model_dir = None
+    while proc.poll() is None and time.time() < deadline:
+        time.sleep(0.3)
+        if model_dir is None:
+            if (home / "runs").is_dir() and list((home / "runs").glob("*.json")):
+                model_dir = _run_dir(home) / "model"
+            continue
+        p = _progress(model_dir)
+        step, status = p.get("step") or 0, p.get("status")
+        # preempt mid-run, once after step 120 and once more after step 270 of a later attempt
+        target = 120 if not preempted_at else 270
+        if len(preempted_at) < 2 and status == "running" and step >= target and \
+                (not preempted_at or (p.get("resumed_from_step") or 0) > 0):
+            r = run_tpuctl_process("simulate", "preempt", "lab")
+            if r.code == 0:
+                preempted_at.append(step)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-3000:]
+    assert len(preempted_at) == 2, (preempted_at, err[-2000:])
+    run = json.loads(out)["run"]
+    assert run["status"] == "finished" and run["last_progress"]["step"] == STEPS
+    assert run["preemptions"] == 2 and run["failures"] == 0 and run["attempts"] == 3
+    events = [json.loads(line) for line in (_run_dir(home) / "events.jsonl").read_text().splitlines()]
+    kinds = [e["event"] for e in events]
+    assert kinds.count("preempted") == 2 and kinds.count("recreated") == 2 and kinds.count("resumed") == 2
+    for e in events:
+        if e["event"] == "resumed":
+            assert e["step"] > 0 and e["step"] % CKPT == 0, e          # resumed from a checkpoint, not 0
+            assert 0 <= e["steps_lost"] <= CKPT, e                      # at most one checkpoint interval
+    assert run["steps_lost"] <= 2 * CKPT
+    final = _progress(_run_dir(home) / "model")
+    assert final["status"] == "finished" and final["step"] == STEPS
+    # the TPU came back as the same preemptible TPU
+    st = run_tpuctl_process("status", "--json").json()["clusters"][0]
+    assert st["tpu"]["state"] == "READY" and st["tpu"]["preemptible"]
+    assert st["run"]["preemptions"] == 2 and st["run"]["status"] == "finished"
+
+
+def test_a_run_that_crashes_every_time_stops_at_max_failures(tiny_bert, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_bert, broken)
+    data = next(broken.glob("bert_model.ckpt.data-*"))
+    data.write_bytes(data.read_bytes()[:64])     # the checkpoint restores with an error every time
+    assert run_tpuctl_process("up", "lab").code == 0
+    proc = _start_train(broken, "--max-failures", "1")
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, err[-2000:]
+    run = json.loads(out)["run"]
+    assert run["status"] == "gave_up" and run["failures"] == 2 and run["attempts"] == 2
+    assert "--max-failures 1 is used up" in run["reason"]
+    assert "tpuctl: error: run lab-" in err and "stopped: the job failed with exit code" in err
+
+
+def test_detached_run_survives_the_laptop_and_logs_follow_it(tiny_bert):
+    assert run_tpuctl_process("up", "lab").code == 0
+    args = ["train", "lab", "--job", "templates/bert-finetune-tiny.yaml", "--set", f"bert_dir={tiny_bert}",
+            "--set", f"train_file={tiny_bert}/train.tsv", "--set", f"dev_file={tiny_bert}/dev.tsv",
+            "--set", "num_train_steps=60", "--detach", "--poll", "1", "--json"]
+    r = run_tpuctl_process(*args)
+    assert r.code == 0, r.err
+    run_id = r.json()["run_id"]
+    assert r.json()["detached"]
+    # the command returned at once; a detached supervisor on this "host" runs the job
+    logs = run_tpuctl_process("logs", run_id, "--follow", timeout=300)
+    assert logs.code == 0, logs.err
+    assert f"[tpuctl] attempt 1 of run {run_id}" in logs.out and "exited with code 0" in logs.out
+    events = run_tpuctl_process("logs", run_id, "--events")
+    assert "finished" in events.out and "attempt_started" in events.out
+    st = run_tpuctl_process("status", "--json").json()["clusters"][0]["run"]
+    assert st["run_id"] == run_id and st["status"] == "finished" and st["step"] == 60
