@@ -169,7 +169,8 @@ def agent_loop(cluster: str, bucket_url: str, project: str, worker: str, role: s
             want = current.get("supervise_on_host")
             if role == "host" and want and (want not in supervising or supervising[want].poll() is not None):
                 supervising[want] = subprocess.Popen(
-                    [sys.executable, "-m", "provision", "supervise", want, "--where", "host"])
+                    [sys.executable, "-m", "provision", "supervise", want, "--where", "host", "--provider", "gcp",
+                     "--project", project, "--bucket", bucket_url])
         for key in [k for k, p in running.items() if p.poll() is not None]:
             running.pop(key)
         if once:
@@ -190,10 +191,11 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--project", required=True)
     d.add_argument("--worker", default=socket.gethostname())
     d.add_argument("--role", choices=["host", "worker"], default="host")
+    d.add_argument("--poll", type=float, default=5.0, help="seconds between looks at the bucket")
     args = parser.parse_args(argv)
     if args.command == "attempt":
         return run_attempt(args.bucket, args.provider, args.project, args.run, args.attempt, args.worker)
-    agent_loop(args.cluster, args.bucket, args.project, args.worker, args.role)
+    agent_loop(args.cluster, args.bucket, args.project, args.worker, args.role, poll_s=args.poll)
     return 0
 
 

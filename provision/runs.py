@@ -168,6 +168,11 @@ class RunStore:
                 out[worker] = data
         return out
 
+    def log_workers(self, n: int) -> list[str]:
+        """Workers that wrote a log for attempt ``n`` (one per host of the slice)."""
+        prefix = f"{self.attempt_prefix(n)}/log-"
+        return sorted(i.name[len(prefix):].removesuffix(".txt") for i in self.bucket.list(prefix))
+
     def log(self, n: int, worker: str = "0") -> bytes:
         try:
             return self.bucket.read_bytes(f"{self.attempt_prefix(n)}/log-{worker}.txt")
@@ -177,6 +182,11 @@ class RunStore:
 
 def current_name(cluster: str) -> str:
     return f"{CLUSTERS_PREFIX}/{cluster}/current.json"
+
+
+def agent_name(cluster: str) -> str:
+    """Which tpuctl wheel the cluster's hosts install (read by templates/host-startup.sh)."""
+    return f"{CLUSTERS_PREFIX}/{cluster}/agent.json"
 
 
 def _dumps(data: Any) -> bytes:

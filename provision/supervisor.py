@@ -205,6 +205,10 @@ class Supervisor:
         elif d.counts_as == "failure":
             rec.failures += 1
         if d.action == Action.FINISH:
+            if rec.recovering:
+                # finished without a new step (it resumed at the last checkpoint, the final step)
+                p = rec.last_progress or {}
+                self._close_recovery(p, p.get("time") or time.time())
             rec.status, rec.ended_at = "finished", time.time()
             self._event("finished", step=rec.step, reason=d.reason)
             self._clear_current()
@@ -289,14 +293,20 @@ class Supervisor:
         started = p.get("started_at") or 0
         if r and started > r["detected_at"] and (p.get("step_time") or 0) >= started and \
                 (p.get("step") or 0) > (p.get("resumed_from_step") or 0):
-            resumed = p.get("resumed_from_step") or 0
-            lost_steps = max(0, (r.get("step") or 0) - resumed)
-            lost_s = max(0.0, p["step_time"] - r["detected_at"])
-            rec.steps_lost += lost_steps
-            rec.seconds_lost += lost_s
-            rec.recovering = None
-            rec.status = "running"
-            self._event("resumed", step=resumed, steps_lost=lost_steps, seconds_lost=round(lost_s, 1))
+            self._close_recovery(p, p["step_time"])
+
+    def _close_recovery(self, p: dict[str, Any], first_step_at: float) -> None:
+        """The outage is over: count the steps and seconds it cost, and say so in the event log."""
+        rec = self.rec
+        r = rec.recovering
+        resumed = p.get("resumed_from_step") or 0
+        lost_steps = max(0, (r.get("step") or 0) - resumed)
+        lost_s = max(0.0, first_step_at - r["detected_at"])
+        rec.steps_lost += lost_steps
+        rec.seconds_lost += lost_s
+        rec.recovering = None
+        rec.status = "running"
+        self._event("resumed", step=resumed, steps_lost=lost_steps, seconds_lost=round(lost_s, 1))
 
     def _account(self, tpu: TpuNode | None, phase: JobPhase) -> None:
         now = time.time()

@@ -52,7 +52,7 @@ def _local_path_value(value: str) -> bool:
     return os.path.exists(value)
 
 
-def localize_spec(data: dict[str, Any], provider: str) -> dict[str, Any]:
+def localize_spec(data: dict[str, Any], provider: str, allow_local: bool = False) -> dict[str, Any]:
     """Make every path in a spec valid where the job will run.
 
     Local provider: gs:// paths become bucket directories, relative paths become absolute (the
@@ -69,13 +69,17 @@ def localize_spec(data: dict[str, Any], provider: str) -> dict[str, Any]:
         if not _local_path_value(value):
             continue
         if provider != "local":
+            if allow_local:      # a filesystem the hosts mount at the same path (NFS, Filestore)
+                out[key] = os.path.abspath(value)
+                continue
             raise UsageError(f"{key} is a path on this machine ({value}); the TPU host cannot read it",
-                             hint=PATH_KEYS_HINT)
+                             hint=PATH_KEYS_HINT + " (or pass --allow-local-paths if the hosts mount it too)")
         out[key] = os.path.join(os.path.abspath(os.path.dirname(value) or "."), os.path.basename(value))
     return out
 
 
-def resolve_spec(job_spec: str, sets: list[tuple[str, str]], model_dir_default: str, provider: str) -> dict[str, Any]:
+def resolve_spec(job_spec: str, sets: list[tuple[str, str]], model_dir_default: str, provider: str,
+                 allow_local: bool = False) -> dict[str, Any]:
     """Load and check the job spec (jobs.spec needs no TensorFlow); returns the resolved mapping."""
     import yaml
 
@@ -95,8 +99,8 @@ def resolve_spec(job_spec: str, sets: list[tuple[str, str]], model_dir_default: 
     if not raw.get("model_dir") and not any(k == "model_dir" for k, _ in overrides):
         overrides.append(("model_dir", model_dir_default))
     # the spec loader checks local files exist: give it the paths as the job will see them
-    localized_raw = localize_spec(raw, provider)
-    localized_sets = [(k, localize_spec({k: v}, provider)[k]) for k, v in overrides]
+    localized_raw = localize_spec(raw, provider, allow_local)
+    localized_sets = [(k, localize_spec({k: v}, provider, allow_local)[k]) for k, v in overrides]
     try:
         spec = jobspec.from_dict(localized_raw, localized_sets, source=job_spec)
     except jobspec.SpecError as exc:
@@ -106,14 +110,14 @@ def resolve_spec(job_spec: str, sets: list[tuple[str, str]], model_dir_default: 
 
 def prepare(provider: Provider, target: Target, cluster: ClusterSpec, tpu: TpuNode, *, job_spec: str,
             sets: list[tuple[str, str]], bucket: str, code: str | None, max_preemptions: int | None,
-            max_failures: int) -> Prepared:
+            max_failures: int, allow_local: bool = False) -> Prepared:
     import yaml
 
     run_id = runs.new_run_id(cluster.name)
     model_default = f"{bucket.rstrip('/')}/{runs.RUNS_PREFIX}/{run_id}/model"
     if target.provider == "local":
         model_default = local_path_for(model_default)
-    resolved = resolve_spec(job_spec, sets, model_default, target.provider)
+    resolved = resolve_spec(job_spec, sets, model_default, target.provider, allow_local)
     code_dir = None
     if code:
         code_dir = Path(code)
@@ -142,8 +146,11 @@ def stage_run(store: RunStore, prep: Prepared, log: Any) -> None:
                 count += 1
         log(f"staged {count} code files from {prep.code_dir}")
     wheel = build_wheel(home() / "wheels")
-    store.bucket.upload_file(wheel, f"{store.prefix}/tpuctl/{wheel.name}")
-    rec.wheel = f"{rec.bucket.rstrip('/')}/{store.prefix}/tpuctl/{wheel.name}"
+    wheel_object = f"{store.prefix}/tpuctl/{wheel.name}"
+    store.bucket.upload_file(wheel, wheel_object)
+    rec.wheel = f"{rec.bucket.rstrip('/')}/{wheel_object}"
+    # what a host's bootstrap installs before it runs the agent (templates/host-startup.sh)
+    store.write_json(runs.agent_name(rec.cluster), {"wheel_object": wheel_object, "run_id": rec.run_id})
     store.save(rec)
     store.event("created", cluster=rec.cluster, zone=rec.zone, job=rec.job, model_dir=rec.model_dir,
                 num_train_steps=rec.num_train_steps, wheel=wheel.name)
@@ -179,13 +186,20 @@ def make_executor(provider: Provider, store: RunStore, arch: Arch) -> Any:
     return BucketExecutor(store, arch)
 
 
-def cluster_spec_for(provider: Provider, name: str, tpu: TpuNode | None) -> ClusterSpec:
-    """The cluster's spec: from the local cache when this machine made it, else from the TPU itself."""
+def cluster_spec_for(provider: Provider, name: str, tpu: TpuNode | None, bucket: str | None = None) -> ClusterSpec:
+    """The cluster's spec: from the local cache when this machine made it, else from the TPU itself.
+
+    ``bucket`` (the run's) is recorded in the spec, so a TPU recreated after a preemption carries
+    it in its metadata and its hosts find their work.
+    """
+    import dataclasses
+
     from .cluster import cached_spec
 
     cached = cached_spec(provider, name)
     if cached:
-        return ClusterSpec.from_dict(cached)
+        spec = ClusterSpec.from_dict(cached)
+        return dataclasses.replace(spec, bucket=bucket) if bucket else spec
     if tpu is None:
         raise NotFound(f"cluster {name} has no TPU", hint=f"run tpuctl up {name} first")
     return ClusterSpec(name=name, accelerator_type=tpu.accelerator_type, zones=(tpu.zone,), provider=provider.name,
@@ -193,7 +207,7 @@ def cluster_spec_for(provider: Provider, name: str, tpu: TpuNode | None) -> Clus
                        machine_type=None if tpu.arch == Arch.VM else "n1-standard-2",
                        runtime_version=tpu.version if tpu.arch == Arch.VM else None,
                        tensorflow_version=tpu.version if tpu.arch == Arch.NODE else None,
-                       cidr=None, network=tpu.network or "default",
+                       cidr=None, network=tpu.network or "default", bucket=bucket,
                        labels={k: v for k, v in tpu.labels.items() if not k.startswith("tpuctl-")
                                or k == "tpuctl-keep"})
 

@@ -77,3 +77,11 @@ def run_tpuctl_process(*args: str, env: dict | None = None, timeout: float = 120
 @pytest.fixture
 def tpuctl_process():
     return run_tpuctl_process
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory) -> Path:
+    """A tiny original-format BERT directory (2 layers) with a corpus and a learnable TSV task."""
+    out = tmp_path_factory.mktemp("tiny") / "bert"
+    subprocess.run([sys.executable, "-m", "jobs.bert.tiny", str(out)], check=True, capture_output=True, cwd=REPO)
+    return out

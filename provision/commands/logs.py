@@ -12,9 +12,9 @@ from ._common import provider_options, resolve_target
 @click.option("-f", "--follow", is_flag=True, help="Keep printing as the log grows, until the run ends.")
 @click.option("--events", is_flag=True, help="Print the run's event log instead of the job's output.")
 @click.option("--attempt", type=click.IntRange(min=1), default=None, help="One attempt (default: all).")
-@click.option("--worker", default="0", show_default=True, help="Which host of a multi-host slice.")
+@click.option("--worker", default=None, help="Only this host of a multi-host slice (default: every host).")
 @provider_options
-def command(run: str, follow: bool, events: bool, attempt: int | None, worker: str, provider: str | None,
+def command(run: str, follow: bool, events: bool, attempt: int | None, worker: str | None, provider: str | None,
             project: str | None) -> None:
     """Print the log of RUN (a run id, or a cluster name for its latest run)."""
     import json
@@ -44,11 +44,16 @@ def command(run: str, follow: bool, events: bool, attempt: int | None, worker: s
         else:
             numbers = [attempt] if attempt else range(1, rec.attempts + 1)
             for n in numbers:
-                data = store.log(n, worker)
-                done = printed.get((n, worker), 0)
-                if len(data) > done:
-                    click.echo(data[done:].decode(errors="replace"), nl=False)
-                    printed[(n, worker)] = len(data)
+                workers = [worker] if worker else store.log_workers(n)
+                for w in workers:
+                    data = store.log(n, w)
+                    done = printed.get((n, w), 0)
+                    if len(data) > done:
+                        text = data[done:].decode(errors="replace")
+                        if len(workers) > 1:
+                            text = "".join(f"[{w}] {line}" for line in text.splitlines(keepends=True))
+                        click.echo(text, nl=False)
+                        printed[(n, w)] = len(data)
         if not follow or not rec.live:
             if follow and not events:
                 click.echo(f"[tpuctl] run {rec.run_id} {rec.status}", err=True)

@@ -16,6 +16,8 @@ from .up import complete_cluster
 @click.option("--bucket", metavar="gs://BUCKET", help="Bucket for the run's records and checkpoints "
                                                       "(default: the cluster's; local: a local bucket).")
 @click.option("--code", metavar="DIR", help="Your code: staged with the run and put on the job's PYTHONPATH.")
+@click.option("--allow-local-paths", is_flag=True,
+              help="Paths in the spec are on a filesystem the hosts mount at the same place (NFS, Filestore).")
 @click.option("--detach", is_flag=True, help="Supervise from the always-on host; the laptop may disconnect.")
 @click.option("--max-preemptions", type=click.IntRange(min=0), default=None,
               help="Give up after this many preemptions (default: unbounded, preemption is expected).")
@@ -29,7 +31,7 @@ from .up import complete_cluster
 @dry_run_option
 @json_option
 def command(cluster: str, job_spec: str, sets: tuple[str, ...], bucket: str | None, code: str | None,
-            detach: bool, max_preemptions: int | None, max_failures: int, poll_s: float, on_interrupt: str,
+            allow_local_paths: bool, detach: bool, max_preemptions: int | None, max_failures: int, poll_s: float, on_interrupt: str,
             provider: str | None, project: str | None, dry_run: bool, as_json: bool) -> None:
     """Run a job spec on CLUSTER and recover it from preemptions.
 
@@ -58,11 +60,13 @@ def command(cluster: str, job_spec: str, sets: tuple[str, ...], bucket: str | No
     acting_on(target, "train", zone=tpu.zone)
     spec = training.cluster_spec_for(prov, cluster, tpu)
     bucket_url = runs.check_bucket_for(target.provider, bucket or spec.bucket)
+    spec = training.cluster_spec_for(prov, cluster, tpu, bucket=bucket_url)
     if detach and target.provider != "local" and not spec.machine_type:
         raise UsageError("--detach needs the cluster's host VM to supervise the run",
                          hint=f"recreate the cluster with a host VM (no --no-vm), or train without --detach")
     prep = training.prepare(prov, target, spec, tpu, job_spec=job_spec, sets=pairs, bucket=bucket_url, code=code,
-                            max_preemptions=max_preemptions, max_failures=max_failures)
+                            max_preemptions=max_preemptions, max_failures=max_failures,
+                            allow_local=allow_local_paths)
     rec = prep.record
     if dry_run:
         doc = {"ok": True, "dry_run": True, "run_id": rec.run_id, "cluster": cluster, "bucket": bucket_url,
@@ -84,6 +88,9 @@ def command(cluster: str, job_spec: str, sets: tuple[str, ...], bucket: str | No
                              hint=f"create it with gcloud storage buckets create {bucket_url} --location REGION, "
                                   f"or stage data into it with tpuctl stage SRC {bucket_url} --create-bucket")
     training.stage_run(store, prep, say)
+    if hasattr(prov, "point_hosts_at"):
+        # hosts created without --bucket learn it now, through their metadata
+        prov.point_hosts_at(spec, bucket_url)
     say(f"run {rec.run_id}: {rec.job}, {rec.num_train_steps} steps, model_dir {rec.model_dir}")
     if detach:
         where = training.hand_over(prov, target, store, rec, spec)
@@ -174,7 +181,7 @@ def supervise(run: str, where: str, bucket: str | None, poll_s: float, provider:
     from ..cluster import find
 
     tpu = find(prov, rec.cluster).tpu
-    spec = training.cluster_spec_for(prov, rec.cluster, tpu)
+    spec = training.cluster_spec_for(prov, rec.cluster, tpu, bucket=rec.bucket)
     executor = training.make_executor(prov, store, spec.arch)
     from ..supervisor import Supervisor
 

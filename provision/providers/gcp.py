@@ -618,6 +618,68 @@ class GcpProvider:
 
         self._write_ranges(drop)
 
+    # ---- telling hosts where their work is -------------------------------------------------------
+    def point_hosts_at(self, spec: ClusterSpec, bucket: str) -> list[str]:
+        """Set ``tpuctl-bucket`` in the metadata of the cluster's host VM and TPU VM, if it differs.
+
+        The hosts' bootstrap waits on that key (templates/host-startup.sh); a cluster created without
+        --bucket learns it when its first run starts. Returns what was updated.
+        """
+        from ..validate import CLUSTER_LABEL
+
+        updated = []
+        for vm in self.list_vms(None, {CLUSTER_LABEL: spec.name}):
+            if self._set_vm_metadata(vm.zone, vm.name, {"tpuctl-bucket": bucket}):
+                updated.append(f"VM {vm.name}")
+        for node in self.list_tpus(None, {CLUSTER_LABEL: spec.name}):
+            if node.arch == Arch.VM and self._set_tpu_metadata(node.zone, node.name, {"tpuctl-bucket": bucket}):
+                updated.append(f"TPU {node.name}")
+        return updated
+
+    def _set_vm_metadata(self, zone: str, name: str, values: dict[str, str]) -> bool:
+        compute_v1 = _ct()
+        for attempt in range(10):
+            inst = self._call("compute.instances.get", self.compute("Instances").get, project=self.project,
+                              zone=zone, instance=name)
+            items = {i.key: i.value for i in (inst.metadata.items or [])}
+            if all(items.get(k) == v for k, v in values.items()):
+                return False
+            items.update(values)
+            body = compute_v1.Metadata(fingerprint=inst.metadata.fingerprint,
+                                       items=[compute_v1.Items(key=k, value=v) for k, v in items.items()])
+            try:
+                op = self._call("compute.instances.setMetadata", self.compute("Instances").set_metadata,
+                                project=self.project, zone=zone, instance=name, metadata_resource=body)
+            except CloudError as exc:
+                if "fingerprint" in exc.message.lower():
+                    time.sleep(random.uniform(0.02, 0.1 * (1 + attempt)))
+                    continue
+                raise
+            from ..operations import wait_all
+
+            wait_all(self, [Operation(name=f"zone:{op.name}", zone=zone, verb="update", kind="vm", target=name)],
+                     timeout=120)
+            return True
+        raise CloudError(f"could not update the metadata of VM {name}: it keeps changing", kind="transient")
+
+    def _set_tpu_metadata(self, zone: str, name: str, values: dict[str, str]) -> bool:
+        from google.cloud import tpu_v2
+        from google.protobuf import field_mask_pb2
+
+        node = self._call("tpu.v2.nodes.get", self.tpu2().get_node, name=f"{self._parent(zone)}/nodes/{name}")
+        meta = dict(node.metadata)
+        if all(meta.get(k) == v for k, v in values.items()):
+            return False
+        meta.update(values)
+        op = self._call("tpu.v2.nodes.patch", self.tpu2().update_node,
+                        request=tpu_v2.UpdateNodeRequest(node=tpu_v2.Node(name=node.name, metadata=meta),
+                                                         update_mask=field_mask_pb2.FieldMask(paths=["metadata"])))
+        from ..operations import wait_all
+
+        wait_all(self, [Operation(name=f"tpu2:{op.operation.name}", zone=zone, verb="update", kind="tpu",
+                                  target=name)], timeout=300)
+        return True
+
     # ---- the TPU service agent (TPU Nodes write checkpoints to the bucket as this account) ----------
     def tpu_service_agent(self, zone: str) -> str:
         res = self._call("tpu.v2.generateServiceIdentity", self.tpu2().generate_service_identity,

@@ -20,13 +20,6 @@ STEPS = 400
 CKPT = 50
 
 
-@pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("tiny") / "bert"
-    subprocess.run([sys.executable, "-m", "jobs.bert.tiny", str(out)], check=True, capture_output=True, cwd=REPO)
-    return out
-
-
 def _progress(model_dir: Path) -> dict:
     try:
         return json.loads((model_dir / "progress.json").read_text())

@@ -1,0 +1,145 @@
+"""`tpuctl train` on the GCP provider, over the wire: the fake cloud, fake-gcs-server, and the host agent.
+
+The host agent (`python -m provision.agent daemon`) runs here as a local process, standing in for
+the host VM's agent started by its startup script; it pulls its work from the bucket exactly as
+on a real host. The job trains a tiny BERT on this machine's CPU (TPUCTL_DEVICE=cpu: the stand-in
+host has no TPU); its model_dir is a local path (--allow-local-paths) because TensorFlow's own
+gs:// client cannot be pointed at fake-gcs-server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, run_tpuctl_process
+
+pytestmark = [pytest.mark.tf, pytest.mark.xdist_group("tf")]
+
+# long enough that the job is still running when the supervisor's stop request reaches it
+STEPS = 800
+
+
+@pytest.fixture
+def cloud(fakegcp_env, gcs_env, monkeypatch):
+    monkeypatch.setenv("TPUCTL_DEVICE", "cpu")
+    bucket = gcs_env.create_bucket()
+    return fakegcp_env, f"gs://{bucket}"
+
+
+@pytest.fixture
+def host_agent(cloud):
+    procs = []
+
+    def start(cluster: str) -> subprocess.Popen:
+        fake, bucket = cloud
+        proc = subprocess.Popen([sys.executable, "-m", "provision.agent", "daemon", "--cluster", cluster, "--bucket",
+                                 bucket, "--project", "tpuctl-test", "--role", "host", "--worker", "host0",
+                                 "--poll", "0.5"], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+
+
+def _train(tiny: Path, model_dir: Path, bucket: str, *extra: str) -> subprocess.Popen:
+    args = [sys.executable, "-m", "provision", "train", "lab", "--job", "templates/bert-pretrain-tiny.yaml",
+            "--set", f"bert_dir={tiny}", "--set", f"corpus_files={tiny}/corpus.txt", "--set", f"model_dir={model_dir}",
+            "--set", f"num_train_steps={STEPS}", "--set", "save_checkpoints_steps=50", "--set", "steps_per_execution=10",
+            "--allow-local-paths", "--bucket", bucket, "--poll", "1", "--on-interrupt", "stop", "--json", *extra]
+    return subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _progress(model_dir: Path) -> dict:
+    try:
+        return json.loads((model_dir / "progress.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def test_preempted_tpu_is_recreated_with_its_range_in_the_next_zone_and_the_run_resumes(
+        cloud, host_agent, tiny_bert, tmp_path):
+    fake, bucket = cloud
+    up = run_tpuctl_process("up", "lab", "--zone", "us-central1-b,us-central1-c", "--arch", "node", "--preemptible",
+                            "--json")
+    assert up.code == 0, up.err
+    cidr = up.json()["cidr"]
+    host_agent("lab")
+    model_dir = tmp_path / "model"
+    proc = _train(tiny_bert, model_dir, bucket)
+    deadline = time.time() + 300
+    preempted = False
+    while proc.poll() is None and time.time() < deadline:
+        time.sleep(0.3)
+        p = _progress(model_dir)
+        if not preempted and p.get("status") == "running" and (p.get("step") or 0) >= 100:
+            fake.stockout("us-central1-b", count=1)      # the recreation meets a stockout in its old zone
+            fake.preempt("us-central1-b", "lab")
+            preempted = True
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-3000:]
+    assert preempted
+    run = json.loads(out)["run"]
+    assert run["status"] == "finished" and run["last_progress"]["step"] == STEPS and run["preemptions"] == 1
+    assert run["zone"] == "us-central1-c"
+    # the TPU came back in the next zone with the same range; the host stayed in its region
+    st = run_tpuctl_process("status", "--json").json()["clusters"][0]
+    assert st["tpu"]["zone"] == "us-central1-c" and st["tpu"]["cidr_block"] == cidr and st["tpu"]["state"] == "READY"
+    # the events live in the bucket, next to the run
+    events = run_tpuctl_process("logs", run["run_id"], "--events")
+    assert "preempted" in events.out and "recreated" in events.out and "zone=us-central1-c" in events.out
+    assert f"cidr={cidr}" in events.out and "resumed" in events.out, events.out
+    log = run_tpuctl_process("logs", run["run_id"])
+    assert "attempt 2 of run" in log.out and "resumed from" in log.out
+
+
+def test_max_failures_stops_a_run_that_crashes_every_time(cloud, host_agent, tiny_bert, tmp_path):
+    fake, bucket = cloud
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_bert, broken)
+    data = next(broken.glob("bert_model.ckpt.data-*"))
+    data.write_bytes(data.read_bytes()[:64])
+    assert run_tpuctl_process("up", "lab", "--zone", "us-central1-b", "--arch", "node").code == 0
+    host_agent("lab")
+    proc = _train(broken, tmp_path / "model", bucket, "--max-failures", "2")
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, err[-2000:]
+    run = json.loads(out)["run"]
+    assert run["status"] == "gave_up" and run["failures"] == 3 and run["attempts"] == 3
+    assert fake.call_counts().get("tpu.v1.nodes.create") == 1    # job errors never recreate the TPU
+
+
+def test_hosts_created_without_a_bucket_learn_it_from_their_metadata(cloud, tiny_bert, tmp_path):
+    fake, bucket = cloud
+    assert run_tpuctl_process("up", "lab", "--zone", "us-central1-b", "--arch", "vm").code == 0
+    r = run_tpuctl_process("train", "lab", "--job", "templates/bert-finetune-tiny.yaml", "--set", f"bert_dir={tiny_bert}",
+                           "--set", f"train_file={tiny_bert}/train.tsv", "--set", f"model_dir={tmp_path}/m",
+                           "--allow-local-paths", "--bucket", bucket, "--detach", "--json")
+    assert r.code == 0, r.err
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import compute_v1, tpu_v2
+
+    opts = {"api_endpoint": fake.url}
+    vm = compute_v1.InstancesClient(credentials=AnonymousCredentials(), client_options=opts).get(
+        project="tpuctl-test", zone="us-central1-b", instance="lab")
+    assert {i.key: i.value for i in vm.metadata.items}["tpuctl-bucket"] == bucket
+    node = tpu_v2.TpuClient(credentials=AnonymousCredentials(), transport="rest", client_options=opts).get_node(
+        name="projects/tpuctl-test/locations/us-central1-b/nodes/lab")
+    assert node.metadata["tpuctl-bucket"] == bucket
+    # the detached run waits for the host VM's agent to take it over
+    store = json.loads(subprocess.run([sys.executable, "-c", (
+        "import json,sys\nfrom google.cloud import storage\nfrom google.auth.credentials import AnonymousCredentials\n"
+        f"c=storage.Client(project='tpuctl-test', credentials=AnonymousCredentials(), client_options={{'api_endpoint': '{os.environ['STORAGE_EMULATOR_HOST']}'}})\n"
+        f"print(c.bucket('{bucket[5:]}').blob('tpuctl/clusters/lab/current.json').download_as_text())")],
+        capture_output=True, text=True, check=True).stdout)
+    assert store["supervise_on_host"] == r.json()["run_id"]
