@@ -115,9 +115,13 @@ def command(cluster: str, job_spec: str, sets: tuple[str, ...], bucket: str | No
 def _summary(rec) -> str:
     from ..validate import format_duration
 
-    return (f"run {rec.run_id} {rec.status} at step {rec.step}/{rec.num_train_steps}: "
+    line = (f"run {rec.run_id} {rec.status} at step {rec.step}/{rec.num_train_steps}: "
             f"{rec.attempts} attempt(s), {rec.preemptions} preemption(s), {rec.failures} job error(s), "
             f"{rec.steps_lost} step(s) and {format_duration(rec.seconds_lost)} lost to them")
+    evals = {k: v for k, v in ((rec.last_progress or {}).get("metrics") or {}).items() if k.startswith("eval_")}
+    if evals:
+        line += "; " + ", ".join(f"{k} {v:.4f}" for k, v in sorted(evals.items()))
+    return line
 
 
 def _supervise_foreground(prov, target, spec, store, rec, *, poll_s: float, on_interrupt: str):
