@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from typing import Any, Protocol
 
@@ -94,6 +95,7 @@ class LocalExecutor(_BucketWatcher):
         self.provider = provider
         self.store = store
         self.procs: dict[int, subprocess.Popen] = {}
+        self.wake: threading.Event | None = None   # set by the supervisor: signalled when a job ends
 
     def start(self, rec: RunRecord, n: int, tpu: TpuNode, command: dict[str, Any]) -> None:
         self.store.write_json(f"{self.store.attempt_prefix(n)}/command.json", command)
@@ -106,6 +108,13 @@ class LocalExecutor(_BucketWatcher):
                 stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True)
         self.procs[n] = proc
         self.provider.register_job(tpu.zone, tpu.name, proc.pid, rec.run_id)
+        threading.Thread(target=self._watch, args=(proc,), daemon=True).start()
+
+    def _watch(self, proc: subprocess.Popen) -> None:
+        """A job that ends (finished, failed, or killed with its TPU) wakes the supervisor at once."""
+        proc.wait()
+        if self.wake is not None:
+            self.wake.set()
 
     def poll(self, rec: RunRecord, n: int) -> tuple[JobPhase, int | None]:
         proc = self.procs.get(n)

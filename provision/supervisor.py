@@ -130,6 +130,11 @@ class Supervisor:
         self.lease = Lease(store, supervisor_identity(where))
         self.rec = store.load()
         self._stop = threading.Event()
+        # set to look again before the poll interval is up: by an executor that sees its job die,
+        # by stop_loop(), and after an action whose outcome should be acted on at once
+        self._wake = threading.Event()
+        if hasattr(executor, "wake"):
+            executor.wake = self._wake
         self._unhealthy_since: float | None = None
         self._last_tick = time.time()
 
@@ -143,13 +148,16 @@ class Supervisor:
             while True:
                 if self.step():
                     return self.rec
-                if self._stop.wait(poll_interval(self.poll_s, self.rand())):
+                self._wake.wait(poll_interval(self.poll_s, self.rand()))
+                self._wake.clear()
+                if self._stop.is_set():
                     return self.rec
         finally:
             self._stop.set()
 
     def stop_loop(self) -> None:
         self._stop.set()
+        self._wake.set()
 
     def _heartbeat(self) -> None:
         while not self._stop.wait(LEASE_RENEW_S):
@@ -242,6 +250,7 @@ class Supervisor:
             rec.zone = result.zone or rec.zone
             self._event("recreated", zone=rec.zone, cidr=result.cidr, seconds=round(time.time() - started, 1))
             self.store.save(rec)
+            self._wake.set()    # the TPU is READY: start the job now, not a poll later
             return False
         if d.action == Action.START_JOB:
             if d.counts_as == "failure":

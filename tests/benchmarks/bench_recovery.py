@@ -1,0 +1,118 @@
+"""Recovery from preemption, on the local provider with a real (tiny) BERT pretraining run.
+
+Measured under a fixed schedule (preemptions at steps 150 and 400 of 600):
+
+- recovery time: from the preemption to the first training step of the new attempt, and the
+  same minus the provider's delete + create time (what tpuctl itself adds: detection within one
+  poll, restart of the job, TensorFlow start-up, checkpoint restore);
+- goodput: useful training time (the same run without preemptions, measured side by side in this
+  script) over the time the preempted run took from start to finish (what a TPU would bill);
+- the reference a tool without resume gets (ctpu, which restarts from step 0): its goodput,
+  computed from the same measured baseline and schedule.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+STEPS = 600
+CKPT = 50
+SCHEDULE = (150, 400)
+POLL_S = float(os.environ.get("BENCH_RECOVERY_POLL", "10"))
+CREATE_S = 5.0
+
+
+def _env(home: Path) -> dict:
+    return {**os.environ, "TPUCTL_HOME": str(home), "TPUCTL_CONFIG": str(home / "c.toml"), "TPUCTL_PROVIDER": "local",
+            "TPUCTL_LOCAL_TPU_CREATE_SECONDS": str(CREATE_S), "TPUCTL_LOCAL_DELETE_SECONDS": "1",
+            "TF_CPP_MIN_LOG_LEVEL": "2"}
+
+
+def _tpuctl(home: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "provision", *args], env=_env(home), cwd=REPO, capture_output=True,
+                          text=True)
+
+
+def _progress(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _run(home: Path, tiny: Path, preempt_at: tuple[int, ...]) -> dict:
+    assert _tpuctl(home, "up", "bench", "--preemptible").returncode == 0
+    model = home / "model"
+    args = [sys.executable, "-m", "provision", "train", "bench", "--job", "templates/bert-pretrain-tiny.yaml",
+            "--set", f"bert_dir={tiny}", "--set", f"corpus_files={tiny}/corpus.txt", "--set", f"model_dir={model}",
+            "--set", f"num_train_steps={STEPS}", "--set", f"save_checkpoints_steps={CKPT}",
+            "--set", "steps_per_execution=10", "--poll", str(POLL_S), "--json"]
+    start = time.time()
+    proc = subprocess.Popen(args, env=_env(home), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    injected: list[float] = []
+    pending = list(preempt_at)
+    while proc.poll() is None:
+        time.sleep(0.2)
+        p = _progress(model / "progress.json")
+        if pending and p.get("status") == "running" and (p.get("step") or 0) >= pending[0] and \
+                (not injected or (p.get("started_at") or 0) > injected[-1]):
+            if _tpuctl(home, "simulate", "preempt", "bench").returncode == 0:
+                injected.append(time.time())
+                pending.pop(0)
+    out, err = proc.communicate()
+    end = time.time()
+    if proc.returncode != 0:
+        raise RuntimeError(err[-1000:])
+    run = json.loads(out)["run"]
+    events = [json.loads(line) for line in
+              (home / "local/buckets/tpuctl-local/tpuctl/runs" / run["run_id"] / "events.jsonl").read_text().splitlines()]
+    _tpuctl(home, "down", "bench")
+    first_step = _progress(model / "progress.json")
+    return {"wall_s": end - start, "run": run, "events": events, "injected": injected, "final": first_step}
+
+
+def run() -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        tiny = tmp / "tiny"
+        subprocess.run([sys.executable, "-m", "jobs.bert.tiny", str(tiny)], check=True, capture_output=True, cwd=REPO)
+        baseline = _run(tmp / "baseline", tiny, ())
+        preempted = _run(tmp / "preempted", tiny, SCHEDULE)
+
+    recoveries = []
+    ev = preempted["events"]
+    recreated = [e for e in ev if e["event"] == "recreated"]
+    resumed = [e for e in ev if e["event"] == "resumed"]
+    detected = [e for e in ev if e["event"] == "preempted"]
+    for inj, det, rec, res in zip(preempted["injected"], detected, recreated, resumed):
+        first_new_step = det["time"] + res["seconds_lost"]
+        total = first_new_step - inj
+        recoveries.append({"detect_s": round(det["time"] - inj, 2), "recreate_s": rec["seconds"],
+                           "preemption_to_first_new_step_s": round(total, 2),
+                           "minus_provider_create_s": round(total - rec["seconds"], 2),
+                           "steps_lost": res["steps_lost"], "resumed_at_step": res["step"]})
+    useful = baseline["wall_s"]
+    billed = preempted["wall_s"]
+    # a tool that restarts from step 0 (no resume) repeats every step done before each preemption
+    per_step = useful / STEPS
+    restart_overhead = sum(r["preemption_to_first_new_step_s"] for r in recoveries)
+    no_resume_billed = useful + sum(SCHEDULE) * per_step + restart_overhead
+    return {
+        "steps": STEPS, "save_checkpoints_steps": CKPT, "preempt_at_steps": list(SCHEDULE), "poll_s": POLL_S,
+        "provider_create_s": CREATE_S,
+        "recoveries": recoveries,
+        "mean_recovery_minus_create_s": round(sum(r["minus_provider_create_s"] for r in recoveries)
+                                              / max(1, len(recoveries)), 2),
+        "baseline_wall_s": round(useful, 1), "preempted_wall_s": round(billed, 1),
+        "goodput": round(useful / billed, 3),
+        "reference_no_resume_goodput": round(useful / no_resume_billed, 3),
+        "run_steps_lost": preempted["run"]["steps_lost"], "run_seconds_lost": round(preempted["run"]["seconds_lost"], 1),
+        "finished_at_step": preempted["run"]["last_progress"]["step"],
+    }
