@@ -80,8 +80,40 @@ def command(name: str, zone: str | None, accelerator_type: str, arch: str, preem
     )
     acting_on(target, "up", zone=",".join(zones))
     prov = open_provider(target)
+    grant = target.provider == "gcp" and arch == "node" and bool(bucket)
+    if grant:
+        _check_bucket(bucket, target)      # before anything is created
     result = cluster.up(prov, spec, dry_run=dry_run, keep_on_failure=keep_on_failure, timeout=wait_s, log=say)
+    if grant and not dry_run:
+        _grant_tpu_access(prov, result, bucket, target)
     if as_json:
         emit_json(result.to_dict())
     else:
         click.echo(result.summary())
+
+
+def _check_bucket(url: str, target) -> None:
+    from ..errors import UsageError
+    from ..storage import open_bucket
+
+    if not open_bucket(url, target).exists():
+        raise UsageError(f"bucket {url} does not exist",
+                         hint=f"create it first (tpuctl stage SRC {url} --create-bucket), or drop --bucket")
+
+
+def _grant_tpu_access(prov, result, url: str, target) -> None:
+    """A TPU Node reads and writes checkpoints as the Cloud TPU service agent: give it this bucket only."""
+    from ..errors import PartialFailure, TpuctlError
+    from ..storage import OBJECT_ROLE, open_bucket
+
+    member = "serviceAccount:?"
+    try:
+        member = f"serviceAccount:{prov.tpu_service_agent(result.zone)}"
+        changed = open_bucket(url, target).grant_object_access(member)
+    except TpuctlError as exc:
+        raise PartialFailure(
+            f"cluster {result.spec.name} is up, but granting the TPU service agent access to {url} failed: "
+            f"{exc.one_line()}",
+            hint=f"grant it yourself: gcloud storage buckets add-iam-policy-binding {url} --member={member} "
+                 f"--role={OBJECT_ROLE}") from None
+    result.notes.append(f"{member} has {OBJECT_ROLE} on {url}" + ("" if changed else " (already had)"))

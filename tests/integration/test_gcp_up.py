@@ -241,3 +241,25 @@ def test_dry_run_creates_nothing(fakegcp_env, tpuctl, arch):
     r = tpuctl("up", "dry", "--zone", "us-central1-b", "--arch", arch, "--dry-run", "--json")
     assert r.code == 0 and r.json()["dry_run"] and r.json()["planned"]
     assert not created_anything(fakegcp_env)
+
+
+def test_node_with_bucket_grants_the_tpu_service_agent_that_bucket_only(fakegcp_env, tpuctl, monkeypatch):
+    from tests.integration.test_stage_iam import IamStub
+
+    stub = IamStub()
+    try:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", stub.url)
+        r = tpuctl("up", "granted", "--zone", "us-central1-b", "--arch", "node", "--bucket", "gs://iam-bucket",
+                   "--json")
+        assert r.code == 0, r.err
+        member = next(m for b in stub.policy["bindings"] if b["role"] == "roles/storage.objectUser"
+                      for m in b["members"])
+        assert member.startswith("serviceAccount:service-") and member.endswith("@cloud-tpu.iam.gserviceaccount.com")
+        assert any("roles/storage.objectUser on gs://iam-bucket" in n for n in r.json()["notes"])
+        # a missing bucket is refused before anything is created
+        fakegcp_env.clear_calls()
+        r = tpuctl("up", "nobucket", "--zone", "us-central1-b", "--arch", "node", "--bucket", "gs://no-such-bucket")
+        assert r.code == 2 and "bucket gs://no-such-bucket does not exist" in r.err
+        assert not created_anything(fakegcp_env)
+    finally:
+        stub.server.shutdown()
