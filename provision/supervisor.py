@@ -24,12 +24,13 @@ from typing import Any
 from . import cluster as clusters
 from .errors import TpuctlError
 from .executors import Executor
-from .idle import SUPERVISOR_STALE_S
 from .policy import Action, Decision, JobPhase, Observed, decide, poll_interval
 from .providers.base import ClusterSpec, Health, Provider, TpuNode
 from .runs import RunRecord, RunStore, current_name, supervisor_identity
 
 LEASE_RENEW_S = 5.0
+# a lease not renewed for this long belongs to a dead supervisor (it renews every 5 s)
+LEASE_STALE_S = 30.0
 LEASE_NAME = "supervisor.json"
 
 
@@ -49,15 +50,28 @@ class Lease:
     def holder(self) -> dict[str, Any] | None:
         return self.store.read_json(self.name)
 
-    def acquire(self, *, force: bool = False) -> None:
-        cur = self.holder()
-        if cur and not force and not cur.get("released") and cur.get("owner") != self.identity["owner"]:
+    def acquire(self, *, force: bool = False, wait: float = 0.0, log: Callable[[str], None] | None = None) -> None:
+        """Take the lease: free, released, stale, or ``force``; ``wait`` for a lease that may be a dead one's."""
+        deadline = time.time() + wait
+        told = False
+        while True:
+            cur = self.holder()
+            if not cur or force or cur.get("released") or cur.get("owner") == self.identity["owner"]:
+                break
             age = time.time() - cur.get("heartbeat_at", 0)
-            if age < SUPERVISOR_STALE_S:
-                raise TpuctlError(
-                    f"run {self.store.run_id} is already supervised by {cur.get('where')} on {cur.get('host')} "
-                    f"(pid {cur.get('pid')}, heartbeat {int(age)}s ago)",
-                    hint=f"follow it with tpuctl logs {self.store.run_id} -f")
+            if age >= LEASE_STALE_S:
+                break
+            if time.time() < deadline:
+                if log and not told:
+                    log(f"run {self.store.run_id} was supervised by {cur.get('where')} on {cur.get('host')} "
+                        f"{int(age)}s ago; waiting up to {int(LEASE_STALE_S - age)}s to be sure it is gone")
+                    told = True
+                time.sleep(1.0)
+                continue
+            raise TpuctlError(
+                f"run {self.store.run_id} is already supervised by {cur.get('where')} on {cur.get('host')} "
+                f"(pid {cur.get('pid')}, heartbeat {int(age)}s ago)",
+                hint=f"follow it with tpuctl logs {self.store.run_id} -f")
         self.renew()
 
     def renew(self) -> None:
@@ -139,8 +153,8 @@ class Supervisor:
         self._last_tick = time.time()
 
     # ---- lifecycle ---------------------------------------------------------------------------
-    def run(self, *, take_over: bool = False) -> RunRecord:
-        self.lease.acquire(force=take_over)
+    def run(self, *, take_over: bool = False, wait_for_lease: float = 0.0) -> RunRecord:
+        self.lease.acquire(force=take_over, wait=wait_for_lease, log=self.log)
         self.rec.supervisor = dict(self.lease.identity)
         beat = threading.Thread(target=self._heartbeat, daemon=True)
         beat.start()

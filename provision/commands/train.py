@@ -11,7 +11,9 @@ from .up import complete_cluster
 
 @click.command("train")
 @click.argument("cluster", shell_complete=complete_cluster)
-@click.option("--job", "job_spec", required=True, metavar="SPEC", help="Job spec YAML (see templates/).")
+@click.option("--job", "job_spec", metavar="SPEC", help="Job spec YAML (see templates/).")
+@click.option("--attach", is_flag=True,
+              help="Supervise the cluster's live run again (after this machine or its supervisor died).")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a job spec value (repeatable).")
 @click.option("--bucket", metavar="gs://BUCKET", help="Bucket for the run's records and checkpoints "
                                                       "(default: the cluster's; local: a local bucket).")
@@ -30,7 +32,8 @@ from .up import complete_cluster
 @provider_options
 @dry_run_option
 @json_option
-def command(cluster: str, job_spec: str, sets: tuple[str, ...], bucket: str | None, code: str | None,
+def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, ...], bucket: str | None,
+            code: str | None,
             allow_local_paths: bool, detach: bool, max_preemptions: int | None, max_failures: int, poll_s: float, on_interrupt: str,
             provider: str | None, project: str | None, dry_run: bool, as_json: bool) -> None:
     """Run a job spec on CLUSTER and recover it from preemptions.
@@ -46,6 +49,12 @@ def command(cluster: str, job_spec: str, sets: tuple[str, ...], bucket: str | No
 
     validate.cluster_name(cluster)
     pairs = parse_sets(sets)
+    if attach:
+        if job_spec or sets:
+            raise UsageError("--attach resumes supervising an existing run", hint="drop --job and --set")
+        return _attach(cluster, provider, project, poll_s=poll_s, on_interrupt=on_interrupt, as_json=as_json)
+    if not job_spec:
+        raise UsageError("missing --job", hint="pass --job templates/bert-finetune.yaml (or --attach to re-attach)")
     if not Path(job_spec).is_file():
         raise UsageError(f"job spec {job_spec} not found",
                          hint="pass --job templates/bert-finetune.yaml or another YAML file")
@@ -112,6 +121,37 @@ def command(cluster: str, job_spec: str, sets: tuple[str, ...], bucket: str | No
                         hint=f"see tpuctl logs {rec.run_id}; checkpoints are kept in {rec.model_dir}")
 
 
+def _attach(cluster: str, provider: str | None, project: str | None, *, poll_s: float, on_interrupt: str,
+            as_json: bool) -> None:
+    from .. import runs, training
+    from ..cluster import find
+    from ..errors import JobFailed, NotFound
+
+    entry = runs.latest_for(cluster)
+    if entry is None:
+        raise NotFound(f"no run of cluster {cluster} is known on this machine",
+                       hint=f"start one with tpuctl train {cluster} --job SPEC")
+    target = resolve_target(provider or entry.get("provider"), project or (
+        entry.get("project") if entry.get("provider") == "gcp" else None))
+    prov = open_provider(target)
+    store = training.open_store(entry, target)
+    rec = store.load()
+    acting_on(target, "train --attach", zone=rec.zone)
+    if rec.live:
+        spec = training.cluster_spec_for(prov, cluster, find(prov, cluster).tpu, bucket=rec.bucket)
+        say(f"re-attaching to run {rec.run_id} ({rec.status}, step {rec.step}/{rec.num_train_steps})")
+        from ..supervisor import LEASE_STALE_S
+
+        rec = _supervise_foreground(prov, target, spec, store, rec, poll_s=poll_s, on_interrupt=on_interrupt,
+                                    take_over=False, wait_for_lease=LEASE_STALE_S + 5)
+    if as_json:
+        emit_json({"ok": rec.status == "finished", "run": rec.to_dict()})
+    else:
+        click.echo(_summary(rec))
+    if rec.status == "gave_up":
+        raise JobFailed(f"run {rec.run_id} stopped: {rec.reason}", hint=f"see tpuctl logs {rec.run_id}")
+
+
 def _summary(rec) -> str:
     from ..validate import format_duration
 
@@ -124,7 +164,8 @@ def _summary(rec) -> str:
     return line
 
 
-def _supervise_foreground(prov, target, spec, store, rec, *, poll_s: float, on_interrupt: str):
+def _supervise_foreground(prov, target, spec, store, rec, *, poll_s: float, on_interrupt: str,
+                          take_over: bool = True, wait_for_lease: float = 0.0):
     import sys
 
     from .. import training
@@ -135,7 +176,7 @@ def _supervise_foreground(prov, target, spec, store, rec, *, poll_s: float, on_i
                      log=say)
     while True:
         try:
-            return sup.run(take_over=True)
+            return sup.run(take_over=take_over, wait_for_lease=wait_for_lease)
         except KeyboardInterrupt:
             choice = on_interrupt
             if choice == "ask":
