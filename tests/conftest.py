@@ -85,3 +85,13 @@ def tiny_bert(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("tiny") / "bert"
     subprocess.run([sys.executable, "-m", "jobs.bert.tiny", str(out)], check=True, capture_output=True, cwd=REPO)
     return out
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Report the chaos scenarios (tests/chaos) as the reliability issue asks: how many ran and passed."""
+    stats = terminalreporter.stats
+    passed = [r for r in stats.get("passed", []) if r.nodeid.startswith("tests/chaos/") and r.when == "call"]
+    failed = [r for r in stats.get("failed", []) if r.nodeid.startswith("tests/chaos/")]
+    if passed or failed:
+        terminalreporter.write_line(f"chaos scenarios: {len(passed) + len(failed)} ran, {len(passed)} passed "
+                                    f"(python -m tests.chaos --seeds 0-99 runs more)")

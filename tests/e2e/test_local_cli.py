@@ -241,3 +241,31 @@ def test_shell_completion_lists_commands_and_clusters(tpuctl):
     tpuctl("up", "compl-a")
     env = {"_TPUCTL_COMPLETE": "bash_complete", "COMP_WORDS": "tpuctl down compl", "COMP_CWORD": "2"}
     assert "compl-a" in run_tpuctl_process(env=env).out
+
+
+def test_many_processes_on_one_state_directory():
+    """8 processes at once on one TPUCTL_HOME: ups, downs, statuses and preemptions, no corruption."""
+    import random
+
+    rng = random.Random(7)
+    names = [f"m{i}" for i in range(8)]
+    with ThreadPoolExecutor(8) as pool:
+        ups = list(pool.map(lambda n: run_tpuctl_process("up", n, "--arch", "node", "--preemptible", "--json"), names))
+    assert all(r.code == 0 for r in ups), [r.err for r in ups if r.code]
+    assert len({r.json()["cidr"] for r in ups}) == 8
+
+    ops = [("down", n) for n in names[:3]] + [("status",)] * 3 + [("simulate", "preempt", n) for n in names[3:6]]
+    ops += [("up", n, "--arch", "node", "--preemptible") for n in names[6:]]
+    rng.shuffle(ops)
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda args: (args, run_tpuctl_process(*args, "--json")), ops))
+    for args, r in results:
+        assert r.code == 0, (args, r.err)
+        assert r.json()["ok"] is True
+    # every record is valid JSON and the survivors are consistent
+    for path in (home() / "local").rglob("*.json"):
+        json.loads(path.read_text())
+    left = {t.name: t for t in provider().list_tpus()}
+    assert sorted(left) == names[3:]
+    assert all(left[n].state.value == "PREEMPTED" for n in names[3:6])
+    assert len({t.cidr_block for t in left.values()}) == len(left)

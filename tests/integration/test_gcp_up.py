@@ -109,7 +109,7 @@ def test_concurrent_ups_get_disjoint_ranges(fakegcp_env):
         return run_tpuctl_process("up", name, "--zone", "us-central1-b", "--arch", "node", "--preemptible",
                                   "--json", timeout=180)
 
-    names = [f"conc-{i}" for i in range(6)]
+    names = [f"conc-{i}" for i in range(8)]      # 8 at once in one project and zone
     with ThreadPoolExecutor(len(names)) as pool:
         results = list(pool.map(up, names))
     assert all(r.code == 0 for r in results), [r.err[-400:] for r in results if r.code]
