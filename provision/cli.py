@@ -7,8 +7,6 @@ this process, so ``tpuctl --help`` stays instant.
 
 from __future__ import annotations
 
-import sys
-
 import click
 
 from . import __version__
@@ -68,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_FAILURE
-    except Exception as exc:  # noqa: BLE001 - a bug: one line, the traceback only on request
+    except Exception as exc:
         import os
 
         from .redact import redact

@@ -24,7 +24,7 @@ from .errors import CloudError, NotFound, PartialFailure, TpuctlError, UsageErro
 from .failover import ZonePlan
 from .failures import Failure, Kind, Scope, classify
 from .operations import Backoff, OperationTimeout, wait_all, wait_until
-from .providers.base import (Arch, ClusterSpec, Operation, Provider, TpuNode, TpuState, Vm, VmState)
+from .providers.base import Arch, ClusterSpec, Operation, Provider, TpuNode, TpuState, Vm, VmState
 from .validate import CLUSTER_LABEL, format_duration, region_of
 
 Log = Callable[[str], None]

@@ -57,10 +57,10 @@ _HTTP_TO_CODE = {400: INVALID_ARGUMENT, 401: UNAUTHENTICATED, 403: PERMISSION_DE
 
 _STOCKOUT = re.compile(r"no more capacity|ZONE_RESOURCE_POOL_EXHAUSTED|resource pool exhausted|"
                        r"does not have enough resources|insufficient capacity|stockout|"
-                       r"currently unavailable in the .* zone", re.I)
-_QUOTA = re.compile(r"quota", re.I)
-_CIDR = re.compile(r"CIDR Range.*conflicts with|conflicts with another subnet", re.I)
-_DISABLED = re.compile(r"SERVICE_DISABLED|API has not been used|is disabled|accessNotConfigured", re.I)
+                       r"currently unavailable in the .* zone", re.IGNORECASE)
+_QUOTA = re.compile(r"quota", re.IGNORECASE)
+_CIDR = re.compile(r"CIDR Range.*conflicts with|conflicts with another subnet", re.IGNORECASE)
+_DISABLED = re.compile(r"SERVICE_DISABLED|API has not been used|is disabled|accessNotConfigured", re.IGNORECASE)
 _PERMISSION_NAME = re.compile(r"\b((?:tpu|compute|storage|iam|resourcemanager)\.[a-zA-Z]+\.[a-zA-Z]+)\b")
 _API_NAME = re.compile(r"\b([a-z]+\.googleapis\.com)\b")
 

@@ -21,7 +21,7 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     # JSON fields of service-account keys and credential files
     (re.compile(r"(?i)(\"(?:private_key|private_key_id|client_secret|refresh_token|access_token|id_token)\""
                 r"\s*:\s*\")[^\"]*(\")"), r"\1<redacted>\2"),
-    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S),
+    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.DOTALL),
      "<redacted-private-key>"),
     # API keys
     (re.compile(r"AIza[0-9A-Za-z_\-]{35}"), "<redacted-api-key>"),

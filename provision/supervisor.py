@@ -272,6 +272,10 @@ class Supervisor:
             elif d.counts_as == "preemption":
                 self._begin_recovery(d.reason, tpu)
             assert tpu is not None
+            if rec.attempt:
+                # the whole group restarts: on a multi-host slice the other workers of the failed
+                # attempt may still be running (xpk restarts a job the same way)
+                self.executor.stop(rec, rec.attempt["n"], grace=30)
             n = rec.attempts + 1
             rec.attempts = n
             rec.attempt = {"n": n, "tpu_created_at": tpu.created_at, "started_at": time.time(), "zone": tpu.zone,

@@ -8,6 +8,7 @@ letters, digits, ``_`` and ``-``, zones look like ``us-central1-b``.
 from __future__ import annotations
 
 import ipaddress
+import math
 import re
 from dataclasses import dataclass
 
@@ -81,7 +82,7 @@ def project(value: str) -> str:
     return value
 
 
-def duration(value: str | int | float) -> float:
+def duration(value: str | float) -> float:
     """Parse ``30m``, ``1h30m``, ``90s``, ``2d`` or a bare number of seconds into seconds."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         seconds = float(value)
@@ -100,7 +101,7 @@ def duration(value: str | int | float) -> float:
             if pos != len(text) or not text:
                 raise UsageError(f"invalid duration {_show(value)}",
                                  hint="use a number with a unit, such as 90s, 30m, 1h30m or 2d")
-    if seconds != seconds or seconds < 0 or seconds > 366 * 86400:
+    if math.isnan(seconds) or seconds < 0 or seconds > 366 * 86400:
         raise UsageError(f"invalid duration {_show(value)}",
                          hint="use a positive duration of at most a year, such as 30m")
     return seconds

@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import click
 
-from ._common import (acting_on, dry_run_option, emit_json, json_option, not_yet, open_provider,
-                      provider_options, resolve_target, say)
+from ._common import (
+    acting_on,
+    dry_run_option,
+    emit_json,
+    json_option,
+    not_yet,
+    open_provider,
+    provider_options,
+    resolve_target,
+    say,
+)
 from .up import complete_cluster
 
 

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import click
 
-from ._common import acting_on, emit_json, json_option, open_provider, provider_options, resolve_target
+from ._common import (
+    acting_on,
+    emit_json,
+    json_option,
+    open_provider,
+    provider_options,
+    resolve_target,
+)
 from .up import complete_cluster
 
 
@@ -19,7 +26,8 @@ def command() -> None:
 @json_option
 def preempt(cluster: str, provider: str | None, project: str | None, as_json: bool) -> None:
     """Preempt CLUSTER's TPU now: it goes PREEMPTED and its job is killed without warning."""
-    from .. import cluster as clusters, validate
+    from .. import cluster as clusters
+    from .. import validate
 
     validate.cluster_name(cluster)
     target = resolve_target(provider, project)

@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import click
 
-from ._common import (acting_on, dry_run_option, emit_json, json_option, open_provider, parse_sets, provider_options,
-                      resolve_target, say)
+from ._common import (
+    acting_on,
+    dry_run_option,
+    emit_json,
+    json_option,
+    open_provider,
+    parse_sets,
+    provider_options,
+    resolve_target,
+    say,
+)
 from .up import complete_cluster
 
 
@@ -44,7 +53,8 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
     """
     from pathlib import Path
 
-    from .. import cluster as clusters, runs, training, validate
+    from .. import cluster as clusters
+    from .. import runs, training, validate
     from ..errors import JobFailed, NotFound, UsageError
 
     validate.cluster_name(cluster)
@@ -72,7 +82,7 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
     spec = training.cluster_spec_for(prov, cluster, tpu, bucket=bucket_url)
     if detach and target.provider != "local" and not spec.machine_type:
         raise UsageError("--detach needs the cluster's host VM to supervise the run",
-                         hint=f"recreate the cluster with a host VM (no --no-vm), or train without --detach")
+                         hint="recreate the cluster with a host VM (no --no-vm), or train without --detach")
     prep = training.prepare(prov, target, spec, tpu, job_spec=job_spec, sets=pairs, bucket=bucket_url, code=code,
                             max_preemptions=max_preemptions, max_failures=max_failures,
                             allow_local=allow_local_paths)

@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import click
 
-from ._common import (acting_on, dry_run_option, emit_json, json_option, open_provider, provider_options,
-                      resolve_target, say)
+from ._common import (
+    acting_on,
+    dry_run_option,
+    emit_json,
+    json_option,
+    open_provider,
+    provider_options,
+    resolve_target,
+    say,
+)
 
 
 def complete_cluster(ctx: click.Context, param: click.Parameter, incomplete: str) -> list:

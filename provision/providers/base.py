@@ -15,7 +15,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from .. import validate
-from ..accelerators import AcceleratorType, parse as parse_accelerator
+from ..accelerators import AcceleratorType
+from ..accelerators import parse as parse_accelerator
 from ..cidr import Used
 from ..errors import UsageError
 

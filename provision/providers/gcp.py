@@ -33,8 +33,19 @@ from ..cidr import Used, parse_pool
 from ..errors import CloudError, NotAvailable, NotFound, UsageError
 from ..failures import Kind
 from ..redact import redact
-from .base import (Arch, ClusterSpec, Endpoint, Health, Operation, OperationError, TpuNode, TpuState, Vm, VmState,
-                   matches)
+from .base import (
+    Arch,
+    ClusterSpec,
+    Endpoint,
+    Health,
+    Operation,
+    OperationError,
+    TpuNode,
+    TpuState,
+    Vm,
+    VmState,
+    matches,
+)
 from .gcp_errors import compute_operation_failure, failure_of
 
 T = TypeVar("T")
@@ -171,8 +182,8 @@ class GcpProvider:
         )
         try:
             return retrying(counted, *args, **kwargs)
-        except (TypeError, AttributeError, KeyError) as exc:
-            raise exc   # a bug in tpuctl, not a cloud failure: reported as an internal error
+        except (TypeError, AttributeError, KeyError):
+            raise       # a bug in tpuctl, not a cloud failure: reported as an internal error
         except Exception as exc:  # noqa: BLE001 - every failure leaves here classified
             f = failure_of(exc)
             if f.kind == Kind.NOT_FOUND:
@@ -699,7 +710,7 @@ class GcpProvider:
                            "kind": "tpu"}).encode()
         req = urllib.request.Request(f"{admin}/_admin/preempt", data=body, method="POST",
                                      headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=10) as resp:  # noqa: S310 - loopback only, checked above
+        with urllib.request.urlopen(req, timeout=10) as resp:
             resp.read()
         node = self.get_tpu(zone, name)
         if node is None:

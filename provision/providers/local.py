@@ -28,8 +28,19 @@ from .. import statefile
 from ..cidr import Used, parse_pool
 from ..errors import CloudError, NotFound
 from ..validate import region_of
-from .base import (Arch, ClusterSpec, Endpoint, Health, Operation, OperationError, TpuNode, TpuState, Vm,
-                   VmState, matches)
+from .base import (
+    Arch,
+    ClusterSpec,
+    Endpoint,
+    Health,
+    Operation,
+    OperationError,
+    TpuNode,
+    TpuState,
+    Vm,
+    VmState,
+    matches,
+)
 
 # Subnetworks of the simulated "default" network, one per region as in an auto-mode VPC.
 _REGION_SUBNETS = {

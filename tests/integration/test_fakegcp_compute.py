@@ -8,7 +8,6 @@ from google.cloud import compute_v1
 
 from tests.fakegcp import clients
 
-
 ZONE = "us-central1-b"
 OpStatus = compute_v1.Operation.Status
 

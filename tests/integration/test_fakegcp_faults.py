@@ -13,7 +13,6 @@ from tests.fakegcp import clients
 from tests.fakegcp.clients import FAST_POLLING
 from tests.fakegcp.fixture import FakeGCPError
 
-
 ZONE = "us-central1-b"
 RUNTIME = "tpu-vm-tf-2.16.1-pjrt"
 

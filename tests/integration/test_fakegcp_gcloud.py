@@ -14,7 +14,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-
 ZONE = "us-central1-b"
 
 pytestmark = [pytest.mark.slow,

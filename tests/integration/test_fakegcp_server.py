@@ -19,7 +19,6 @@ from tests.fakegcp import clients
 from tests.fakegcp.clients import FAST_POLLING
 from tests.fakegcp.fixture import REPO
 
-
 ZONE = "us-central1-b"
 
 

@@ -9,7 +9,6 @@ from google.cloud import compute_v1, tpu_v1, tpu_v2
 from tests.fakegcp import clients
 from tests.fakegcp.clients import FAST_POLLING
 
-
 ZONE = "us-central1-b"
 State = tpu_v1.Node.State
 

@@ -10,7 +10,6 @@ from google.protobuf import duration_pb2
 from tests.fakegcp import clients
 from tests.fakegcp.clients import FAST_POLLING
 
-
 ZONE = "us-central1-b"
 RUNTIME = "tpu-vm-tf-2.16.1-pjrt"
 State = tpu_v2.Node.State

@@ -23,7 +23,6 @@ from tests.conftest import REPO
 
 from .stage_helpers import digest, make_bert_dir, read_tree, write_tree
 
-
 PART = "256K"  # small parts so a 1.5 MB file goes as a composite of 6 parts
 
 

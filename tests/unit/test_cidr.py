@@ -3,7 +3,8 @@
 import ipaddress
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from provision import cidr
 from provision.errors import UsageError

@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from provision.policy import Action, JobPhase, Observed, decide, poll_interval, UNHEALTHY_GRACE_S
+from provision.policy import UNHEALTHY_GRACE_S, Action, JobPhase, Observed, decide, poll_interval
 from provision.providers.base import Health, TpuState
 
 
@@ -85,3 +85,12 @@ def test_every_combination_yields_a_decision_with_a_reason():
 
 def test_poll_interval_never_exceeds_the_base():
     assert poll_interval(10, 0.0) == 8.0 and poll_interval(10, 0.999) < 10
+
+
+def test_multi_host_exit_codes_combine_as_a_group():
+    from provision.executors import combine_exits
+
+    assert combine_exits({"w0": {"code": 0}}, expected=2) is None            # still waiting for w1
+    assert combine_exits({"w0": {"code": 0}, "w1": {"code": 0}}, expected=2) == 0
+    assert combine_exits({"w0": {"code": 0}, "w1": {"code": 1}}, expected=4) == 1   # one failure fails all
+    assert combine_exits({"w0": {"code": 1}, "w1": {"code": 42}}, expected=2) == 42  # infrastructure first
