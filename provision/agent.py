@@ -135,16 +135,21 @@ def _upload_log(store: Any, prefix: str, worker: str, path: Path) -> None:
 # ---- the agent daemon (GCP hosts) ----------------------------------------------------------------
 
 def agent_loop(cluster: str, bucket_url: str, project: str, worker: str, role: str, *, poll_s: float = 5.0,
-               once: bool = False) -> None:
+               once: bool = False, autodown_s: float | None = None) -> None:
     """Run the attempts the cluster's current run asks for; on the host VM, also supervise and reap.
 
     ``role`` is ``host`` (the always-on VM: takes over supervision on request, enforces autodown)
-    or ``worker`` (a TPU VM worker: only runs attempts).
+    or ``worker`` (a TPU VM worker: only runs attempts). Autodown (``autodown_s``, else the VM's
+    ``tpuctl-autodown-seconds`` metadata) runs the reaper for this cluster in a background thread.
     """
     from .config import Target
     from .runs import current_name
     from .storage import open_bucket
 
+    if role == "host" and not once:
+        from .reaper import start_host_autodown
+
+        start_host_autodown(cluster, bucket_url, project, autodown_s)
     target = Target(provider="gcp", project=project, zone=None)
     bucket = open_bucket(bucket_url, target)
     running: dict[tuple[str, int], subprocess.Popen] = {}
@@ -192,10 +197,13 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--worker", default=socket.gethostname())
     d.add_argument("--role", choices=["host", "worker"], default="host")
     d.add_argument("--poll", type=float, default=5.0, help="seconds between looks at the bucket")
+    d.add_argument("--autodown", type=float, default=None, metavar="SECONDS",
+                   help="host: delete the cluster's TPU once idle this long (default: the VM's metadata)")
     args = parser.parse_args(argv)
     if args.command == "attempt":
         return run_attempt(args.bucket, args.provider, args.project, args.run, args.attempt, args.worker)
-    agent_loop(args.cluster, args.bucket, args.project, args.worker, args.role, poll_s=args.poll)
+    agent_loop(args.cluster, args.bucket, args.project, args.worker, args.role, poll_s=args.poll,
+               autodown_s=args.autodown)
     return 0
 
 

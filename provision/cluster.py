@@ -271,6 +271,7 @@ def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_
         _fail(provider, spec, attempt, exc, keep_on_failure=keep_on_failure, log=log, backoff=backoff)
         raise  # _fail raises; this is for type checkers
     cache_spec(provider, spec, zone=result.zone, cidr=result.cidr)
+    _ledger_created(provider, spec.name, result)
     result.seconds = time.monotonic() - start
     return result
 
@@ -592,6 +593,7 @@ def recreate_tpu(provider: Provider, spec: ClusterSpec, *, timeout: float = 1800
             log(f"deleting TPU {node.name} in {node.zone} ({node.state.value})")
             try:
                 op = provider.delete_tpu(node.zone, node.name)
+                _ledger_deleted(provider, spec.name, node, by="recreate")
                 wait_all(provider, [op], timeout=timeout, backoff=backoff)
             except NotFound:
                 pass
@@ -675,6 +677,7 @@ def down(provider: Provider, name: str, *, zone: str | None = None, keep_vm: boo
             ops.append(provider.delete_tpu(z, n) if kind == "tpu" else provider.delete_vm(z, n))
         except NotFound:
             continue
+    _ledger_down(provider, name, found.tpus)
     try:
         wait_all(provider, ops, timeout=timeout, backoff=backoff)
     except OperationTimeout as exc:
@@ -696,6 +699,32 @@ def down(provider: Provider, name: str, *, zone: str | None = None, keep_vm: boo
     provider.release_range(name)
     result.seconds = time.monotonic() - start
     return result
+
+
+# ---- the cost ledger (provision/costs.py): TPU lifetimes, never a reason to fail ------------------
+
+def _ledger_created(provider: Provider, cluster: str, result: UpResult) -> None:
+    """A TPU this ``up`` (or recreate) created starts billing."""
+    if result.tpu is not None and any(c.startswith("TPU ") for c in result.created):
+        from . import costs
+
+        costs.record(provider, "tpu_created", cluster, by="up", **costs.node_fields(result.tpu))
+
+
+def _ledger_deleted(provider: Provider, cluster: str, node: TpuNode, *, by: str) -> None:
+    from . import costs
+
+    costs.record(provider, "tpu_deleted", cluster, by=by, hourly_usd=tpu_hourly(node), **costs.node_fields(node))
+
+
+def _ledger_down(provider: Provider, cluster: str, tpus: list[TpuNode]) -> None:
+    """``tpuctl down NAME``: its TPUs stop billing, and the user ended the cluster (see costs.savings)."""
+    from . import costs
+
+    for node in tpus:
+        if node.state != TpuState.DELETING:
+            _ledger_deleted(provider, cluster, node, by="down")
+    costs.record(provider, "cluster_down", cluster)
 
 
 def _stub_spec(name: str) -> ClusterSpec:

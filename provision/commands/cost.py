@@ -1,10 +1,13 @@
-"""``tpuctl cost``: hours by state and what they cost at list price."""
+"""``tpuctl cost``: hours by state and what they cost at list price, and what idle reaping saved."""
 
 from __future__ import annotations
 
 import click
 
-from ._common import json_option, not_yet, provider_options
+from ._common import acting_on, emit_json, json_option, open_provider, provider_options, resolve_target, table
+
+STATE_LABELS = {"training": "training", "starting": "starting (no attempt yet)",
+                "waiting": "waiting after preemption", "idle": "idle (no live run)"}
 
 
 @click.command("cost")
@@ -12,9 +15,105 @@ from ._common import json_option, not_yet, provider_options
 @provider_options
 @json_option
 def command(target: str | None, provider: str | None, project: str | None, as_json: bool) -> None:
-    """Hours and cost of a cluster or run: training, idle, and waiting after preemption."""
-    from .. import validate
+    """Hours and cost of a cluster or run: training, idle, and waiting after preemption.
+
+    \b
+    TARGET is a cluster name, a run id, or nothing for every cluster this machine knows. Hours
+    come from the cost ledger of TPU lifetimes (written by up, down, the reaper and autodown) and
+    the runs' event logs; costs are list prices (on-demand and preemptible, source and date shown).
+    Savings of idle reaping: a reaped TPU would otherwise have billed until the next up/train or
+    down of its cluster, or until now.
+    """
+    import time
+
+    from .. import costs, prices, runs, validate
+    from ..errors import NotFound
 
     if target:
-        validate.run_id(target)
-    not_yet("tpuctl cost")
+        from ..errors import UsageError
+
+        try:
+            validate.run_id(target)
+        except UsageError:
+            raise UsageError(f"invalid cluster name or run id {target!r}",
+                             hint="use a cluster name (tpuctl status lists them) or a run id printed by "
+                                  "tpuctl train: lowercase letters, digits and '-'") from None
+    tgt = resolve_target(provider, project)
+    acting_on(tgt, "cost", zone="all")
+    prov = open_provider(tgt)
+    now = time.time()
+    live, live_note = costs.live_nodes(prov)
+    clusters = costs.known_clusters(prov, live)
+    run_entry = None
+    if target and target not in clusters:
+        try:
+            run_entry = runs.lookup(target)
+        except NotFound:
+            raise NotFound(f"no cluster or run named {target} ({tgt.describe()})",
+                           hint="tpuctl status lists clusters; run ids are printed by tpuctl train") from None
+        if run_entry.get("provider") != prov.name:
+            raise NotFound(f"run {target} belongs to provider {run_entry.get('provider')}",
+                           hint=f"pass --provider {run_entry.get('provider')}")
+    if run_entry is not None:
+        reports = [costs.cluster_cost(prov, tgt, run_entry["cluster"], live, now=now, run_ids={target})]
+    else:
+        names = [target] if target else clusters
+        reports = [costs.cluster_cost(prov, tgt, name, live, now=now) for name in names]
+    types = {lt.accelerator_type for r in reports for lt in r.lives} or {"v2-8"}
+    price_rows = costs.price_rows(types)
+    notes = [live_note] if live_note else []
+    if as_json:
+        emit_json({"ok": True, "provider": tgt.provider, "project": tgt.project, "now": now,
+                   "run": target if run_entry else None, "clusters": [r.to_dict(now) for r in reports],
+                   "total_usd": round(sum(r.account.total_usd for r in reports), 4),
+                   "saved_usd": round(sum(r.saved_usd for r in reports), 4),
+                   "saving_usd_per_hour": round(sum(r.saving_per_hour for r in reports), 4),
+                   "prices": price_rows, "price_source": prices.describe_source(),
+                   "counterfactual": costs.COUNTERFACTUAL, "notes": notes})
+        return
+    if not reports:
+        click.echo("no clusters: nothing has been billed")
+    for r in reports:
+        click.echo(_cluster_text(r, run_id=target if run_entry else None))
+        click.echo("")
+    click.echo(table([[p["accelerator_type"], f"{p['on_demand_usd_per_hour']:.2f}",
+                       f"{p['preemptible_usd_per_hour']:.2f}"] for p in price_rows],
+                     ("TPU", "ON-DEMAND $/H", "PREEMPTIBLE $/H")))
+    click.echo(f"prices: {prices.describe_source()}")
+    for n in notes:
+        click.echo(n)
+
+
+def _cluster_text(r, *, run_id: str | None) -> str:
+    from ..validate import format_duration
+
+    a = r.account
+    kinds = sorted({"preemptible" if lt.interruptible else "on-demand" for lt in r.lives})
+    types = sorted({lt.accelerator_type for lt in r.lives})
+    head = (f"run {run_id} on cluster {r.cluster}" if run_id else f"cluster {r.cluster}") + \
+        (f": {', '.join(types)} ({', '.join(kinds)}), {len(r.lives)} TPU lifetime(s), {len(r.runs)} run(s)"
+         if r.lives else ": no TPU recorded")
+    rows = []
+    for state in ("training", "starting", "waiting", "idle"):
+        rows.append([STATE_LABELS[state], f"{a.hours[state]:.2f}", f"{a.cost[state]:.2f}",
+                     f"{a.cost_on_demand[state]:.2f}", f"{a.cost_preemptible[state]:.2f}"])
+    rows.append(["total billed", f"{a.billed_hours:.2f}", f"{a.total_usd:.2f}",
+                 f"{sum(a.cost_on_demand.values()):.2f}", f"{sum(a.cost_preemptible.values()):.2f}"])
+    rows.append(["waiting, no TPU billed", f"{a.waiting_unbilled_hours:.2f}", "0.00", "0.00", "0.00"])
+    lines = [head, table(rows, ("STATE", "HOURS", "$ AS RUN", "$ ON-DEMAND", "$ PREEMPTIBLE"))]
+    for run in r.runs:
+        sbs = run.seconds_by_state or {}
+        if sbs:
+            lines.append(f"run {run.run_id} ({run.status}), as its supervisor measured: "
+                         + ", ".join(f"{k} {format_duration(v)}" for k, v in sorted(sbs.items())))
+    if r.savings:
+        reaped = len(r.savings)
+        lines.append(f"idle reaping saved ${r.saved_usd:.2f} so far ({reaped} TPU(s) deleted idle"
+                     + (f"; still saving ${r.saving_per_hour:.2f}/hour" if r.saving_per_hour else "")
+                     + "): counted until the cluster's next up/train or down, or now")
+        for s in r.savings:
+            if s.idle_since:
+                lines.append(f"  TPU {s.node}: idle {format_duration(s.deleted_at - s.idle_since)} before "
+                             f"{s.by} deleted it")
+    lines.extend(r.notes)
+    return "\n".join(lines)

@@ -46,7 +46,7 @@ def complete_cluster(ctx: click.Context, param: click.Parameter, incomplete: str
 @click.option("--valid-until", metavar="DURATION", help="With --queued: give up if not granted within DURATION.")
 @click.option("--no-external-ips", is_flag=True, help="TPU VM without external IPs (private networks).")
 @click.option("--service-account", metavar="EMAIL", help="Service account of the host VM and TPU VM.")
-@click.option("--autodown", metavar="DURATION", help="The host VM deletes the TPU once idle this long.")
+@click.option("--autodown", metavar="DURATION", help="The host VM deletes the TPU once idle this long (keeps itself).")
 @click.option("--keep-on-failure", is_flag=True, help="Keep what was created if up fails halfway.")
 @click.option("--timeout", default="30m", show_default=True, metavar="DURATION", help="How long to wait for READY.")
 @provider_options
@@ -74,6 +74,9 @@ def command(name: str, zone: str | None, accelerator_type: str, arch: str, preem
         raise UsageError("--runtime-version is for TPU VMs", hint="use --tf-version with --arch node")
     if tf_version and arch == "vm":
         raise UsageError("--tf-version is for TPU Nodes", hint="use --runtime-version with --arch vm")
+    if autodown_s is not None and no_vm:
+        raise UsageError("--autodown needs the host VM that enforces it",
+                         hint="drop --no-vm, or run tpuctl down --idle from cron instead (see docs/idle.md)")
     if no_external_ips and arch == "node":
         raise UsageError("--no-external-ips is for TPU VMs", hint="TPU Nodes have no external IPs; drop the flag")
     target = resolve_target(provider, project, zone.split(",")[0] if zone else None)
@@ -92,6 +95,11 @@ def command(name: str, zone: str | None, accelerator_type: str, arch: str, preem
     if grant:
         _check_bucket(bucket, target)      # before anything is created
     result = cluster.up(prov, spec, dry_run=dry_run, keep_on_failure=keep_on_failure, timeout=wait_s, log=say)
+    if spec.autodown_seconds and not dry_run:
+        from ..reaper import start_autodown
+
+        result.notes.append(start_autodown(prov, spec, result.vm,
+                                           created_vm=any(c.startswith("VM ") for c in result.created)))
     if grant and not dry_run:
         _grant_tpu_access(prov, result, bucket, target)
     if as_json:

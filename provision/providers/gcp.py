@@ -691,6 +691,25 @@ class GcpProvider:
                                   target=name)], timeout=300)
         return True
 
+    def reservations(self) -> dict[str, dict[str, Any]]:
+        """Every cluster's range reservation: {cluster: {cidr, network, zone, at}}."""
+        return dict(self._read_ranges()[0])
+
+    def metadata_of(self, kind: str, zone: str, name: str) -> dict[str, str]:
+        """The instance metadata of a host VM (``kind`` vm) or TPU VM (``kind`` tpu); {} if none."""
+        if kind == "vm":
+            try:
+                inst = self._call("compute.instances.get", self.compute("Instances").get, project=self.project,
+                                  zone=zone, instance=name)
+            except NotFound:
+                return {}
+            return {i.key: i.value for i in (inst.metadata.items if inst.metadata else []) or []}
+        try:
+            node = self._call("tpu.v2.nodes.get", self.tpu2().get_node, name=f"{self._parent(zone)}/nodes/{name}")
+        except NotFound:
+            return {}
+        return dict(node.metadata or {})
+
     # ---- the TPU service agent (TPU Nodes write checkpoints to the bucket as this account) ----------
     def tpu_service_agent(self, zone: str) -> str:
         res = self._call("tpu.v2.generateServiceIdentity", self.tpu2().generate_service_identity,

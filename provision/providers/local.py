@@ -205,7 +205,9 @@ class LocalProvider:
                        pending={"state": "DELETED", "at": now + delay})
             return cur
 
-        statefile.update_json(path, delete)
+        rec = statefile.update_json(path, delete)
+        # Deleting the "VM" ends the host agent that ran on it (tpuctl up --autodown).
+        self._stop_agent(rec.get("agent"))
         return self._new_op(zone, "delete", "vm", name, delay)
 
     # ---- TPUs -------------------------------------------------------------------------------
@@ -396,6 +398,40 @@ class LocalProvider:
     def region_of(self, zone: str) -> str:
         return region_of(zone)
 
+    # ---- the host agent of a local "VM" (tpuctl up --autodown; see provision.reaper) ----------
+    def claim_agent(self, zone: str, name: str, pid: int) -> bool:
+        """Record ``pid`` as the VM's agent unless another live agent holds it; False if one does."""
+        taken = {}
+
+        def claim(cur: dict[str, Any] | None) -> Any:
+            if cur is None:
+                return statefile.DELETE
+            held = cur.get("agent") or {}
+            if held.get("pid") not in (None, pid) and _is_agent(held["pid"]):
+                taken["pid"] = held["pid"]
+                return cur
+            cur["agent"] = {"pid": pid, "started_at": time.time()}
+            return cur
+
+        new = statefile.update_json(self._vm_path(zone, name), claim)
+        return new is not statefile.DELETE and not taken
+
+    def agent(self, zone: str, name: str) -> dict[str, Any] | None:
+        """The VM's live agent record, if any."""
+        rec = statefile.read_json(self._vm_path(zone, name)) or {}
+        held = rec.get("agent") or {}
+        return held if held.get("pid") and _is_agent(held["pid"]) else None
+
+    def _stop_agent(self, held: dict[str, Any] | None) -> None:
+        pid = (held or {}).get("pid")
+        if pid and pid != os.getpid() and _is_agent(pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGTERM)
+
+    def reservations(self) -> dict[str, dict[str, Any]]:
+        """Every cluster's range reservation: {cluster: {cidr, network, zone, at}}."""
+        return dict(statefile.read_json(self._ranges_path(), {}) or {})
+
 
 class _Taken(Exception):
     pass
@@ -406,6 +442,17 @@ def _pgid(pid: int) -> int | None:
         return os.getpgid(pid)
     except (ProcessLookupError, PermissionError):
         return None
+
+
+def _is_agent(pid: int) -> bool:
+    """A live tpuctl autodown agent (checked by command line, so a reused pid is never signalled)."""
+    if not _alive(pid):
+        return False
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return b"provision.reaper" in fh.read()
+    except OSError:
+        return True  # no /proc (macOS): trust the live pid
 
 
 def _alive(pid: int) -> bool:
