@@ -576,17 +576,28 @@ def main(argv: list[str] | None = None) -> int:
     return local_agent(args.cluster, args.zone, args.idle_for, every=args.every)
 
 
-def agent_pids(home: Path) -> list[int]:
-    """PIDs of local autodown agents recorded under a TPUCTL_HOME (tests and benchmarks stop them)."""
+def stop_agents(home: Path, timeout: float = 5.0) -> list[int]:
+    """Stop every local autodown agent recorded under a TPUCTL_HOME (tests and benchmarks clean up
+    with this); returns the pids that were running."""
     import json
 
-    out = []
+    from .providers.local import _alive, _is_agent
+
+    pids = []
     for path in (Path(home) / "local" / "vms").glob("*/*.json"):
         with contextlib.suppress(OSError, ValueError):
-            agent = (json.loads(path.read_text()) or {}).get("agent") or {}
-            if agent.get("pid"):
-                out.append(int(agent["pid"]))
-    return out
+            pid = int(((json.loads(path.read_text()) or {}).get("agent") or {}).get("pid") or 0)
+            if pid and _is_agent(pid):
+                pids.append(pid)
+                os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for pid in pids:
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    return pids
 
 
 if __name__ == "__main__":

@@ -38,6 +38,15 @@ def isolated_env(tmp_path_factory, monkeypatch):
     yield root
 
 
+@pytest.fixture(autouse=True)
+def no_leftover_agents(isolated_env):
+    """`tpuctl up --autodown` on the local provider starts a detached agent: stop any a test left."""
+    yield
+    from provision.reaper import stop_agents
+
+    stop_agents(isolated_env / "home")
+
+
 @dataclass
 class Result:
     code: int
