@@ -68,6 +68,7 @@ class NodeReport:
     verdict: Verdict
     run: RunView | None = None
     run_source: str | None = None
+    bucket: str | None = None
     hourly: float = 0.0
     duty: str | None = None
     deleted: bool = False
@@ -279,10 +280,12 @@ def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None =
             report.verdict = judge(node, None, now=time.time(), idle_for=idle_for)
             return report
         b, _source = bucket_for(provider, name, hint=bucket, node=node, vm=vm_of.get(name))
+        report.bucket = b
         try:
             report.run, report.run_source = find_run(provider, target, name, b)
-        except TpuctlError as exc:
-            report.verdict = Verdict(False, f"its run records cannot be read ({exc.one_line()}); kept")
+        except Exception as exc:  # noqa: BLE001 - never delete what we cannot see is idle
+            why = exc.one_line() if isinstance(exc, TpuctlError) else f"{type(exc).__name__}: {exc}"
+            report.verdict = Verdict(False, f"its run records cannot be read ({why[:200]}); kept")
             return report
         duty = None
         if duty_table is not None:
@@ -306,8 +309,7 @@ def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None =
 
     doomed = result.to_delete
     if doomed and not dry_run:
-        _delete(provider, doomed, who=who, bucket_hint=bucket, target=target, timeout=timeout, log=log,
-                backoff=backoff)
+        _delete(provider, doomed, who=who, target=target, timeout=timeout, log=log, backoff=backoff)
     touched = {r.cluster for r in doomed}
     for name in sorted(touched):
         vm = vm_of.get(name)
@@ -349,8 +351,8 @@ def _describe_duty(duty: DutyCycle | None, min_pct: float | None) -> str:
     return f"{v:.0f}% {format_duration(max(0.0, time.time() - t))} ago{when}"
 
 
-def _delete(provider: Provider, doomed: list[NodeReport], *, who: str, bucket_hint: str | None, target: Any,
-            timeout: float, log: Log, backoff: Backoff) -> None:
+def _delete(provider: Provider, doomed: list[NodeReport], *, who: str, target: Any, timeout: float, log: Log,
+            backoff: Backoff) -> None:
     def start(r: NodeReport) -> Any:
         n = r.node
         log(f"deleting TPU {n.name} in {n.zone} ({r.verdict.reason}): saves ${r.hourly:.2f}/hour at list price")
@@ -387,23 +389,20 @@ def _delete(provider: Provider, doomed: list[NodeReport], *, who: str, bucket_hi
             continue
         n = r.node
         log(f"deleted TPU {n.name} in {n.zone}: saves ${r.hourly:.2f}/hour at list price")
-        bucket = _ledger_bucket(provider, r.cluster, bucket_hint, target)
+        bucket = _ledger_bucket(provider, r.bucket, target)
         costs.record(provider, "tpu_deleted", r.cluster, bucket=bucket, t=r.deleted_at, by=who,
                      idle_since=r.verdict.idle_since, reason=r.verdict.reason, hourly_usd=r.hourly,
                      run_id=r.run.run_id if r.run else None, **costs.node_fields(n))
 
 
-def _ledger_bucket(provider: Provider, cluster: str, hint: str | None, target: Any) -> Any:
+def _ledger_bucket(provider: Provider, url: str | None, target: Any) -> Any:
     """The cluster's bucket for the ledger copy, when one is known (GCP: so the laptop sees it)."""
-    if provider.name == "local":
-        return None
-    b, _ = bucket_for(provider, cluster, hint=hint)
-    if not b:
+    if provider.name == "local" or not url:
         return None
     try:
         from .storage import open_bucket
 
-        return open_bucket(b, target)
+        return open_bucket(url, target)
     except Exception:  # noqa: BLE001 - the local ledger still has it
         return None
 
