@@ -321,6 +321,19 @@ def run_span(record: dict[str, Any], events: Iterable[dict[str, Any]]) -> RunSpa
     return span
 
 
+def refine_preemptions(lives: list[Lifetime], spans: list[RunSpan]) -> None:
+    """A TPU deleted while PREEMPTED stopped billing when it was preempted. Unless the ledger has a
+    better time, that is taken from the supervisor's ``preempted`` event (it notices within a
+    poll); without one, the deletion time stays (an upper bound: tpuctl first saw it dead then)."""
+    for lt in lives:
+        if lt.preempted_at is None or lt.deleted_at is None or lt.preempted_at < lt.deleted_at:
+            continue
+        starts = [a for sp in spans if sp.cluster == lt.cluster for a, _b in sp.waits
+                  if lt.created_at <= a <= lt.deleted_at]
+        if starts:
+            lt.preempted_at = min(starts)
+
+
 def _state_at(t: float, runs: list[RunSpan], now: float) -> str:
     """The state of a cluster's billed TPU at time t (the midpoint of a sweep segment)."""
     live = [r for r in runs if r.created_at <= t < r.end(now)]
@@ -539,6 +552,7 @@ def cluster_cost(provider: Any, target: Any, cluster: str, live: list[dict[str, 
     # every run of the cluster decides what is idle, even when only one run is reported
     spans = [s for s in all_spans if run_ids is None or s.run_id in run_ids]
     lives = lifetimes(events, None if live is None else [n for n in live if n["cluster"] == cluster], now=now)
+    refine_preemptions(lives, all_spans)
     if run_ids is not None and spans:
         r = spans[0]
         acct = account(lives, all_spans, now=now, start=r.created_at, end=r.end(now))

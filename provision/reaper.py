@@ -71,6 +71,7 @@ class NodeReport:
     bucket: str | None = None
     hourly: float = 0.0
     duty: str | None = None
+    duty_cycle: DutyCycle | None = None
     deleted: bool = False
     deleted_at: float | None = None
     error: str | None = None
@@ -292,7 +293,7 @@ def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None =
             from .dutycycle import lookup
 
             duty = lookup(duty_table, node.name, node.zone)
-            report.duty = _describe_duty(duty, min_duty_cycle)
+            report.duty, report.duty_cycle = _describe_duty(duty, min_duty_cycle), duty
         report.verdict = judge(node, report.run, now=time.time(), idle_for=idle_for, duty=duty,
                                min_duty_cycle=min_duty_cycle)
         if report.run is None and b is None:
@@ -307,6 +308,9 @@ def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None =
             result.nodes = list(pool.map(examine, nodes))
     result.nodes.sort(key=lambda r: (r.cluster, r.node.zone, r.node.name))
 
+    if not dry_run:
+        _recheck(provider, target, [r for r in result.nodes if r.verdict.delete and not r.node.dead], idle_for,
+                 min_duty_cycle)
     doomed = result.to_delete
     if doomed and not dry_run:
         _delete(provider, doomed, who=who, target=target, timeout=timeout, log=log, backoff=backoff)
@@ -327,6 +331,30 @@ def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None =
         _clear_stale(provider, {n.cluster or n.name for n in nodes} | set(vm_of), result, dry_run=dry_run)
     result.seconds = time.monotonic() - start
     return result
+
+
+def _recheck(provider: Provider, target: Any, doomed: list[NodeReport], idle_for: float,
+             min_duty_cycle: float | None) -> None:
+    """Just before deleting, look at each doomed node's run once more: a ``tpuctl train`` that
+    started while the reaper was judging keeps its TPU."""
+    def again(r: NodeReport) -> None:
+        try:
+            run, _src = find_run(provider, target, r.cluster, r.bucket)
+        except Exception:  # noqa: BLE001 - unreadable now: keep, as examine() would
+            r.verdict = Verdict(False, "its run records became unreadable while judging; kept")
+            return
+        changed = (run is None) != (r.run is None) or (run is not None and r.run is not None and (
+            run.run_id != r.run.run_id or run.heartbeat_at != r.run.heartbeat_at or run.status != r.run.status))
+        if changed:
+            verdict = judge(r.node, run, now=time.time(), idle_for=idle_for, duty=r.duty_cycle,
+                            min_duty_cycle=min_duty_cycle)
+            if not verdict.delete:
+                r.run, r.verdict = run, Verdict(False, f"{verdict.reason} (its run changed while judging)",
+                                                verdict.idle_since)
+
+    if doomed:
+        with ThreadPoolExecutor(min(8, len(doomed))) as pool:
+            list(pool.map(again, doomed))
 
 
 def _duty_table(provider: Provider, idle_for: float) -> tuple[dict | None, str]:

@@ -293,3 +293,20 @@ def test_cost_of_a_known_ledger(tpuctl):
     assert per_run["run"] == run.run_id
     assert per_run["clusters"][0]["account"]["hours"] == pytest.approx(
         {"training": 2.9, "starting": 0.1, "waiting": 0.3, "idle": 0.0}, abs=1e-3)
+
+
+def test_a_run_that_starts_while_the_reaper_judges_keeps_its_tpu(tpuctl):
+    from provision.config import resolve
+    from provision.idle import judge
+    from provision.reaper import NodeReport, _recheck
+
+    assert tpuctl("up", "race").code == 0
+    backdate_tpu("race", 3600)
+    [node] = provider().list_tpus()
+    report = NodeReport(node=node, verdict=judge(node, None, now=time.time(), idle_for=60), bucket="gs://tpuctl-local")
+    assert report.verdict.delete
+    run = FakeRun("race")           # `tpuctl train` started after the verdict, before the deletion
+    run.beat()
+    run.lease()
+    _recheck(provider(), resolve(provider="local"), [report], 60, None)
+    assert not report.verdict.delete and "changed while judging" in report.verdict.reason

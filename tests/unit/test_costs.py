@@ -69,6 +69,15 @@ def test_hours_by_state_and_their_cost():
     assert a.waiting_unbilled_hours == pytest.approx(0.2)
 
 
+def test_without_a_preemption_record_the_supervisors_event_dates_it():
+    no_mark = [e for e in LEDGER if e["event"] != "tpu_preempted"]
+    lives = costs.lifetimes(no_mark, [], now=at(6))
+    assert lives[0].billed_until(at(6)) == at(2.1)      # deletion: all the ledger knows
+    costs.refine_preemptions(lives, [costs.run_span(run_record(), RUN_EVENTS)])
+    assert lives[0].billed_until(at(6)) == at(2.0)      # the supervisor saw it preempted at 2.0h
+    assert lives[1].preempted_at is None                 # a TPU deleted while READY is untouched
+
+
 def test_a_run_window_only():
     lives = costs.lifetimes(LEDGER, [], now=at(6))
     span = costs.run_span(run_record(), RUN_EVENTS)
