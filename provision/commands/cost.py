@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import click
 
-from ._common import acting_on, emit_json, json_option, open_provider, provider_options, resolve_target, table
+from ._common import (
+    acting_on,
+    emit_json,
+    json_option,
+    open_provider,
+    provider_options,
+    resolve_target,
+    table,
+)
 
 STATE_LABELS = {"training": "training", "starting": "starting (no attempt yet)",
                 "waiting": "waiting after preemption", "idle": "idle (no live run)"}

@@ -38,7 +38,7 @@ TIMEOUT_S = THRESHOLD_S + 120
 
 def _tpuctl(env: dict, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "provision", *args], env=env, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, check=False)
 
 
 def _deleted_at(home: Path, cluster: str) -> float | None:

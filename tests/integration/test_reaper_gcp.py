@@ -18,6 +18,7 @@ import time
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -136,14 +137,14 @@ def test_unreadable_run_records_keep_the_tpu(cloud, tpuctl):
 class _Stub(BaseHTTPRequestHandler):
     """Cloud Monitoring's projects.timeSeries.list and the metadata server, on loopback."""
 
-    series: list = []
-    requests: list = []
-    metadata: dict = {}
+    series: ClassVar[list] = []
+    requests: ClassVar[list] = []
+    metadata: ClassVar[dict] = {}
 
-    def log_message(self, *args):  # noqa: D102
+    def log_message(self, *args):
         pass
 
-    def do_GET(self):  # noqa: N802
+    def do_GET(self):
         parts = urlsplit(self.path)
         query = parse_qs(parts.query)
         type(self).requests.append((parts.path, query))
@@ -233,10 +234,10 @@ def test_autodown_by_the_host_vms_agent(cloud, tpuctl, stub, tmp_path):
     run = BucketRun(b, "auto")
     env = {**os.environ, "TPUCTL_METADATA_URL": f"{stub.url}/computeMetadata/v1", "TPUCTL_AUTODOWN_EVERY_S": "0.5",
            "TPUCTL_HOME": str(tmp_path / "host-home")}
-    log = open(tmp_path / "agent.log", "wb")
-    agent = subprocess.Popen([sys.executable, "-m", "provision.agent", "daemon", "--cluster", "auto", "--bucket", b,
-                              "--project", PROJECT, "--role", "host", "--worker", "host"],
-                             cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+    with open(tmp_path / "agent.log", "wb") as log:
+        agent = subprocess.Popen([sys.executable, "-m", "provision.agent", "daemon", "--cluster", "auto", "--bucket",
+                                  b, "--project", PROJECT, "--role", "host", "--worker", "host"],
+                                 cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.time() + 5
         while time.time() < deadline:
@@ -260,7 +261,6 @@ def test_autodown_by_the_host_vms_agent(cloud, tpuctl, stub, tmp_path):
     finally:
         agent.terminate()
         agent.wait(timeout=10)
-        log.close()
     assert "enforcing autodown 3s for cluster auto" in _tail(tmp_path)
     # the laptop's `tpuctl cost` sees the host's deletion (from the bucket ledger)
     doc = tpuctl("cost", "auto", "--json").json()
