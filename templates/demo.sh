@@ -48,5 +48,8 @@ step tpuctl train bert-lab --job templates/bert-finetune-tiny.yaml --bucket gs:/
     --set train_file=gs://demo-bucket/bert/tiny/train.tsv --set dev_file=gs://demo-bucket/bert/tiny/dev.tsv \
     --set model_dir=gs://demo-bucket/runs/finetune
 step tpuctl status
+# Nothing trains now: the reaper deletes the idle TPU (the host VM stays), then what it all cost.
+step tpuctl down --idle --idle-for 0s
+step tpuctl cost bert-lab
 step tpuctl down bert-lab
 step tpuctl status
