@@ -151,18 +151,16 @@ class RunStore:
 
     def exits(self, n: int) -> dict[str, dict[str, Any]]:
         """Exit records of attempt ``n`` by worker."""
-        out = {}
-        for info in self.bucket.list(f"{self.attempt_prefix(n)}/exit-"):
-            worker = info.name.rsplit("/exit-", 1)[1].removesuffix(".json")
-            data = self.read_json(info.name)
-            if data is not None:
-                out[worker] = data
-        return out
+        return self._by_worker(n, "exit")
 
     def alive(self, n: int) -> dict[str, dict[str, Any]]:
+        """Heartbeats of attempt ``n`` by worker."""
+        return self._by_worker(n, "alive")
+
+    def _by_worker(self, n: int, kind: str) -> dict[str, dict[str, Any]]:
         out = {}
-        for info in self.bucket.list(f"{self.attempt_prefix(n)}/alive-"):
-            worker = info.name.rsplit("/alive-", 1)[1].removesuffix(".json")
+        for info in self.bucket.list(f"{self.attempt_prefix(n)}/{kind}-"):
+            worker = info.name.rsplit(f"/{kind}-", 1)[1].removesuffix(".json")
             data = self.read_json(info.name)
             if data is not None:
                 out[worker] = data
