@@ -14,7 +14,7 @@ DEFAULT_PART_SIZE = 16 << 20
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
           "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
-_LOCATION_RE = re.compile(r"^[a-z]{2}([a-z0-9-]*[a-z0-9])?$")
+_LOCATION_RE = re.compile(r"^[a-z]{2}([a-z0-9-]*[a-z0-9])?\Z")
 
 
 @dataclass(frozen=True)
