@@ -278,7 +278,8 @@ def read_yaml(path: str) -> dict[str, Any]:
         raw = {}
     if not isinstance(raw, dict):
         raise SpecError(f"job spec {path} must be a mapping of key: value lines, "
-                        f"not a {type(raw).__name__}")
+                        f"not a {type(raw).__name__}; write one 'key: value' per line, as in "
+                        "templates/bert-finetune.yaml")
     return raw
 
 
@@ -294,7 +295,8 @@ def load(path: str, overrides: Sequence[str] | Sequence[tuple[str, str]] = ()) -
 def from_dict(raw: dict[str, Any], overrides: Iterable[str] | Iterable[tuple[str, str]] = (),
               source: str = "job spec") -> JobSpec:
     if not isinstance(raw, dict):
-        raise SpecError(f"{source} must be a mapping of key: value lines, not a {type(raw).__name__}")
+        raise SpecError(f"{source} must be a mapping of key: value lines, not a {type(raw).__name__}; write "
+                        "one 'key: value' per line, as in templates/bert-finetune.yaml")
     values = dict(raw)
     for key in values:
         if not isinstance(key, str):

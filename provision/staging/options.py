@@ -34,9 +34,12 @@ def parse_size(text: str | int) -> int:
         return text
     m = _SIZE_RE.match(str(text))
     unit = m.group(2).lower() if m else None
-    if not m or unit not in _UNITS:
-        raise UsageError(f"invalid size {text!r}", hint="use a number with K, M or G, such as 32M")
-    return int(float(m.group(1)) * _UNITS[unit])
+    if not m or unit not in _UNITS or len(m.group(1)) > 20:
+        raise UsageError(f"invalid size {str(text)[:40]!r}", hint="use a number with K, M or G, such as 32M")
+    size = float(m.group(1)) * _UNITS[unit]
+    if not size < 1 << 50:   # a petabyte part is a typo (and an infinite one would not convert)
+        raise UsageError(f"invalid size {str(text)[:40]!r}", hint="use a number with K, M or G, such as 32M")
+    return int(size)
 
 
 def part_size(text: str | int) -> int:
