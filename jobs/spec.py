@@ -264,7 +264,7 @@ def read_yaml(path: str) -> dict[str, Any]:
     except OSError as exc:
         raise SpecError(f"cannot read job spec {path} ({exc.strerror or exc}); check its permissions") from None
     try:
-        raw = yaml.load(text, Loader=_SpecLoader)  # noqa: S506 - _SpecLoader is a bounded SafeLoader
+        raw = yaml.load(text, Loader=_SpecLoader)  # a bounded SafeLoader: no arbitrary objects
     except _Refused as exc:
         raise SpecError(f"job spec {path} {exc}") from None
     except yaml.YAMLError as exc:
@@ -640,7 +640,7 @@ def _check_checkpoint(prefix: str, bert: Any, *, where: str) -> None:
         return shapes.get(name, shapes.get(_object_key(name)))
 
     if shape_of("bert/embeddings/word_embeddings") is None:
-        if any(k.startswith("bert/") or k.startswith("model/bert.S") for k in shapes):
+        if any(k.startswith(("bert/", "model/bert.S")) for k in shapes):
             raise SpecError(f"{where}: checkpoint {prefix} has no bert/embeddings/word_embeddings; it is not "
                             "a complete BERT checkpoint")
         return  # not a checkpoint in BERT's names at all (e.g. a model_dir of another job): the job decides

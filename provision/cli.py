@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         return _click_error(argv, "missing command", f"choose one of the commands above ({exc.ctx.command_path} "
                                                      f"COMMAND --help)")
     except click.UsageError as exc:
-        path = exc.ctx.command_path if exc.ctx is not None else "tpuctl"
+        path = exc.ctx.command_path if exc.ctx is not None else _command_path(argv)
         return _click_error(argv, exc.format_message(), f"see {path} --help")
     except click.ClickException as exc:
         return _click_error(argv, exc.format_message(), None, exit_code=exc.exit_code)
@@ -86,6 +86,18 @@ def main(argv: list[str] | None = None) -> int:
                    f"rerun with TPUCTL_DEBUG=1 for the traceback and report it", err=True)
         return EXIT_FAILURE
 
+
+
+def _command_path(argv: list[str] | None) -> str:
+    """``tpuctl logs`` for ``["logs", "--worker"]``: the commands named at the start of argv."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    parts, cmd = ["tpuctl"], cli
+    for word in args:
+        if not isinstance(cmd, click.Group) or word not in cmd.commands:
+            break
+        parts.append(word)
+        cmd = cmd.commands[word]
+    return " ".join(parts)
 
 
 def _click_error(argv: list[str] | None, message: str, hint: str | None, exit_code: int = 2) -> int:

@@ -33,7 +33,7 @@ _GENERIC = r"token|key|code|signature|sig|secret|credential"
 _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     # PEM private keys, complete or cut short by a length limit; and bare PKCS#8 bodies
     (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----(?:.*?-----END [A-Z ]*PRIVATE KEY-----|[A-Za-z0-9+/=\s\\]*)",
-                re.S), "<redacted-private-key>"),
+                re.DOTALL), "<redacted-private-key>"),
     (re.compile(r"MII[A-Za-z0-9+/=\\]{60,}"), "<redacted-key>"),
     # JSON Web Tokens (self-signed service-account JWTs are bearer credentials too)
     (re.compile(r"eyJ[A-Za-z0-9_\-]{6,}\.[A-Za-z0-9_\-]{6,}\.[A-Za-z0-9_\-]*"), "<redacted-jwt>"),
@@ -160,7 +160,7 @@ def _live_secrets() -> list[str]:
         for attr in ("token", "refresh_token", "_refresh_token", "client_secret", "_client_secret", "id_token"):
             try:
                 value = getattr(creds, attr, None)
-            except Exception:  # noqa: BLE001 - a property that fails is no secret we can see
+            except Exception:  # noqa: BLE001, S112 - a property that fails is no secret we can see
                 continue
             if isinstance(value, str) and len(value) >= _MIN_SECRET:
                 out.append(value)
@@ -175,7 +175,7 @@ def redact(text: str) -> str:
         text = str(text)
     try:
         _load_file_secrets()
-    except Exception:  # noqa: BLE001 - scrubbing must never be the thing that fails
+    except Exception:  # noqa: BLE001, S110 - scrubbing must never be the thing that fails
         pass
     for secret in _live_secrets():
         if secret in text:

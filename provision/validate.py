@@ -231,7 +231,7 @@ def bucket_url(value: str) -> BucketUrl:
     rest = text[len("gs://"):]
     bucket, _, prefix = rest.partition("/")
     if (not BUCKET_RE.match(bucket) or ".." in bucket or bucket.startswith("goog")
-            or "google" in bucket or bucket.startswith(".") or bucket.endswith(".")):
+            or "google" in bucket):
         raise UsageError(f"invalid bucket name {_show(bucket)}",
                          hint="use 3-63 lowercase letters, digits, '-', '_' or '.', starting and ending "
                               "with a letter or digit")

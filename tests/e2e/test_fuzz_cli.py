@@ -21,7 +21,8 @@ from pathlib import Path
 
 import click
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from provision.cli import cli
 from provision.commands import _common

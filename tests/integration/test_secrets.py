@@ -202,8 +202,8 @@ def test_service_account_key_and_issued_tokens_never_leak(real_creds, gcs_bucket
 
 
 @pytest.mark.parametrize("content", [
-    "not json at all\n-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCMARKERkeyBODYline0123456789abcdef\n"
-    "-----END PRIVATE KEY-----\n",
+    ("not json at all\n-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCMARKERkeyBODYline0123456789abcdef\n"
+     "-----END PRIVATE KEY-----\n"),
     json.dumps({"type": "service_account", "project_id": "p", "private_key_id": "k",
                 "private_key": "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANMARKERkeyBODYline0123456789abcdefgh\n"
                                "-----END PRIVATE KEY-----\n",

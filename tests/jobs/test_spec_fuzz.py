@@ -12,7 +12,8 @@ import os
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from jobs import spec as spec_lib
 from jobs.spec import SpecError
