@@ -13,4 +13,6 @@ class ConfigError(ValueError):
     """
 
     def __init__(self, message: str):
-        super().__init__(" ".join(str(message).split()))
+        text = " ".join(str(message).split())
+        # one line a terminal shows as it is: no control or escape characters from user values
+        super().__init__("".join(ch if ch.isprintable() else "?" for ch in text))

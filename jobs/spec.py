@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import glob
 import json
+import math
 import os
 import types
 import typing
@@ -32,6 +33,7 @@ import yaml
 from .errors import ConfigError
 
 PRECISIONS = ("auto", "float32", "bfloat16")
+MAX_INT = 1 << 53   # integers beyond this are typos (and floats cannot hold them exactly)
 
 
 class SpecError(ConfigError):
@@ -119,7 +121,7 @@ class JobSpec:
         if self.weight_decay_rate < 0:
             raise SpecError("weight_decay_rate must be >= 0 (--set weight_decay_rate=0.01)")
         if self.precision not in PRECISIONS:
-            raise SpecError(f"precision {self.precision!r} is not one of {', '.join(PRECISIONS)}; "
+            raise SpecError(f"precision {_show(self.precision)} is not one of {', '.join(PRECISIONS)}; "
                             "use --set precision=auto")
         _check_bert_dir(self)
         init = self.resolved_init_checkpoint
@@ -207,34 +209,99 @@ JOBS: dict[str, type[JobSpec]] = {"bert-pretrain": PretrainSpec, "bert-finetune"
 # Loading
 
 
+MAX_SPEC_BYTES = 1 << 20     # a spec is a few dozen lines
+MAX_YAML_DEPTH = 16          # a spec is flat: key: value, a list at most
+MAX_YAML_ALIASES = 64
+
+
+class _SpecLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, bounded: aliases may only repeat scalars (a YAML bomb, "billion
+    laughs", multiplies collections through aliases), nesting is shallow (deep nesting would
+    exhaust the recursion limit), and there are few of them."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._aliases = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            self._aliases += 1
+            target = self.anchors.get(event.anchor)
+            if self._aliases > MAX_YAML_ALIASES or (target is not None
+                                                    and not isinstance(target, yaml.ScalarNode)):
+                raise _Refused(f"uses the alias *{event.anchor} to repeat a list or mapping (or too "
+                               "many aliases); write the values out, aliases may only repeat single values")
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise _Refused(f"nests deeper than {MAX_YAML_DEPTH} levels; a spec is flat key: value lines")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+class _Refused(Exception):
+    pass
+
+
+def read_yaml(path: str) -> dict[str, Any]:
+    """The mapping in the spec file at ``path``: bounded in size, depth and aliases, so hostile
+    YAML fails in milliseconds instead of eating memory. Raises :class:`SpecError`."""
+    if not os.path.isfile(path):
+        raise SpecError(f"job spec {_show(path)} not found; pass the path of a job spec YAML file such "
+                        "as templates/bert-finetune.yaml")
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_SPEC_BYTES:
+            raise SpecError(f"job spec {path} is {size} bytes; a spec is a few dozen key: value lines "
+                            f"(at most {MAX_SPEC_BYTES} bytes): check that this is the right file")
+        with open(path, "rb") as f:
+            text = f.read().decode("utf-8")
+    except UnicodeDecodeError:
+        raise SpecError(f"job spec {path} is not UTF-8 text; save it as UTF-8 YAML") from None
+    except OSError as exc:
+        raise SpecError(f"cannot read job spec {path} ({exc.strerror or exc}); check its permissions") from None
+    try:
+        raw = yaml.load(text, Loader=_SpecLoader)  # a bounded SafeLoader: no arbitrary objects
+    except _Refused as exc:
+        raise SpecError(f"job spec {path} {exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise SpecError(f"job spec {path}{where} is not valid YAML "
+                        f"({getattr(exc, 'problem', None) or 'parse error'}); fix the file") from None
+    except RecursionError:
+        raise SpecError(f"job spec {path} nests too deeply; a spec is flat key: value lines") from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise SpecError(f"job spec {path} must be a mapping of key: value lines, "
+                        f"not a {type(raw).__name__}; write one 'key: value' per line, as in "
+                        "templates/bert-finetune.yaml")
+    return raw
+
+
 def load(path: str, overrides: Sequence[str] | Sequence[tuple[str, str]] = ()) -> JobSpec:
     """Read the YAML spec at ``path``, apply ``--set`` overrides, and check everything.
 
     ``overrides`` are ``"key=value"`` strings or ``(key, value)`` pairs; each value is coerced to
     the key's declared type. Raises :class:`SpecError` with one line that names the fix.
     """
-    if not os.path.isfile(path):
-        raise SpecError(f"job spec {path} not found; pass the path of a job spec YAML file such "
-                        "as templates/bert-finetune.yaml")
-    try:
-        with open(path, encoding="utf-8") as f:
-            raw = yaml.safe_load(f)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise SpecError(f"job spec {path}{where} is not valid YAML "
-                        f"({getattr(exc, 'problem', None) or 'parse error'}); fix the file") from None
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        raise SpecError(f"job spec {path} must be a mapping of key: value lines, "
-                        f"not a {type(raw).__name__}")
-    return from_dict(raw, overrides, source=path)
+    return from_dict(read_yaml(path), overrides, source=path)
 
 
 def from_dict(raw: dict[str, Any], overrides: Iterable[str] | Iterable[tuple[str, str]] = (),
               source: str = "job spec") -> JobSpec:
+    if not isinstance(raw, dict):
+        raise SpecError(f"{source} must be a mapping of key: value lines, not a {type(raw).__name__}; write "
+                        "one 'key: value' per line, as in templates/bert-finetune.yaml")
     values = dict(raw)
+    for key in values:
+        if not isinstance(key, str):
+            raise SpecError(f"key {_show(key)} in {source} is not a name; spec keys are names such as "
+                            "num_train_steps (quote it if it is one)")
     pairs = [_split_override(o) for o in overrides]
     # ``job`` decides which keys exist, so an override of it applies first.
     for key, value in pairs:
@@ -244,21 +311,22 @@ def from_dict(raw: dict[str, Any], overrides: Iterable[str] | Iterable[tuple[str
     if job is None:
         raise SpecError(f"{source} has no 'job' key; add 'job: bert-pretrain' or "
                         "'job: bert-finetune'")
-    if job not in JOBS:
-        raise SpecError(f"unknown job {job!r} in {source}; use one of {', '.join(JOBS)}")
+    if not isinstance(job, str) or job not in JOBS:
+        raise SpecError(f"unknown job {_show(job)} in {source}; use one of {', '.join(JOBS)}")
     cls = JOBS[job]
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     kwargs: dict[str, Any] = {}
     for key, value in values.items():
         if key not in fields:
-            raise SpecError(f"unknown key {key!r} in {source} for {job}; {_suggest(key, fields)}")
+            raise SpecError(f"unknown key {_show(key)} in {source} for {job}; {_suggest(key, fields)}")
         if value is None and fields[key].metadata.get("required"):
             continue  # a template's placeholder: reported below unless --set fills it
         kwargs[key] = _coerce(key, value, hints[key], origin="spec")
     for key, value in pairs:
         if key not in fields:
-            raise SpecError(f"unknown key {key!r} in --set {key}=...; {_suggest(key, fields)}")
+            raise SpecError(f"unknown key {_show(key)} in --set {_show(key, quote=False)}=...; "
+                            f"{_suggest(key, fields)}")
         kwargs[key] = _coerce(key, value, hints[key], origin="--set")
     spec = cls(**kwargs)
     for name, f in fields.items():
@@ -286,19 +354,37 @@ def describe(job: str) -> list[tuple[str, str, Any, str]]:
 
 
 def _split_override(item: str | tuple[str, str]) -> tuple[str, str]:
-    if isinstance(item, tuple):
-        return item
+    if isinstance(item, tuple) and len(item) == 2 and all(isinstance(x, str) for x in item):
+        key, value = item
+        if not key.strip():
+            raise SpecError(f"invalid --set {_show(key + '=' + value)}; use --set key=value, "
+                            "such as --set num_train_steps=1000")
+        return key.strip(), value
+    if not isinstance(item, str):
+        raise SpecError(f"invalid --set {_show(item)}; use --set key=value, such as --set num_train_steps=1000")
     key, sep, value = item.partition("=")
     if not sep or not key.strip():
-        raise SpecError(f"invalid --set {item!r}; use --set key=value, "
+        raise SpecError(f"invalid --set {_show(item)}; use --set key=value, "
                         "such as --set num_train_steps=1000")
     return key.strip(), value
+
+
+def _show(value: Any, *, quote: bool = True, limit: int = 60) -> str:
+    """A user's value for a message: bounded (a hostile structure cannot blow up), one line."""
+    import reprlib
+
+    r = reprlib.Repr()
+    r.maxlevel, r.maxlist, r.maxdict, r.maxtuple, r.maxset = 2, 4, 4, 4, 4
+    r.maxstring, r.maxother, r.maxlong = limit, limit, 40
+    text = r.repr(value) if quote or not isinstance(value, str) else value
+    text = "".join(ch if ch.isprintable() else "?" for ch in text)
+    return text if len(text) <= limit + 2 else text[:limit] + "..."
 
 
 def _suggest(key: str, fields: dict[str, Any]) -> str:
     import difflib
 
-    close = difflib.get_close_matches(key, list(fields), n=1, cutoff=0.6)
+    close = difflib.get_close_matches(str(key)[:100], list(fields), n=1, cutoff=0.6)
     if close:
         return f"did you mean {close[0]!r}?"
     return "known keys: " + ", ".join(sorted(fields))
@@ -328,27 +414,34 @@ def _coerce(key: str, value: Any, hint: Any, origin: str) -> Any:
         if base is int:
             if isinstance(value, bool):
                 raise ValueError
+            number: Any = None
             if isinstance(value, int):
-                return value
-            if isinstance(value, float) and value.is_integer():
-                return int(value)
-            if isinstance(value, str):
+                number = value
+            elif isinstance(value, float) and value.is_integer():
+                number = int(value)
+            elif isinstance(value, str) and len(value) <= 40:
                 text = value.strip().replace("_", "")
                 try:
-                    return int(text)
+                    number = int(text)
                 except ValueError:
-                    number = float(text)
-                    if number.is_integer():
-                        return int(number)
-            raise ValueError
+                    as_float = float(text)
+                    if as_float.is_integer():
+                        number = int(as_float)
+            if number is None or abs(number) > MAX_INT:
+                raise ValueError
+            return number
         if base is float:
             if isinstance(value, bool):
                 raise ValueError
-            if isinstance(value, (int, float)):
-                return float(value)
-            if isinstance(value, str):
-                return float(value.strip())
-            raise ValueError
+            if isinstance(value, (int, float)) and not (isinstance(value, int) and abs(value) > MAX_INT):
+                number = float(value)
+            elif isinstance(value, str) and len(value) <= 60:
+                number = float(value.strip())
+            else:
+                raise ValueError
+            if not math.isfinite(number):
+                raise ValueError
+            return number
         if base is str:
             if isinstance(value, (dict, list, bool)):
                 raise ValueError
@@ -362,7 +455,7 @@ def _coerce(key: str, value: Any, hint: Any, origin: str) -> Any:
             raise ValueError
     except ValueError:
         pass
-    raise SpecError(f"{key} must be {_article(_type_name(base))}, got {value!r} "
+    raise SpecError(f"{key} must be {_article(_type_name(base))}, got {_show(value)} "
                     f"(from {origin}); e.g. --set {key}={_example(base)}")
 
 
@@ -417,8 +510,15 @@ def _local_checkpoint(path: str) -> bool:
                                     or os.path.exists(os.path.join(path, "bert_model.ckpt.index")))
 
 
+MAX_CONFIG_BYTES = 1 << 20
+_CONFIG_INTS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                "max_position_embeddings", "type_vocab_size")
+
+
 def _check_bert_dir(spec: JobSpec) -> None:
-    """Local bert_dir: the files must be there and max_seq_length must fit the model."""
+    """Local bert_dir: the files must be there, bert_config.json must be a BERT config that
+    describes the checkpoint (names and shapes, read from the index without TensorFlow), and
+    max_seq_length must fit the model."""
     if _is_remote(spec.bert_dir):
         return  # gs:// is checked by the job itself, through tf.io.gfile.
     if not os.path.isdir(spec.bert_dir):
@@ -430,17 +530,132 @@ def _check_bert_dir(spec: JobSpec) -> None:
             raise SpecError(f"bert_dir {spec.bert_dir} has no {name}; use the directory unpacked "
                             "from a google-research BERT release, or generate a tiny one with "
                             "python -m jobs.bert.tiny DIR")
+    config_path = os.path.join(spec.bert_dir, "bert_config.json")
     try:
-        with open(os.path.join(spec.bert_dir, "bert_config.json"), encoding="utf-8") as f:
+        if os.path.getsize(config_path) > MAX_CONFIG_BYTES:
+            raise ValueError("far too large for a BERT config")
+        with open(config_path, encoding="utf-8") as f:
             config = json.load(f)
-    except (OSError, json.JSONDecodeError) as exc:
-        raise SpecError(f"{spec.bert_dir}/bert_config.json is not valid JSON ({exc}); restore "
-                        "the file from the BERT release") from None
-    limit = config.get("max_position_embeddings") if isinstance(config, dict) else None
-    if isinstance(limit, int) and spec.max_seq_length > limit:
+    except (OSError, ValueError, RecursionError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise SpecError(f"{spec.bert_dir}/bert_config.json is not valid JSON ({_show(reason, quote=False, limit=80)});"
+                        " restore the file from the BERT release") from None
+    if not isinstance(config, dict):
+        raise SpecError(f"{spec.bert_dir}/bert_config.json is not a BERT config (a JSON object with "
+                        "vocab_size, hidden_size, ...); restore it from the release")
+    for key in _CONFIG_INTS:
+        if key in config and (not isinstance(config[key], int) or isinstance(config[key], bool)
+                              or not 0 < config[key] <= MAX_INT):
+            raise SpecError(f"{spec.bert_dir}/bert_config.json: {key} is {_show(config[key])}, not a positive "
+                            "integer; restore the file from the BERT release")
+    from .bert.config import BertConfig
+
+    try:
+        bert = BertConfig.from_dict(config)
+    except (TypeError, ValueError) as exc:
+        raise SpecError(f"{spec.bert_dir}/bert_config.json is not a BERT config ({_show(str(exc), quote=False, limit=120)});"
+                        " restore it from the release") from None
+    if spec.max_seq_length > bert.max_position_embeddings:
+        limit = bert.max_position_embeddings
         raise SpecError(f"max_seq_length {spec.max_seq_length} exceeds the model's "
                         f"max_position_embeddings {limit}; use --set max_seq_length={limit} "
                         "or less")
+    _check_vocab(spec.bert_dir, bert)
+    prefix = os.path.join(spec.bert_dir, "bert_model.ckpt")
+    if os.path.exists(prefix + ".index"):
+        _check_checkpoint(prefix, bert, where=f"bert_dir {spec.bert_dir}")
+    elif any(name.startswith("bert_model.ckpt.") for name in os.listdir(spec.bert_dir)):
+        raise SpecError(f"bert_dir {spec.bert_dir} has bert_model.ckpt data but no bert_model.ckpt.index; "
+                        "copy all bert_model.ckpt.* files of the release (index and data)")
+    init = spec.resolved_init_checkpoint
+    if spec.init_checkpoint and init and not _is_remote(init):
+        init_prefix = _local_prefix(init)
+        if init_prefix and init_prefix != prefix:
+            _check_checkpoint(init_prefix, bert, where=f"init_checkpoint {init}")
+
+
+def _check_vocab(bert_dir: str, bert: Any) -> None:
+    try:
+        with open(os.path.join(bert_dir, "vocab.txt"), "rb") as f:
+            tokens = sum(1 for line in f if line.strip())
+    except OSError as exc:
+        raise SpecError(f"cannot read {bert_dir}/vocab.txt ({exc.strerror}); check its permissions") from None
+    if tokens == 0 or tokens > bert.vocab_size:
+        raise SpecError(f"{bert_dir}/vocab.txt has {tokens} tokens but bert_config.json says vocab_size "
+                        f"{bert.vocab_size}; use the vocab.txt and bert_config.json of the same release")
+
+
+def _local_prefix(path: str) -> str | None:
+    """The checkpoint prefix a local init_checkpoint names (a prefix, or a directory)."""
+    if os.path.exists(path + ".index"):
+        return path
+    if os.path.isdir(path):
+        state = os.path.join(path, "checkpoint")
+        if os.path.isfile(state):
+            try:
+                with open(state, encoding="utf-8") as f:
+                    for line in f.read(1 << 16).splitlines():
+                        if line.startswith("model_checkpoint_path:") and '"' in line:
+                            name = line.split('"')[1]
+                            return name if os.path.isabs(name) else os.path.join(path, name)
+            except (OSError, ValueError):
+                return None
+        if os.path.exists(os.path.join(path, "bert_model.ckpt.index")):
+            return os.path.join(path, "bert_model.ckpt")
+    return None
+
+
+def _object_key(name: str) -> str:
+    """The key of an original variable name in a checkpoint written by the runner (jobs.bert.weights)."""
+    return "model/" + name.replace(".", "..").replace("/", ".S") + "/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def _check_checkpoint(prefix: str, bert: Any, *, where: str) -> None:
+    """The checkpoint's data shards exist and its encoder variables have the config's shapes."""
+    from .bert.ckpt_index import IndexError_, data_files, read_index
+
+    try:
+        shapes, shards = read_index(prefix)
+    except IndexError_ as exc:
+        if exc.corrupt:
+            raise SpecError(f"{where}: {os.path.basename(prefix)}.index is not a TensorFlow checkpoint index "
+                            "(a truncated or corrupted copy?); copy the bert_model.ckpt.* files again") from None
+        return  # a layout this reader does not know: the job checks it with TensorFlow
+    except OSError as exc:
+        raise SpecError(f"{where}: cannot read {prefix}.index ({exc.strerror}); check its permissions") from None
+    for data in data_files(prefix, shards):
+        if not os.path.isfile(data):
+            raise SpecError(f"{where}: {os.path.basename(data)} is missing next to {os.path.basename(prefix)}.index;"
+                            " copy all checkpoint files (index and every data shard)")
+    h, L = bert.hidden_size, bert.num_hidden_layers
+    want = {"bert/embeddings/word_embeddings": (bert.vocab_size, h),
+            "bert/embeddings/position_embeddings": (bert.max_position_embeddings, h),
+            "bert/embeddings/token_type_embeddings": (bert.type_vocab_size, h)}
+    for i in range(L):
+        want[f"bert/encoder/layer_{i}/attention/self/query/kernel"] = (h, h)
+        want[f"bert/encoder/layer_{i}/intermediate/dense/kernel"] = (h, bert.intermediate_size)
+    hint = "use the bert_config.json that came with this checkpoint"
+
+    def shape_of(name: str) -> tuple[int, ...] | None:
+        return shapes.get(name, shapes.get(_object_key(name)))
+
+    if shape_of("bert/embeddings/word_embeddings") is None:
+        if any(k.startswith(("bert/", "model/bert.S")) for k in shapes):
+            raise SpecError(f"{where}: checkpoint {prefix} has no bert/embeddings/word_embeddings; it is not "
+                            "a complete BERT checkpoint")
+        return  # not a checkpoint in BERT's names at all (e.g. a model_dir of another job): the job decides
+    for name, shape in want.items():
+        got = shape_of(name)
+        if got is None:
+            raise SpecError(f"bert_config.json does not match checkpoint {prefix}: it has no {name} "
+                            f"(the config says num_hidden_layers {L}); {hint}")
+        if tuple(got) != shape:
+            raise SpecError(f"bert_config.json does not match checkpoint {prefix}: {name} is {list(got)} in "
+                            f"the checkpoint but {list(shape)} by the config; {hint}")
+    extra = f"bert/encoder/layer_{L}/attention/self/query/kernel"
+    if shape_of(extra) is not None:
+        raise SpecError(f"bert_config.json does not match checkpoint {prefix}: the checkpoint has more than "
+                        f"num_hidden_layers {L} layers; {hint}")
 
 
 def _check_globs(spec: JobSpec, key: str) -> None:

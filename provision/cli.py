@@ -56,9 +56,16 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except click.exceptions.Exit as exc:
         return exc.exit_code
+    except click.exceptions.NoArgsIsHelpError as exc:
+        # a bare group (``tpuctl``, ``tpuctl job``): its help, then the one error line
+        click.echo(exc.ctx.get_help(), err=True)
+        return _click_error(argv, "missing command", f"choose one of the commands above ({exc.ctx.command_path} "
+                                                     f"COMMAND --help)")
+    except click.UsageError as exc:
+        path = exc.ctx.command_path if exc.ctx is not None else _command_path(argv)
+        return _click_error(argv, exc.format_message(), f"see {path} --help")
     except click.ClickException as exc:
-        exc.show()
-        return exc.exit_code
+        return _click_error(argv, exc.format_message(), None, exit_code=exc.exit_code)
     except TpuctlError as exc:
         return report_error(exc)
     except KeyboardInterrupt:
@@ -77,3 +84,31 @@ def main(argv: list[str] | None = None) -> int:
                    f"rerun with TPUCTL_DEBUG=1 for the traceback and report it", err=True)
         return EXIT_FAILURE
 
+
+
+def _command_path(argv: list[str] | None) -> str:
+    """``tpuctl logs`` for ``["logs", "--worker"]``: the commands named at the start of argv."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    parts, cmd = ["tpuctl"], cli
+    for word in args:
+        if not isinstance(cmd, click.Group) or word not in cmd.commands:
+            break
+        parts.append(word)
+        cmd = cmd.commands[word]
+    return " ".join(parts)
+
+
+def _click_error(argv: list[str] | None, message: str, hint: str | None, exit_code: int = 2) -> int:
+    """Click's parse errors in tpuctl's one form: ``tpuctl: error: <cause>; <fix>`` (and, with
+    --json, the JSON error document), instead of click's multi-line usage block."""
+    from .commands import _common
+    from .errors import TpuctlError, UsageError
+
+    args = sys.argv[1:] if argv is None else list(argv)
+    words = args[:args.index("--")] if "--" in args else args
+    _common._state["json"] = "--json" in words
+    _common._state["emitted"] = False
+    message = " ".join(message.split()).rstrip(".")
+    err: TpuctlError = UsageError(message, hint=hint) if exit_code == 2 else TpuctlError(message, hint=hint)
+    err.exit_code = exit_code
+    return _common.report_error(err)

@@ -151,6 +151,18 @@ def resolve(provider: str | None = None, project: str | None = None,
     if prov == "gcp" and not proj:
         raise UsageError("provider gcp needs a project",
                          hint="pass --project, set TPUCTL_PROJECT, or run gcloud config set project ID")
+    if prov == "gcp":
+        from .validate import PROJECT_RE, _show
+
+        if not isinstance(proj, str) or not PROJECT_RE.match(proj):
+            raise UsageError(f"invalid project id {_show(proj)} (from {sources['project']})",
+                             hint="use the project ID (6-30 lowercase letters, digits, '-'), not its name or number")
+    if z:
+        from .validate import ZONE_RE, _show
+
+        if not isinstance(z, str) or not ZONE_RE.match(z):
+            raise UsageError(f"invalid zone {_show(z)} (from {sources['zone']})",
+                             hint="use a Google Cloud zone such as us-central1-b or europe-west4-a")
     if prov == "local":
         proj = "local"  # the local provider has no projects; everything lives under TPUCTL_HOME
         sources["project"] = "local provider"

@@ -25,10 +25,15 @@ class TpuctlError(Exception):
 
     def one_line(self) -> str:
         text = self.message if not self.hint else f"{self.message}; {self.hint}"
-        return " ".join(text.split())
+        return _printable(" ".join(text.split()))
 
     def __str__(self) -> str:
         return self.one_line()
+
+
+def _printable(text: str) -> str:
+    """No control or terminal escape characters (from a user's value or a cloud's message)."""
+    return "".join(ch if ch.isprintable() else "?" for ch in text)
 
 
 class UsageError(TpuctlError):
@@ -70,7 +75,7 @@ class PartialFailure(TpuctlError):
         base = super().one_line()
         if not self.remaining:
             return base
-        return f"{base}; still exists: {', '.join(self.remaining)}"
+        return _printable(f"{base}; still exists: {', '.join(self.remaining)}")
 
 
 class JobFailed(TpuctlError):

@@ -64,17 +64,25 @@ _DISABLED = re.compile(r"SERVICE_DISABLED|API has not been used|is disabled|acce
 _PERMISSION_NAME = re.compile(r"\b((?:tpu|compute|storage|iam|resourcemanager)\.[a-zA-Z]+\.[a-zA-Z]+)\b")
 _API_NAME = re.compile(r"\b([a-z]+\.googleapis\.com)\b")
 
-# The narrowest predefined role that carries each family of permissions tpuctl uses.
+# The narrowest predefined role that carries each family of permissions tpuctl uses (the longest
+# matching prefix wins). docs/reliability.md lists which account needs which, and where to grant it.
 ROLE_FOR_PERMISSION_PREFIX = {
     "tpu.": "roles/tpu.admin",
     "compute.instances.": "roles/compute.instanceAdmin.v1",
+    "compute.projects.": "roles/compute.instanceAdmin.v1",   # the TPU range reservations in project metadata
     "compute.globalAddresses.": "roles/compute.networkAdmin",
     "compute.networks.": "roles/compute.networkViewer",
     "compute.subnetworks.": "roles/compute.networkViewer",
     "compute.routes.": "roles/compute.networkViewer",
     "compute.": "roles/compute.instanceAdmin.v1",
+    "storage.objects.": "roles/storage.objectUser (on the bucket)",
+    "storage.multipartUploads.": "roles/storage.objectUser (on the bucket)",
+    "storage.buckets.get": "roles/storage.legacyBucketReader (on the bucket)",
+    "storage.buckets.list": "roles/storage.legacyBucketReader (on the bucket)",
+    "storage.buckets.getIamPolicy": "roles/storage.admin (on the bucket)",
+    "storage.buckets.setIamPolicy": "roles/storage.admin (on the bucket)",
     "storage.": "roles/storage.admin",
-    "iam.serviceAccounts.actAs": "roles/iam.serviceAccountUser",
+    "iam.serviceAccounts.actAs": "roles/iam.serviceAccountUser (on the service account)",
 }
 
 

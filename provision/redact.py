@@ -1,36 +1,196 @@
 """Scrub credentials from anything tpuctl prints or logs.
 
-Cloud errors can echo request headers or URLs; a signed URL carries its signature in the query.
-Everything that leaves tpuctl as text (errors, logs, --json) goes through :func:`redact`.
+Cloud errors can echo request headers, request bodies or URLs (a misconfigured proxy, an OAuth
+endpoint answering ``invalid_grant`` with the form it received, a signed URL in a message).
+Everything that leaves tpuctl as text (errors, progress lines, ``--json``, run events) goes
+through :func:`redact`, which removes two kinds of secret:
+
+- anything that *looks* like one: OAuth access and refresh tokens, ``Authorization`` headers,
+  signed-URL parameters (``X-Goog-Signature``, ``X-Goog-Credential``, V2 ``Signature``), token,
+  secret and assertion fields in JSON, Python reprs and form bodies, PEM private keys, API keys;
+- the exact secrets tpuctl itself holds, whatever they look like: the tokens of the credential
+  objects the providers built (:func:`remember_credentials`) and the secret fields of the
+  credential file in use (``GOOGLE_APPLICATION_CREDENTIALS`` or gcloud's application-default file).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import threading
+import weakref
+from collections.abc import Iterable
+from typing import Any
+
+# Names of fields and parameters whose value is a secret: distinctive ones anywhere, generic
+# ones ("key", "code", ...) only as URL query parameters (tpuctl's own text says "key=value").
+_DISTINCT = (r"access_token|refresh_token|id_token|client_secret|private_key_id|private_key|assertion|"
+             r"x-goog-signature|x-goog-credential|x-amz-signature|x-amz-credential|googleaccessid|"
+             r"api_key|apikey|password|passwd")
+_GENERIC = r"token|key|code|signature|sig|secret|credential"
 
 _PATTERNS: list[tuple[re.Pattern[str], str]] = [
-    # OAuth2 access tokens and refresh tokens issued by Google
-    (re.compile(r"ya29\.[0-9A-Za-z_\-.]+"), "ya29.<redacted>"),
+    # PEM private keys, complete or cut short by a length limit; and bare PKCS#8 bodies
+    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----(?:.*?-----END [A-Z ]*PRIVATE KEY-----|[A-Za-z0-9+/=\s\\]*)",
+                re.DOTALL), "<redacted-private-key>"),
+    (re.compile(r"MII[A-Za-z0-9+/=\\]{60,}"), "<redacted-key>"),
+    # JSON Web Tokens (self-signed service-account JWTs are bearer credentials too)
+    (re.compile(r"eyJ[A-Za-z0-9_\-]{6,}\.[A-Za-z0-9_\-]{6,}\.[A-Za-z0-9_\-]*"), "<redacted-jwt>"),
+    # OAuth2 access and refresh tokens issued by Google
+    (re.compile(r"ya29\.[0-9A-Za-z_\-.~+/]+=*"), "ya29.<redacted>"),
     (re.compile(r"1//[0-9A-Za-z_\-]{20,}"), "<redacted-refresh-token>"),
-    # Authorization headers of any scheme
-    (re.compile(r"(?i)(authorization[\"']?\s*[:=]\s*[\"']?)(bearer|basic)\s+[^\s\"',}]+"), r"\1\2 <redacted>"),
-    (re.compile(r"(?i)\bbearer\s+[0-9A-Za-z_\-.=]{8,}"), "Bearer <redacted>"),
-    # Signed URL query parameters (V2 and V4) and token-like query parameters
-    (re.compile(r"(?i)([?&](?:x-goog-signature|x-goog-credential|signature|googleaccessid|access_token|"
-                r"refresh_token|id_token|token|key)=)[^&\s\"']+"), r"\1<redacted>"),
-    # JSON fields of service-account keys and credential files
-    (re.compile(r"(?i)(\"(?:private_key|private_key_id|client_secret|refresh_token|access_token|id_token)\""
-                r"\s*:\s*\")[^\"]*(\")"), r"\1<redacted>\2"),
-    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.DOTALL),
-     "<redacted-private-key>"),
+    # Authorization headers of any scheme, in header, JSON or repr form
+    (re.compile(r"(?i)(authorization[\"']?\s*[:=]\s*[\"']?)(bearer|basic|token|negotiate)\s+[^\s\"',;}]+"),
+     r"\1\2 <redacted>"),
+    (re.compile(r"(?i)(authorization[\"']?\s*[:=]\s*[\"']?)(?!<redacted|bearer\s|basic\s|token\s|negotiate\s)"
+                r"[^\s\"',}]{8,}"), r"\1<redacted>"),
+    (re.compile(r"(?i)\bbearer\s+(?!<redacted)[0-9A-Za-z_\-.=~+/]{8,}"), "Bearer <redacted>"),
+    # Signed URL and token parameters: in a query (also percent-encoded inside another URL) ...
+    (re.compile(r"(?i)((?:[?&]|%3F|%26)(?:" + _DISTINCT + "|" + _GENERIC + r")(?:=|%3D))(?!<redacted)[^&\s\"'<>)]+"),
+     r"\1<redacted>"),
+    # ... and, for the distinctive names, in a form body or a message
+    (re.compile(r"(?i)((?:^|[\s\"'(;,])(?:" + _DISTINCT + r")(?:=|%3D))(?!<redacted)[^&\s\"'<>)]+"),
+     r"\1<redacted>"),
+    # Header form: ``X-Goog-Signature: ...``
+    (re.compile(r"(?i)(\bx-goog-(?:signature|credential)[\"']?\s*:\s*[\"']?)(?!<redacted)[^\s\"',}]+"),
+     r"\1<redacted>"),
+    # JSON fields and Python dict reprs of credential files and token responses
+    (re.compile(r"(?i)([\"'](?:" + _DISTINCT + r"|token|secret|signature)[\"']\s*:\s*[\"'])([^\"']*)([\"'])"),
+     r"\1<redacted>\3"),
     # API keys
     (re.compile(r"AIza[0-9A-Za-z_\-]{35}"), "<redacted-api-key>"),
 ]
+
+_MIN_SECRET = 8  # shorter "secrets" would scrub ordinary words
+
+_lock = threading.Lock()
+_credentials: list[weakref.ref] = []
+_literals: set[str] = set()
+_file_seen: dict[str, float] = {}
+
+
+def remember_credentials(creds: Any) -> None:
+    """Scrub this credential object's secrets (its current token, refresh token, client secret)
+    from every later :func:`redact`, whatever their format; the token is read at redaction time,
+    so a refreshed token is covered too."""
+    if creds is None:
+        return
+    try:
+        ref = weakref.ref(creds)
+    except TypeError:
+        return
+    with _lock:
+        _credentials[:] = [r for r in _credentials if r() is not None]
+        if all(r() is not creds for r in _credentials):
+            _credentials.append(ref)
+
+
+def remember_secret(value: str | None) -> None:
+    if isinstance(value, str) and len(value) >= _MIN_SECRET:
+        with _lock:
+            _literals.add(value)
+
+
+def _credential_files() -> Iterable[str]:
+    path = os.environ.get("GOOGLE_APPLICATION_CREDENTIALS")
+    if path:
+        yield path
+    root = os.environ.get("CLOUDSDK_CONFIG") or os.path.join(os.path.expanduser("~"), ".config", "gcloud")
+    yield os.path.join(root, "application_default_credentials.json")
+
+
+_last_check: dict[tuple[str, ...], float] = {}
+
+
+def _load_file_secrets() -> None:
+    """The secret fields of the credential files in use (read once per file version; the files
+    are looked at no more than once a second)."""
+    import time
+
+    paths = tuple(_credential_files())
+    now = time.monotonic()
+    if now - _last_check.get(paths, -10.0) < 1.0:
+        return
+    _last_check.clear()
+    _last_check[paths] = now
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except (OSError, ValueError):
+            continue
+        if _file_seen.get(path) == st.st_mtime or st.st_size > 256 * 1024:
+            continue
+        _file_seen[path] = st.st_mtime
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                text = fh.read()
+        except (OSError, ValueError):
+            continue
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            for key in ("private_key", "refresh_token", "client_secret", "access_token", "private_key_id"):
+                remember_secret(data.get(key) if isinstance(data.get(key), str) else None)
+            key = data.get("private_key")
+            if isinstance(key, str):
+                # the key's body lines, in case a message quotes only part of it
+                for line in key.splitlines():
+                    if len(line) >= 40 and "PRIVATE KEY" not in line:
+                        remember_secret(line)
+        else:
+            # not JSON (a malformed file): any long line of it may be a secret
+            for line in text.splitlines():
+                line = line.strip().strip("\",'")
+                if len(line) >= 24 and " " not in line:
+                    remember_secret(line)
+
+
+def _live_secrets() -> list[str]:
+    out: list[str] = []
+    with _lock:
+        refs = list(_credentials)
+        literals = list(_literals)
+    for ref in refs:
+        creds = ref()
+        if creds is None:
+            continue
+        for attr in ("token", "refresh_token", "_refresh_token", "client_secret", "_client_secret", "id_token"):
+            try:
+                value = getattr(creds, attr, None)
+            except Exception:  # noqa: BLE001, S112 - a property that fails is no secret we can see
+                continue
+            if isinstance(value, str) and len(value) >= _MIN_SECRET:
+                out.append(value)
+    out.extend(literals)
+    return sorted(set(out), key=len, reverse=True)
 
 
 def redact(text: str) -> str:
     if not text:
         return text
+    if not isinstance(text, str):
+        text = str(text)
+    try:
+        _load_file_secrets()
+    except Exception:  # noqa: BLE001, S110 - scrubbing must never be the thing that fails
+        pass
+    for secret in _live_secrets():
+        if secret in text:
+            text = text.replace(secret, "<redacted>")
     for pattern, repl in _PATTERNS:
         text = pattern.sub(repl, text)
     return text
+
+
+def redact_data(data: Any) -> Any:
+    """``redact`` every string in a JSON-like structure (keys included)."""
+    if isinstance(data, str):
+        return redact(data) if len(data) >= _MIN_SECRET else data
+    if isinstance(data, dict):
+        return {redact_data(k) if isinstance(k, str) else k: redact_data(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [redact_data(v) for v in data]
+    return data

@@ -116,11 +116,15 @@ class RunStore:
                            hint="check the run id with tpuctl status") from None
 
     def save(self, rec: RunRecord) -> None:
+        from .redact import redact_data
+
         rec.updated_at = time.time()
-        self.bucket.write_bytes(f"{self.prefix}/run.json", _dumps(rec.to_dict()))
+        self.bucket.write_bytes(f"{self.prefix}/run.json", _dumps(redact_data(rec.to_dict())))
 
     def event(self, kind: str, **data: Any) -> dict[str, Any]:
-        entry = {"time": round(time.time(), 3), "event": kind, **data}
+        from .redact import redact_data
+
+        entry = redact_data({"time": round(time.time(), 3), "event": kind, **data})
         name = f"{self.prefix}/events.jsonl"
         try:
             old = self.bucket.read_bytes(name)

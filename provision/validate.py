@@ -14,14 +14,18 @@ from dataclasses import dataclass
 
 from .errors import UsageError
 
-NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
-ZONE_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]{1,2}-[a-z]$")
-REGION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]{1,2}$")
-PROJECT_RE = re.compile(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$|^[a-z][-a-z0-9.:]{4,61}[a-z0-9]$")
-LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
-LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
+NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?\Z")
+ZONE_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]{1,2}-[a-z]\Z")
+REGION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]{1,2}\Z")
+PROJECT_RE = re.compile(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]\Z|^[a-z][-a-z0-9.:]{4,61}[a-z0-9]\Z")
+LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}\Z")
+LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}\Z")
 DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)(d|h|m|s)")
-BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
+BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]\Z")
+RESOURCE_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?\Z")          # networks, subnetworks (RFC 1035)
+MACHINE_TYPE_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+){0,8}\Z")
+VERSION_RE = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?\Z")      # runtime images, TF versions
+SERVICE_ACCOUNT_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}@[a-z0-9][a-z0-9.:-]{0,120}\.gserviceaccount\.com\Z")
 
 # Label keys tpuctl owns. Users may set tpuctl-keep; the rest are written by tpuctl only.
 CLUSTER_LABEL = "tpuctl-cluster"
@@ -79,6 +83,38 @@ def project(value: str) -> str:
     if not isinstance(value, str) or not PROJECT_RE.match(value):
         raise UsageError(f"invalid project id {_show(value)}",
                          hint="use the project ID (6-30 lowercase letters, digits, '-'), not its name or number")
+    return value
+
+
+def network(value: str, what: str = "network") -> str:
+    """A VPC network or subnetwork name (tpuctl builds the resource path from it)."""
+    if not isinstance(value, str) or not RESOURCE_RE.match(value):
+        raise UsageError(f"invalid {what} name {_show(value)}",
+                         hint=f"use the {what}'s name (1-63 lowercase letters, digits or '-', starting with a "
+                              f"letter), such as default")
+    return value
+
+
+def machine_type(value: str) -> str:
+    if not isinstance(value, str) or len(value) > 63 or not MACHINE_TYPE_RE.match(value):
+        raise UsageError(f"invalid machine type {_show(value)}",
+                         hint="use a Compute Engine machine type such as n1-standard-2 or e2-standard-4")
+    return value
+
+
+def software_version(value: str, flag: str) -> str:
+    """A TPU VM runtime image (``--runtime-version``) or a TPU Node TensorFlow version (``--tf-version``)."""
+    if not isinstance(value, str) or not VERSION_RE.match(value):
+        example = "tpu-vm-tf-2.16.1-pjrt" if flag == "--runtime-version" else "2.12.0"
+        raise UsageError(f"invalid {flag} {_show(value)}",
+                         hint=f"use lowercase letters, digits, '.', '_' or '-', such as {flag} {example}")
+    return value
+
+
+def service_account(value: str) -> str:
+    if not isinstance(value, str) or not SERVICE_ACCOUNT_RE.match(value):
+        raise UsageError(f"invalid service account {_show(value)}",
+                         hint="use the account's email, such as tpuctl-host@PROJECT.iam.gserviceaccount.com")
     return value
 
 
@@ -190,19 +226,22 @@ class BucketUrl:
 
 
 def bucket_url(value: str) -> BucketUrl:
-    text = str(value).strip()
+    text = str(value)
     if not text.startswith("gs://"):
         raise UsageError(f"invalid bucket URL {_show(value)}", hint="use gs://BUCKET[/PREFIX]")
     rest = text[len("gs://"):]
     bucket, _, prefix = rest.partition("/")
-    if not BUCKET_RE.match(bucket) or ".." in bucket or bucket.startswith("goog"):
+    if (not BUCKET_RE.match(bucket) or ".." in bucket or bucket.startswith("goog")
+            or "google" in bucket):
         raise UsageError(f"invalid bucket name {_show(bucket)}",
                          hint="use 3-63 lowercase letters, digits, '-', '_' or '.', starting and ending "
                               "with a letter or digit")
     prefix = prefix.strip("/")
-    if any(seg in (".", "..") for seg in prefix.split("/") if prefix) or "\n" in prefix or "\x00" in prefix:
+    if (any(seg in (".", "..") for seg in prefix.split("/") if prefix)
+            or any(not ch.isprintable() for ch in prefix) or len(prefix.encode("utf-8", "replace")) > 900):
         raise UsageError(f"invalid object prefix in {_show(value)}",
-                         hint="remove '.', '..' and control characters from the path")
+                         hint="remove '.', '..', control characters and line breaks from the path "
+                              "(at most 900 bytes)")
     if "//" in prefix:
         raise UsageError(f"empty path segment in {_show(value)}", hint="remove the doubled '/'")
     return BucketUrl(bucket, prefix)

@@ -65,7 +65,9 @@ def open_provider(target: Target) -> Provider:
 def say(message: str) -> None:
     """Progress for a person: stderr, so stdout stays the command's result."""
     if not _state["quiet"]:
-        click.echo(message, err=True)
+        from ..redact import redact
+
+        click.echo(redact(message), err=True)
 
 
 def acting_on(target: Target, verb: str, zone: str | None = None) -> None:
@@ -79,7 +81,10 @@ def acting_on(target: Target, verb: str, zone: str | None = None) -> None:
 
 def emit_json(data: Any) -> None:
     """Print the command's one JSON document; an error after it adds only a stderr line."""
-    click.echo(json.dumps(data, indent=2, sort_keys=True, default=_json_default))
+    from ..redact import redact_data
+
+    data = redact_data(json.loads(json.dumps(data, default=_json_default)))
+    click.echo(json.dumps(data, indent=2, sort_keys=True))
     _state["emitted"] = True
 
 

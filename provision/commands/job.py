@@ -18,8 +18,17 @@ def command() -> None:
     """Run training jobs on this machine."""
 
 
+class _SpecPath(click.Path):
+    """A file path (completed as one by shells); a NUL byte is a usage error, not a crash in os.stat."""
+
+    def convert(self, value, param, ctx):  # type: ignore[no-untyped-def]
+        if isinstance(value, str) and "\x00" in value:
+            self.fail("a path cannot contain a NUL byte", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 @command.command("run")
-@click.argument("spec", type=click.Path(dir_okay=False))
+@click.argument("spec", type=_SpecPath(dir_okay=False))
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a job spec value (repeatable).")
 def run(spec: str, sets: tuple[str, ...]) -> None:
     """Run the job in SPEC here, on this machine's TPU, GPUs or CPU.

@@ -44,7 +44,9 @@ def complete_cluster(ctx: click.Context, param: click.Parameter, incomplete: str
               help="Label every resource of the cluster (repeatable); tpuctl-keep=true protects from reaping.")
 @click.option("--queued", is_flag=True, help="Ask through a queued resource (TPU VM).")
 @click.option("--valid-until", metavar="DURATION", help="With --queued: give up if not granted within DURATION.")
-@click.option("--no-external-ips", is_flag=True, help="TPU VM without external IPs (private networks).")
+@click.option("--no-external-ips", is_flag=True,
+              help="No external IPs on the TPU VM and the host VM (private networks: needs Private Google "
+                   "Access, and Cloud NAT for pip).")
 @click.option("--service-account", metavar="EMAIL", help="Service account of the host VM and TPU VM.")
 @click.option("--autodown", metavar="DURATION", help="The host VM deletes the TPU once idle this long (keeps itself).")
 @click.option("--keep-on-failure", is_flag=True, help="Keep what was created if up fails halfway.")
@@ -69,7 +71,7 @@ def command(name: str, zone: str | None, accelerator_type: str, arch: str, preem
     valid_s = validate.duration(valid_until) if valid_until else None
     autodown_s = validate.duration(autodown) if autodown else None
     if bucket:
-        validate.bucket_url(bucket)
+        bucket = str(validate.bucket_url(bucket))
     if runtime_version and arch == "node":
         raise UsageError("--runtime-version is for TPU VMs", hint="use --tf-version with --arch node")
     if tf_version and arch == "vm":
@@ -77,8 +79,9 @@ def command(name: str, zone: str | None, accelerator_type: str, arch: str, preem
     if autodown_s is not None and no_vm:
         raise UsageError("--autodown needs the host VM that enforces it",
                          hint="drop --no-vm, or run tpuctl down --idle from cron instead (see docs/idle.md)")
-    if no_external_ips and arch == "node":
-        raise UsageError("--no-external-ips is for TPU VMs", hint="TPU Nodes have no external IPs; drop the flag")
+    if no_external_ips and arch == "node" and no_vm:
+        raise UsageError("--no-external-ips with --arch node applies to the host VM",
+                         hint="TPU Nodes have no external IPs of their own; drop --no-vm or the flag")
     target = resolve_target(provider, project, zone.split(",")[0] if zone else None)
     zones = validate.zones(zone) if zone else validate.zones(target.zone or cluster.default_zone(target))
     spec = ClusterSpec(
@@ -90,6 +93,10 @@ def command(name: str, zone: str | None, accelerator_type: str, arch: str, preem
         external_ips=not no_external_ips, service_account=service_account, autodown_seconds=autodown_s,
     )
     acting_on(target, "up", zone=",".join(zones))
+    if target.provider == "gcp" and not service_account and not dry_run:
+        say("note: the host VM and TPU VM run as the Compute Engine default service account, which is often a "
+            "project Editor; pass --service-account with an account that has only the roles in "
+            "docs/reliability.md")
     prov = open_provider(target)
     grant = target.provider == "gcp" and arch == "node" and bool(bucket)
     if grant:

@@ -158,7 +158,29 @@ class ClusterSpec:
             raise UsageError("--valid-until needs --queued", hint="add --queued")
         if self.cidr:
             validate.cidr(self.cidr)
-        object.__setattr__(self, "labels", dict(self.labels))
+        # Every value that ends up in a resource path, a label or instance metadata is checked here,
+        # so nothing hostile reaches the cloud (or a host's startup script).
+        validate.network(self.network)
+        if self.subnetwork:
+            validate.network(self.subnetwork, "subnetwork")
+        if self.machine_type:
+            validate.machine_type(self.machine_type)
+        if self.runtime_version:
+            validate.software_version(self.runtime_version, "--runtime-version")
+        if self.tensorflow_version:
+            validate.software_version(self.tensorflow_version, "--tf-version")
+        if self.service_account:
+            validate.service_account(self.service_account)
+        if self.bucket:
+            validate.bucket_url(self.bucket)
+        if self.project and self.provider == "gcp":
+            validate.project(self.project)
+        labels = dict(self.labels)
+        for key, value in labels.items():
+            if not isinstance(key, str) or not validate.LABEL_KEY_RE.match(key) \
+                    or not isinstance(value, str) or not validate.LABEL_VALUE_RE.match(value):
+                validate.label(f"{key}={value}")   # raises the one-line error for that label
+        object.__setattr__(self, "labels", labels)
 
     @property
     def zone(self) -> str:

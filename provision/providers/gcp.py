@@ -106,10 +106,13 @@ class GcpProvider:
 
             try:
                 creds, _ = google.auth.default(scopes=list(SCOPES))
-            except DefaultCredentialsError:
-                raise UsageError("no Google Cloud credentials found",
-                                 hint="run gcloud auth application-default login, or set "
-                                      "GOOGLE_APPLICATION_CREDENTIALS to a key file") from None
+            except DefaultCredentialsError as exc:
+                from .gcp_errors import credentials_error
+
+                raise credentials_error(exc) from None
+        from ..redact import remember_credentials
+
+        remember_credentials(creds)
         self._clients["creds"] = creds
         return creds
 

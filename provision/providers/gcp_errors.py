@@ -53,6 +53,14 @@ def failure_of(exc: BaseException) -> Failure:
     if gexc is not None and isinstance(exc, gexc.RetryError):
         return Failure(Kind.TRANSIENT, Scope.CALL, redact(str(exc)))
     name = type(exc).__name__
+    if name == "RefreshError":
+        # The credentials could not get an access token. The OAuth endpoint's answer may quote
+        # the form it was sent (refresh token, client secret): redacted, and cut short.
+        text = redact(" ".join(str(exc).split()))[:240]
+        if getattr(exc, "retryable", False):
+            return Failure(Kind.TRANSIENT, Scope.CALL, f"getting an access token failed: {text}")
+        return Failure(Kind.PERMISSION, Scope.CLOUD, f"getting an access token failed: {text}",
+                       "run gcloud auth application-default login, or check GOOGLE_APPLICATION_CREDENTIALS")
     if name in ("ConnectionError", "Timeout", "ReadTimeout", "ConnectTimeout", "ChunkedEncodingError",
                 "ProtocolError", "RemoteDisconnected", "TransportError"):
         return Failure(Kind.TRANSIENT, Scope.CALL, redact(str(exc)))
@@ -113,3 +121,35 @@ def compute_operation_failure(error: Any) -> tuple[int, str]:
     if kind == Kind.PERMISSION:
         return 7, message
     return 2, f"{code_name}: {message}" if code_name else message
+
+
+def credentials_error(exc: BaseException, *, emulator_hint: bool = False) -> Any:
+    """A one-line UsageError for Application Default Credentials that cannot be loaded.
+
+    A malformed key file is named with the reason (scrubbed: the key itself never appears);
+    no credentials at all gets the command that creates them.
+    """
+    import os
+
+    from ..errors import UsageError
+
+    path = os.environ.get("GOOGLE_APPLICATION_CREDENTIALS")
+    args = getattr(exc, "args", ()) or ()
+    first = args[0] if args and isinstance(args[0], str) else str(exc)
+    cause = args[1] if len(args) > 1 and isinstance(args[1], BaseException) else None
+    reason = " ".join(first.split())
+    if cause is not None:
+        reason += f" ({type(cause).__name__}: {' '.join(str(cause).split())})"
+    reason = redact(reason)
+    if len(reason) > 240:
+        reason = reason[:237] + "..."
+    if path:
+        return UsageError(f"cannot use the credentials file in GOOGLE_APPLICATION_CREDENTIALS: {reason}",
+                          hint="point GOOGLE_APPLICATION_CREDENTIALS at a valid service-account key or "
+                               "authorized-user file, or unset it and run gcloud auth application-default login")
+    hint = "run gcloud auth application-default login, or set GOOGLE_APPLICATION_CREDENTIALS to a key file"
+    if emulator_hint:
+        hint += " (for a storage emulator, set TPUCTL_CREDENTIALS=anonymous)"
+    if "was not found" in reason or "Could not automatically determine" in reason:
+        return UsageError("no Google Cloud credentials found", hint=hint)
+    return UsageError(f"cannot load Google Cloud credentials: {reason}", hint=hint)

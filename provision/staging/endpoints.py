@@ -91,6 +91,8 @@ def open_endpoint(text: str, target: Target | None, *, pool_size: int = 16) -> E
 
     if not text or not text.strip():
         raise UsageError("empty SRC or DEST", hint="give a local path or gs://BUCKET/PREFIX")
+    if "\x00" in text:
+        raise UsageError("SRC or DEST contains a NUL byte", hint="give a local path or gs://BUCKET/PREFIX")
     if is_bucket_url(text):
         url = bucket_url(text)
         assert target is not None

@@ -14,7 +14,7 @@ DEFAULT_PART_SIZE = 16 << 20
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
           "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
-_LOCATION_RE = re.compile(r"^[a-z]{2}([a-z0-9-]*[a-z0-9])?$")
+_LOCATION_RE = re.compile(r"^[a-z]{2}([a-z0-9-]*[a-z0-9])?\Z")
 
 
 @dataclass(frozen=True)
@@ -34,9 +34,12 @@ def parse_size(text: str | int) -> int:
         return text
     m = _SIZE_RE.match(str(text))
     unit = m.group(2).lower() if m else None
-    if not m or unit not in _UNITS:
-        raise UsageError(f"invalid size {text!r}", hint="use a number with K, M or G, such as 32M")
-    return int(float(m.group(1)) * _UNITS[unit])
+    if not m or unit not in _UNITS or len(m.group(1)) > 20:
+        raise UsageError(f"invalid size {str(text)[:40]!r}", hint="use a number with K, M or G, such as 32M")
+    size = float(m.group(1)) * _UNITS[unit]
+    if not size < 1 << 50:   # a petabyte part is a typo (and an infinite one would not convert)
+        raise UsageError(f"invalid size {str(text)[:40]!r}", hint="use a number with K, M or G, such as 32M")
+    return int(size)
 
 
 def part_size(text: str | int) -> int:

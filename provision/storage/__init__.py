@@ -67,7 +67,8 @@ def open_bucket(url: str | BucketUrl, target: Target, *, pool_size: int = 16) ->
 
 def _client(project: str | None, pool_size: int):
     """One client per project and endpoint for the process: connections are reused."""
-    key = (project, os.environ.get("STORAGE_EMULATOR_HOST"), os.environ.get("TPUCTL_CREDENTIALS"), pool_size)
+    key = (project, os.environ.get("STORAGE_EMULATOR_HOST"), os.environ.get("TPUCTL_CREDENTIALS"),
+           os.environ.get("GOOGLE_APPLICATION_CREDENTIALS"), pool_size)
     client = _clients.get(key)
     if client is None:
         from .gcs import make_client

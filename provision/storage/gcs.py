@@ -66,10 +66,13 @@ def make_client(project: str | None, pool_size: int = 16) -> Client:
 
         try:
             credentials, _ = google.auth.default(scopes=list(storage.Client.SCOPE))
-        except google.auth.exceptions.DefaultCredentialsError:
-            raise UsageError("no Google Cloud credentials found",
-                             hint="run gcloud auth application-default login (or, for a storage "
-                                  "emulator, set TPUCTL_CREDENTIALS=anonymous)") from None
+        except google.auth.exceptions.DefaultCredentialsError as exc:
+            from ..providers.gcp_errors import credentials_error
+
+            raise credentials_error(exc, emulator_hint=True) from None
+        from ..redact import remember_credentials
+
+        remember_credentials(credentials)
     session = AuthorizedSession(credentials)
     adapter = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=max(pool_size, 4))
     session.mount("https://", adapter)

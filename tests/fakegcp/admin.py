@@ -134,6 +134,25 @@ def register(router: Router, cloud: FakeCloud) -> None:
                                                message=b.get("message")))
         return cloud.store.faults.to_dict()
 
+    @route("POST", "/echo-credentials")
+    def echo_credentials(req: Request) -> Any:
+        b = req.json()
+        status = int(b.get("status", 400))
+        if status not in (400, 403, 409, 500, 503):
+            raise ApiError(3, "echo status must be one of 400, 403, 409, 500, 503")
+        cloud.store.faults.echoes.append(Burst(_count(b) if "count" in b else 1, status=status,
+                                               method=b.get("method"), path=b.get("path")))
+        return cloud.store.faults.to_dict()
+
+    @route("POST", "/token")
+    def token(req: Request) -> Any:
+        b = req.json()
+        if b.get("access_token"):
+            cloud.store.access_token = str(b["access_token"])
+        if "fail" in b:
+            cloud.store.faults.token_failures = Counted(_count({"count": b["fail"]})) if b["fail"] else None
+        return {"access_token": cloud.store.access_token, "requests": cloud.store.token_requests}
+
     @route("POST", "/cidr-conflicts")
     def cidr_conflicts(req: Request) -> Any:
         cloud.store.faults.cidr_conflicts = int(req.json().get("count", 1))

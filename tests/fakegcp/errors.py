@@ -162,3 +162,21 @@ def stockout(zone: str) -> ApiError:
 def cidr_conflict(cidr: str, network: str) -> ApiError:
     return ApiError(3, f"The 'CIDR Range' value \"{cidr}\" on network \"{network}\" conflicts with "
                        "another subnet or object in the (peered) customer network.")
+
+
+def echo_credentials(status: int, authorization: str, path: str, base_url: str) -> ApiError:
+    """An error that quotes the request's credentials back, as a misconfigured proxy or service
+    might: its Authorization header, and a signed URL (V4 signature and credential)."""
+    signed = (f"{base_url or 'https://storage.googleapis.com'}/tpuctl-runs/spec.yaml?X-Goog-Algorithm=GOOG4-RSA-SHA256"
+              "&X-Goog-Credential=tpuctl-sa%40proj.iam.gserviceaccount.com%2F20260101%2Fauto%2Fstorage%2Fgoog4_request"
+              "&X-Goog-Date=20260101T000000Z&X-Goog-Expires=900&X-Goog-SignedHeaders=host"
+              "&X-Goog-Signature=5d0c0ffee5ec12e7519aa7ea0d5eadbeef5d0c0ffee5ec12e7519aa7ea0d5eadbeef")
+    code = HTTP_TO_CODE.get(status, 3)
+    raw = authorization.split(" ", 1)[-1] if authorization else "(none)"
+    message = (f"Request to {path} rejected by the gateway: it was sent with Authorization: "
+               f"{authorization or '(none)'}; token {raw} is not accepted here; retry with the signed URL {signed}")
+    return ApiError(code, message, http=status, details=[
+        {"@type": ERROR_INFO, "reason": "GATEWAY_REJECTED", "domain": "gateway.example.com",
+         "metadata": {"authorization": authorization or "", "signedUrl": signed}},
+        {"@type": LOCALIZED, "locale": "en-US", "message": message},
+    ])

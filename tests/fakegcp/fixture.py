@@ -185,6 +185,28 @@ class FakeGCP:
         self.admin("POST", "burst", {"status": status, "count": count, "method": method, "path": path,
                                      "message": message})
 
+    def echo_credentials(self, count: int | None = 1, *, status: int = 400, method: str | None = None,
+                         path: str | None = None) -> None:
+        """The next ``count`` matching API calls fail with an error that quotes the call's
+        Authorization header and a signed URL (as a misconfigured proxy might)."""
+        self.admin("POST", "echo-credentials", {"count": count, "status": status, "method": method, "path": path})
+
+    @property
+    def token_uri(self) -> str:
+        """The fake OAuth token endpoint, for a credential file's ``token_uri``."""
+        return f"{self.url}/token"
+
+    def set_token(self, access_token: str | None = None, *, fail: int | None = None) -> dict[str, Any]:
+        """The access token ``/token`` issues; ``fail=N``: the next N grants are refused with an
+        error that quotes the form they sent (refresh token, client secret). Returns what the
+        endpoint has received."""
+        body: dict[str, Any] = {}
+        if access_token:
+            body["access_token"] = access_token
+        if fail is not None:
+            body["fail"] = fail
+        return self.admin("POST", "token", body)
+
     def cidr_conflicts(self, count: int = 1) -> None:
         """The next ``count`` TPU creates fail at completion with the CIDR-conflict error (code 3)."""
         self.admin("POST", "cidr-conflicts", {"count": count})

@@ -70,16 +70,18 @@ class FakeCloud:
 
     # -- dispatch --------------------------------------------------------------------------------
     def dispatch(self, method: str, path: str, query: dict[str, list[str]], body: Any,
-                 transport: str = "rest", grpc_method: str | None = None) -> Outcome:
+                 transport: str = "rest", grpc_method: str | None = None,
+                 headers: dict[str, str] | None = None) -> Outcome:
         if path.startswith("/_admin/"):
             return self._dispatch_admin(method, path, query, body)
         store = self.store
         route, params = self.api.match(method, path)
+        auth = (headers or {}).get("authorization", "")
         with store.lock:
             store.advance()
             call = store.record(transport, "GRPC" if grpc_method else method, grpc_method or path,
                                 route.call if route else "unknown",
-                                "" if grpc_method else urlencode(query, doseq=True))
+                                "" if grpc_method else urlencode(query, doseq=True), auth=auth)
         if route is None:
             err = ApiError(5, f"The requested URL {path} was not found on this server.", http=404)
             call.status = 404
@@ -92,7 +94,7 @@ class FakeCloud:
         try:
             with store.lock:
                 store.advance()
-                self._inject(store, route, req, grpc_method)
+                self._inject(store, route, req, grpc_method, auth)
                 result = route.handler(req)
             outcome = Outcome(200, result)
         except ApiError as err:
@@ -103,8 +105,11 @@ class FakeCloud:
             call.status = outcome.status
         return outcome
 
-    def _inject(self, store: Store, route: Route, req: Request, grpc_method: str | None) -> None:
+    def _inject(self, store: Store, route: Route, req: Request, grpc_method: str | None, auth: str = "") -> None:
         faults = store.faults
+        echo = faults.take_echo("GRPC" if grpc_method else req.method, grpc_method or req.path)
+        if echo:
+            raise errors.echo_credentials(echo.status, auth, req.path, self.base_url)
         if route.service in faults.disabled:
             from .catalog import project_number
             raise errors.service_disabled(route.service, SERVICE_TITLES.get(route.service, route.service),
@@ -146,14 +151,38 @@ class _Handler(BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
+        if self.command == "POST" and parts.path == "/token":
+            self._token(raw)
+            return
         try:
             body = json.loads(raw) if raw.strip() else {}
         except ValueError:
             self._send(Outcome(400, ApiError(3, "Invalid JSON payload received.").rest_body()))
             return
         query = parse_qs(parts.query, keep_blank_values=True)
-        outcome = self.cloud.dispatch(self.command, parts.path, query, body)
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        outcome = self.cloud.dispatch(self.command, parts.path, query, body, headers=headers)
         self._send(outcome)
+
+    def _token(self, raw: bytes) -> None:
+        """The OAuth 2.0 token endpoint (a credential file's ``token_uri``): a refresh-token grant
+        (authorized_user) or a JWT-bearer grant (service_account) gets ``store.access_token``."""
+        form = {k: v[0] for k, v in parse_qs(raw.decode(errors="replace"), keep_blank_values=True).items()}
+        store = self.cloud.store
+        with store.lock:
+            store.token_requests.append(form)
+            fail = store.faults.token_failures is not None and store.faults.token_failures.take()
+            token = store.access_token
+        if fail:
+            # as a careless proxy or endpoint might: the error quotes the form it was sent
+            body: Any = {"error": "invalid_grant",
+                         "error_description": f"Bad Request: could not use grant {sorted(form.items())}"}
+            self._send(Outcome(400, body))
+            return
+        if form.get("grant_type") not in ("refresh_token", "urn:ietf:params:oauth:grant-type:jwt-bearer"):
+            self._send(Outcome(400, {"error": "unsupported_grant_type"}))
+            return
+        self._send(Outcome(200, {"access_token": token, "expires_in": 3600, "token_type": "Bearer"}))
 
     def _send(self, outcome: Outcome) -> None:
         payload = json.dumps(outcome.body).encode()

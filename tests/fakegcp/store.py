@@ -102,6 +102,8 @@ class Faults:
     bursts: list[Burst] = field(default_factory=list)
     cidr_conflicts: int = 0
     node_arch_denied: bool = False
+    echoes: list[Burst] = field(default_factory=list)   # errors that quote the request's credentials
+    token_failures: Counted | None = None              # the OAuth endpoint answers invalid_grant
 
     def take_stockout(self, kind: str, zone: str) -> bool:
         rule = self.stockouts.get((kind, zone))
@@ -136,6 +138,14 @@ class Faults:
                 return rule
         return None
 
+    def take_echo(self, method: str, path: str) -> Burst | None:
+        for rule in self.echoes:
+            if rule.matches(method, path) and rule.take():
+                if rule.spent:
+                    self.echoes.remove(rule)
+                return rule
+        return None
+
     def take_cidr_conflict(self) -> bool:
         if self.cidr_conflicts > 0:
             self.cidr_conflicts -= 1
@@ -152,6 +162,8 @@ class Faults:
             "bursts": [asdict(b) for b in self.bursts],
             "cidr_conflicts": self.cidr_conflicts,
             "node_arch_denied": self.node_arch_denied,
+            "echoes": [asdict(b) for b in self.echoes],
+            "token_failures": None if self.token_failures is None else self.token_failures.remaining,
         }
 
 
@@ -165,6 +177,7 @@ class Call:
     call: str         # API method, e.g. "tpu.v2.nodes.create", "compute.instances.insert"
     query: str = ""   # the query string, as sent (REST only)
     status: int = 0   # HTTP status returned (gRPC: the HTTP equivalent)
+    auth: str = ""    # the Authorization header the call carried (REST only)
 
 
 def rfc3339(ts: float) -> str:
@@ -192,6 +205,9 @@ class Store:
         self._ids = itertools.count(1_000_000_000_000_000)  # x1000 below: 19 digits, fits int64
         self.calls: list[Call] = []
         self.call_counts: Counter[str] = Counter()
+        # The OAuth token endpoint (POST /token): the access token it issues, and what it was sent.
+        self.access_token = "ya29.fake-access-token"
+        self.token_requests: list[dict[str, str]] = []
         # Resources, keyed by (project, scope..., name); owned by tpu.py, compute.py, network.py.
         self.projects: set[str] = set()
         self.nodes: dict[tuple[str, str, str], Any] = {}
@@ -272,8 +288,8 @@ class Store:
         return f"34.{66 + n // 65536 % 100}.{n // 256 % 256}.{n % 256}"
 
     # -- call log ---------------------------------------------------------------------------
-    def record(self, transport: str, method: str, path: str, call: str, query: str = "") -> Call:
-        entry = Call(len(self.calls) + 1, time.time(), transport, method, path, call, query)
+    def record(self, transport: str, method: str, path: str, call: str, query: str = "", auth: str = "") -> Call:
+        entry = Call(len(self.calls) + 1, time.time(), transport, method, path, call, query, auth=auth)
         self.calls.append(entry)
         self.call_counts[call] += 1
         return entry

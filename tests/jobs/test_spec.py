@@ -143,3 +143,14 @@ def test_tpuctl_job_run_validates_before_exec(tpuctl, tmp_path, bert_dir, data):
     assert len(result.err.strip().splitlines()) == 1
     result = tpuctl("job", "run", str(tmp_path / "missing.yaml"))
     assert result.code == 2 and "not found" in result.err
+
+
+def test_yaml_aliases_may_repeat_single_values_but_not_collections(tmp_path, bert_dir, data):
+    ok = tmp_path / "alias.yaml"
+    ok.write_text(f"job: bert-finetune\nmodel_dir: {tmp_path}/m\nbert_dir: {bert_dir}\n"
+                  f"train_file: &data {data}\ndev_file: *data\n")
+    assert spec_lib.load(str(ok)).dev_file == str(data)
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("job: bert-finetune\nlabels: [&a [x, y], [*a, *a]]\n")
+    with pytest.raises(SpecError, match="alias \\*a to repeat a list or mapping"):
+        spec_lib.load(str(bomb))

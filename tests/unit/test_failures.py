@@ -53,3 +53,12 @@ def test_failover_skips_stocked_out_zones_and_quota_regions():
     plan.record("europe-west4-a", classify(code=7, message="Permission 'tpu.nodes.create' denied"))
     assert plan.next_zone() is None and plan.stopped.kind == Kind.PERMISSION
     assert "us-central1-b: stockout" in plan.explain() and "region us-central1: quota" in plan.explain()
+
+
+def test_storage_hints_name_bucket_level_roles_not_storage_admin():
+    from provision.failures import role_for
+
+    assert role_for("storage.objects.create").startswith("roles/storage.objectUser")
+    assert role_for("storage.buckets.get").startswith("roles/storage.legacyBucketReader")
+    assert role_for("storage.buckets.setIamPolicy").startswith("roles/storage.admin")
+    assert role_for("compute.projects.setCommonInstanceMetadata") == "roles/compute.instanceAdmin.v1"

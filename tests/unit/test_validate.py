@@ -104,3 +104,34 @@ def test_error_messages_do_not_echo_control_characters():
     with pytest.raises(UsageError) as err:
         validate.cluster_name("bad\x1b[31mname")
     assert "\x1b" not in err.value.one_line()
+
+
+@pytest.mark.parametrize("check, value", [
+    (validate.cluster_name, "bert\n"), (validate.zone, "us-central1-b\n"), (validate.label, "team=nlp\n"),
+    (validate.label, "team\n=nlp"), (validate.bucket_url, "gs://bucket\n"), (validate.project, "my-project\n"),
+    (validate.network, "default\n"), (validate.machine_type, "n1-standard-2\n"),
+])
+def test_a_trailing_newline_is_not_let_through(check, value):
+    # Python's "$" also matches before a final newline; the rules anchor on the real end
+    with pytest.raises(UsageError):
+        check(value)
+
+
+@pytest.mark.parametrize("check, good, bad", [
+    (validate.network, "my-vpc", "../../projects/x/global/networks/y"),
+    (validate.machine_type, "e2-custom-4-8192", "n1;id"),
+    (lambda v: validate.software_version(v, "--runtime-version"), "tpu-vm-tf-2.16.1-pjrt", "`id`"),
+    (validate.service_account, "runs@my-proj.iam.gserviceaccount.com", "user@gmail.com"),
+    (validate.service_account, "123456789-compute@developer.gserviceaccount.com", "a@b.gserviceaccount.com\n"),
+])
+def test_resource_names_that_reach_api_paths(check, good, bad):
+    assert check(good) == good
+    with pytest.raises(UsageError):
+        check(bad)
+
+
+def test_bucket_prefixes_refuse_control_characters_and_huge_paths():
+    for url in ("gs://bucket/a\rb", "gs://bucket/a\x1b[31m", "gs://bucket/" + "x" * 901):
+        with pytest.raises(UsageError, match="invalid object prefix"):
+            validate.bucket_url(url)
+    assert validate.bucket_url("gs://bucket/d\u00e9j\u00e0/vu").prefix == "d\u00e9j\u00e0/vu"

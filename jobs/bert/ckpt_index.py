@@ -1,0 +1,145 @@
+"""Read a TensorFlow checkpoint's ``.index`` without TensorFlow: variable names and shapes.
+
+The spec checker (``jobs.spec``, no TensorFlow) uses it to refuse a BERT directory whose
+``bert_config.json`` does not describe its checkpoint, or whose ``.data-*`` shards are missing,
+in a second on the laptop instead of after TensorFlow and a TPU have started.
+
+An index is a LevelDB-format table (TensorFlow's ``tensor_bundle``, written uncompressed):
+data blocks of prefix-compressed ``key -> value`` entries, an index block pointing at them, and
+a 48-byte footer ending in a magic number. The empty key holds a ``BundleHeaderProto``
+(``num_shards``); every other key is a tensor name whose value is a ``BundleEntryProto``
+(``dtype = 1``, ``shape = 2``, ``shard_id = 3``, ...). Anything unexpected (a compressed block,
+a newer format) returns ``None``: the job itself checks again with TensorFlow.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+
+MAGIC = 0xDB4775248B80FB57
+FOOTER = 48
+MAX_INDEX_BYTES = 64 << 20
+
+
+class IndexError_(ValueError):
+    """Not a readable checkpoint index. ``corrupt``: not an index at all (a truncated or wrong
+    file); otherwise a format this reader does not understand (the job checks it instead)."""
+
+    def __init__(self, message: str, corrupt: bool = False):
+        super().__init__(message)
+        self.corrupt = corrupt
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= len(buf) or shift > 63:
+            raise IndexError_("truncated varint")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+
+
+def _block(data: bytes, offset: int, size: int) -> bytes:
+    if offset < 0 or size < 0 or offset + size + 5 > len(data):
+        raise IndexError_("block outside the file")
+    if data[offset + size] != 0:  # the trailer's compression type: 0 = none
+        raise IndexError_("compressed block")
+    return data[offset:offset + size]
+
+
+def _entries(block: bytes):
+    if len(block) < 4:
+        raise IndexError_("short block")
+    (restarts,) = struct.unpack_from("<I", block, len(block) - 4)
+    end = len(block) - 4 - 4 * restarts
+    if end < 0:
+        raise IndexError_("bad restart array")
+    pos, key = 0, b""
+    while pos < end:
+        shared, pos = _varint(block, pos)
+        unshared, pos = _varint(block, pos)
+        vlen, pos = _varint(block, pos)
+        if shared > len(key) or pos + unshared + vlen > end:
+            raise IndexError_("bad entry")
+        key = key[:shared] + block[pos:pos + unshared]
+        pos += unshared
+        yield key, block[pos:pos + vlen]
+        pos += vlen
+
+
+def _fields(msg: bytes):
+    """(field number, wire type, value) of a protobuf message; varints and length-delimited only."""
+    pos = 0
+    while pos < len(msg):
+        tag, pos = _varint(msg, pos)
+        number, wire = tag >> 3, tag & 7
+        if wire == 0:
+            value, pos = _varint(msg, pos)
+        elif wire == 2:
+            length, pos = _varint(msg, pos)
+            value, pos = msg[pos:pos + length], pos + length
+        elif wire == 5:
+            value, pos = msg[pos:pos + 4], pos + 4
+        elif wire == 1:
+            value, pos = msg[pos:pos + 8], pos + 8
+        else:
+            raise IndexError_("unsupported wire type")
+        yield number, wire, value
+
+
+def _shape(entry: bytes) -> tuple[int, ...]:
+    dims: list[int] = []
+    for number, wire, value in _fields(entry):
+        if number == 2 and wire == 2:              # TensorShapeProto
+            for n2, w2, dim in _fields(value):
+                if n2 == 2 and w2 == 2:            # Dim
+                    size = 0
+                    for n3, w3, v3 in _fields(dim):
+                        if n3 == 1 and w3 == 0:
+                            size = v3 if v3 < (1 << 63) else v3 - (1 << 64)
+                    dims.append(size)
+    return tuple(dims)
+
+
+def read_index(prefix: str) -> tuple[dict[str, tuple[int, ...]], int]:
+    """``({variable name: shape}, number of data shards)`` of the checkpoint at ``prefix``.
+
+    Raises :class:`IndexError_` if the file is not an index this reader understands.
+    """
+    path = prefix + ".index"
+    size = os.path.getsize(path)
+    if size < FOOTER or size > MAX_INDEX_BYTES:
+        raise IndexError_(f"{path} has an implausible size ({size} bytes)", corrupt=True)
+    with open(path, "rb") as fh:
+        data = fh.read()
+    footer = data[-FOOTER:]
+    (magic,) = struct.unpack_from("<Q", footer, 40)
+    if magic != MAGIC:
+        raise IndexError_(f"{path} is not a TensorFlow checkpoint index", corrupt=True)
+    pos = 0
+    _meta_off, pos = _varint(footer, pos)
+    _meta_size, pos = _varint(footer, pos)
+    index_off, pos = _varint(footer, pos)
+    index_size, pos = _varint(footer, pos)
+    shapes: dict[str, tuple[int, ...]] = {}
+    shards = 1
+    for _last_key, handle in _entries(_block(data, index_off, index_size)):
+        off, p = _varint(handle, 0)
+        length, _ = _varint(handle, p)
+        for key, value in _entries(_block(data, off, length)):
+            if key == b"":
+                for number, wire, v in _fields(value):
+                    if number == 1 and wire == 0:
+                        shards = max(1, v)
+            else:
+                shapes[key.decode("utf-8", "replace")] = _shape(value)
+    return shapes, shards
+
+
+def data_files(prefix: str, shards: int) -> list[str]:
+    return [f"{prefix}.data-{i:05d}-of-{shards:05d}" for i in range(shards)]

@@ -1,0 +1,78 @@
+"""provision/redact.py: what is scrubbed, in every form a careless server or library echoes it,
+and what is left alone (tpuctl's own "key=value" hints)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from provision import redact as r
+
+JWT = "eyJhbGciOiJSUzI1NiJ9.eyJpc3MiOiJzYUBwLmlhbS5nc2VydmljZWFjY291bnQuY29tIn0.c2lnbmF0dXJlLWJ5dGVz"
+
+
+@pytest.mark.parametrize("text, secret", [
+    ("Authorization: Bearer ya29.a0AfB_xyz-123.abc", "a0AfB_xyz-123"),
+    ("{'authorization': 'Bearer opaqueTOKEN12345'}", "opaqueTOKEN12345"),
+    ('"Authorization": "Basic dXNlcjpwYXNzd29yZA=="', "dXNlcjpwYXNzd29yZA"),
+    ("authorization=someRawToken123456", "someRawToken123456"),
+    (f"Bearer {JWT}", JWT),
+    (f"[('assertion', '{JWT}'), ('grant_type', 'jwt-bearer')]", JWT),
+    ("https://s/o?X-Goog-Algorithm=GOOG4&X-Goog-Credential=sa%40p%2F2026&X-Goog-Signature=deadbeef99", "deadbeef99"),
+    ("https://s/o?X-Goog-Credential=sa%40p%2F2026&X-Goog-Date=1", "sa%40p%2F2026"),
+    ("next=https%3A%2F%2Fs%2Fo%3FX-Goog-Signature%3Dcafe1234", "cafe1234"),
+    ("https://s/o?GoogleAccessId=sa@p&Expires=1&Signature=abc%2Bdef", "abc%2Bdef"),
+    ("x-goog-signature: feedface42", "feedface42"),
+    ("grant_type=refresh_token&client_secret=GOCSPX-abc123&refresh_token=1//0gAAAAAAAAAAAAAAAAAAAAA", "GOCSPX-abc123"),
+    ("{'client_secret': 'sek-12345678', 'x': 1}", "sek-12345678"),
+    ('{"private_key_id": "0f1e2d3c4b5a", "type": "service_account"}', "0f1e2d3c4b5a"),
+    ("-----BEGIN PRIVATE KEY-----\\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcw\\n-----END PRIVATE KEY-----", "MIIEvQIBADAN"),
+    ("key: -----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAwholeKeyCutShort", "MIIEowIBAAKCAQEA"),
+    ("https://api/x?key=AIzaSyA1234567890abcdefghijklmnopqrstuv", "AIzaSyA1234567890"),
+    ("token 1//0gLongRefreshTokenValue_abcdefghij", "1//0gLongRefreshTokenValue"),
+])
+def test_secrets_are_scrubbed_in_every_form(text, secret):
+    out = r.redact(text)
+    assert secret not in out, out
+    assert "redacted" in out
+
+
+@pytest.mark.parametrize("text", [
+    "invalid --set 'x'; use --set key=value, such as --set num_train_steps=1000",
+    "use --label KEY=VALUE, such as --label team=nlp",
+    "the job failed with exit code 3; restarting it",
+    "tpuctl up: provider=gcp project=my-proj zone=us-central1-b",
+    "grant roles/tpu.admin (it carries tpu.nodes.create) to the account tpuctl runs as",
+    "gs://my-bucket/tpuctl/runs/bert-lab-20260101-000000-abcd/model",
+])
+def test_ordinary_messages_are_left_alone(text):
+    assert r.redact(text) == text
+
+
+def test_live_credentials_are_scrubbed_whatever_they_look_like():
+    class Creds:
+        token = "opaque-live-token-0123456789"
+        refresh_token = "opaque-refresh-0123456789"
+
+    creds = Creds()
+    r.remember_credentials(creds)
+    assert "opaque" not in r.redact(f"the server said {creds.token} and {creds.refresh_token}")
+    creds.token = "rotated-token-abcdefghij"   # a refreshed token is covered too
+    assert "rotated" not in r.redact("echo: rotated-token-abcdefghij")
+
+
+def test_the_credential_file_in_use_is_scrubbed(tmp_path, monkeypatch):
+    key = tmp_path / "key.json"
+    key.write_text(json.dumps({"type": "service_account", "client_secret": "plain-words-secret-value"}))
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
+    r._last_check.clear()
+    assert "plain-words-secret-value" not in r.redact("found plain-words-secret-value in the file")
+
+
+def test_json_documents_are_scrubbed_string_by_string_and_stay_json():
+    doc = {"ok": False, "error": 'echo "Authorization": "Bearer ya29.abc\\"def"', "n": 3,
+           "list": [f"Bearer {JWT}"], "exit_code": 1}
+    out = r.redact_data(doc)
+    assert json.loads(json.dumps(out))["n"] == 3
+    assert "ya29.abc" not in json.dumps(out) and JWT not in json.dumps(out)
