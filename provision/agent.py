@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 ALIVE_EVERY_S = 5.0
+# the only variables a command from the bucket may set for the job (never LD_PRELOAD, PATH, ...)
+JOB_ENV_KEYS = frozenset({"TPU_NAME", "TPUCTL_TPU_ZONE", "TPUCTL_DEVICE"})
 STOP_GRACE_S = 60.0
 LOG_TAIL_BYTES = 4 << 20   # the bucket keeps the last 4 MiB of a log; the host keeps all of it
 
@@ -61,7 +63,7 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
     spec_path = work / "spec.yaml"
     spec_path.write_bytes(store.bucket.read_bytes(f"{store.prefix}/spec.yaml"))
     env = dict(os.environ)
-    env.update({k: str(v) for k, v in (command.get("env") or {}).items()})
+    env.update({k: str(v) for k, v in (command.get("env") or {}).items() if k in JOB_ENV_KEYS})
     env["TPUCTL_RUN_ID"] = run_id
     env["TPUCTL_ATTEMPT"] = str(n)
     env["TPUCTL_WORKER"] = worker
@@ -69,7 +71,10 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
         code_dir = work / "code"
         for info in store.bucket.list(f"{store.prefix}/code/"):
             rel = info.name[len(f"{store.prefix}/code/"):]
-            target = code_dir / rel
+            target = (code_dir / rel).resolve()
+            if not target.is_relative_to(code_dir.resolve()):
+                print(f"tpuctl agent: skipping code object outside the code directory: {rel!r}", file=sys.stderr)
+                continue
             target.parent.mkdir(parents=True, exist_ok=True)
             store.bucket.download_file(info.name, target)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(code_dir), env.get("PYTHONPATH", "")) if p)
@@ -160,7 +165,7 @@ def agent_loop(cluster: str, bucket_url: str, project: str, worker: str, role: s
         except Exception:  # noqa: BLE001 - nothing assigned yet, or a transient read error
             current = None
         if current:
-            run_id, n = current.get("run_id"), current.get("attempt")
+            run_id, n = _checked(current.get("run_id")), _attempt_number(current.get("attempt"))
             runs_here = role == "worker" or current.get("runs_on") == "host"
             key = (run_id, n)
             if run_id and n and runs_here and key not in running:
@@ -171,7 +176,7 @@ def agent_loop(cluster: str, bucket_url: str, project: str, worker: str, role: s
                         [sys.executable, "-m", "provision.agent", "attempt", "--bucket", bucket_url,
                          "--provider", "gcp", "--project", project, "--run", run_id, "--attempt", str(n),
                          "--worker", worker])
-            want = current.get("supervise_on_host")
+            want = _checked(current.get("supervise_on_host"))
             if role == "host" and want and (want not in supervising or supervising[want].poll() is not None):
                 supervising[want] = subprocess.Popen(
                     [sys.executable, "-m", "provision", "supervise", want, "--where", "host", "--provider", "gcp",
@@ -181,6 +186,23 @@ def agent_loop(cluster: str, bucket_url: str, project: str, worker: str, role: s
         if once:
             return
         time.sleep(poll_s)
+
+
+def _checked(run_id: Any) -> str | None:
+    """A run id read from the bucket, or None if it is not one (it goes into paths and argv)."""
+    from .errors import UsageError
+    from .validate import run_id as valid_run_id
+
+    if not isinstance(run_id, str):
+        return None
+    try:
+        return valid_run_id(run_id)
+    except UsageError:
+        return None
+
+
+def _attempt_number(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 1_000_000 else None
 
 
 def main(argv: list[str] | None = None) -> int:

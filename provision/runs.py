@@ -186,6 +186,11 @@ def current_name(cluster: str) -> str:
     return f"{CLUSTERS_PREFIX}/{cluster}/current.json"
 
 
+def cluster_spec_name(cluster: str) -> str:
+    """The cluster's spec as `up` made it, so a supervisor elsewhere recreates the TPU the same way."""
+    return f"{CLUSTERS_PREFIX}/{cluster}/spec.json"
+
+
 def agent_name(cluster: str) -> str:
     """Which tpuctl wheel the cluster's hosts install (read by templates/host-startup.sh)."""
     return f"{CLUSTERS_PREFIX}/{cluster}/agent.json"

@@ -81,20 +81,14 @@ def localize_spec(data: dict[str, Any], provider: str, allow_local: bool = False
 def resolve_spec(job_spec: str, sets: list[tuple[str, str]], model_dir_default: str, provider: str,
                  allow_local: bool = False) -> dict[str, Any]:
     """Load and check the job spec (jobs.spec needs no TensorFlow); returns the resolved mapping."""
-    import yaml
-
     try:
         from jobs import spec as jobspec
     except ImportError as exc:  # pragma: no cover - jobs ships in the same distribution
         raise UsageError(f"the job side is not installed ({exc})", hint="pip install 'tpuctl[train]'") from None
     try:
-        raw = yaml.safe_load(Path(job_spec).read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise UsageError(f"cannot read job spec {job_spec}: {exc}".splitlines()[0],
-                         hint="fix the YAML syntax") from None
-    if not isinstance(raw, dict):
-        raise UsageError(f"job spec {job_spec} is not a mapping of keys to values",
-                         hint="see templates/bert-finetune.yaml")
+        raw = jobspec.read_yaml(job_spec)     # bounded in size, depth and aliases
+    except jobspec.SpecError as exc:
+        raise UsageError(str(exc)) from None
     overrides = list(sets)
     if not raw.get("model_dir") and not any(k == "model_dir" for k, _ in overrides):
         overrides.append(("model_dir", model_dir_default))
@@ -151,6 +145,7 @@ def stage_run(store: RunStore, prep: Prepared, log: Any) -> None:
     rec.wheel = f"{rec.bucket.rstrip('/')}/{wheel_object}"
     # what a host's bootstrap installs before it runs the agent (templates/host-startup.sh)
     store.write_json(runs.agent_name(rec.cluster), {"wheel_object": wheel_object, "run_id": rec.run_id})
+    store.write_json(runs.cluster_spec_name(rec.cluster), prep.cluster.to_dict())
     store.save(rec)
     store.event("created", cluster=rec.cluster, zone=rec.zone, job=rec.job, model_dir=rec.model_dir,
                 num_train_steps=rec.num_train_steps, wheel=wheel.name)
@@ -187,7 +182,7 @@ def make_executor(provider: Provider, store: RunStore, arch: Arch) -> Any:
 
 
 def cluster_spec_for(provider: Provider, name: str, tpu: TpuNode | None, bucket: str | None = None) -> ClusterSpec:
-    """The cluster's spec: from the local cache when this machine made it, else from the TPU itself.
+    """The cluster's spec: this machine's cache, else the copy a run saved in the bucket, else the TPU's.
 
     ``bucket`` (the run's) is recorded in the spec, so a TPU recreated after a preemption carries
     it in its metadata and its hosts find their work.
@@ -196,7 +191,7 @@ def cluster_spec_for(provider: Provider, name: str, tpu: TpuNode | None, bucket:
 
     from .cluster import cached_spec
 
-    cached = cached_spec(provider, name)
+    cached = cached_spec(provider, name) or (_bucket_spec(provider, name, bucket) if bucket else None)
     if cached:
         spec = ClusterSpec.from_dict(cached)
         return dataclasses.replace(spec, bucket=bucket) if bucket else spec
@@ -210,6 +205,21 @@ def cluster_spec_for(provider: Provider, name: str, tpu: TpuNode | None, bucket:
                        cidr=None, network=tpu.network or "default", bucket=bucket,
                        labels={k: v for k, v in tpu.labels.items() if not k.startswith("tpuctl-")
                                or k == "tpuctl-keep"})
+
+
+def _bucket_spec(provider: Provider, name: str, bucket: str) -> dict[str, Any] | None:
+    """The spec a run saved beside itself (a host VM has no local cache of what the laptop made)."""
+    from .errors import TpuctlError
+    from .storage import open_bucket
+
+    import json
+
+    try:
+        b = open_bucket(bucket, Target(provider=provider.name, project=provider.project, zone=None))
+        data = json.loads(b.read_bytes(runs.cluster_spec_name(name)))
+    except (TpuctlError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def hand_over(provider: Provider, target: Target, store: RunStore, rec: RunRecord, cluster: ClusterSpec) -> str:

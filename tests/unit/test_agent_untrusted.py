@@ -1,0 +1,31 @@
+"""The host agent treats what it reads from the bucket as data: no environment injection."""
+
+import json
+
+from provision.agent import _attempt_number, _checked, run_attempt
+from provision.storage import local_bucket
+
+
+def test_command_env_is_limited_to_the_job_keys(tmp_path):
+    bucket = local_bucket("agent-test")
+    bucket.create("local")
+    prefix = "tpuctl/runs/r1-20260101-000000-abcd"
+    bucket.write_bytes(f"{prefix}/spec.yaml", b"job: bert-finetune\n")        # not runnable: exits 2 at once
+    bucket.write_bytes(f"{prefix}/attempts/1/command.json", json.dumps({
+        "sets": [], "code": False,
+        "env": {"LD_PRELOAD": "/nonexistent/evil.so", "PYTHONSTARTUP": "/nonexistent/evil.py",
+                "TPUCTL_DEVICE": "cpu"}}).encode())
+    code = run_attempt("gs://agent-test", "local", "local", "r1-20260101-000000-abcd", 1, "0", workdir=tmp_path)
+    assert code == 2
+    log = bucket.read_bytes(f"{prefix}/attempts/1/log-0.txt").decode()
+    assert "ld.so" not in log and "evil" not in log
+    assert json.loads(bucket.read_bytes(f"{prefix}/attempts/1/exit-0.json"))["code"] == 2
+
+
+def test_run_ids_and_attempts_from_the_bucket_are_checked():
+    assert _checked("lab-20261122-114348-a07a") == "lab-20261122-114348-a07a"
+    for bad in ("../../etc", "a b", "x;rm -rf /", "", None, 7, "A"):
+        assert _checked(bad) is None
+    assert _attempt_number(3) == 3
+    for bad in (0, -1, "3", True, 1.5, None, 10**9):
+        assert _attempt_number(bad) is None
