@@ -116,7 +116,8 @@ def test_interrupt_cancels_and_aborts():
         _thread.interrupt_main()
 
     threading.Thread(target=interrupter).start()
+    # 200 jobs of 4 pieces take 20 s at least: the interrupt lands mid-run even on a loaded machine
     with pytest.raises(KeyboardInterrupt):
-        Executor(2).run([(f"f{k}", lambda k=k: make(k)) for k in range(20)])
+        Executor(2).run([(f"f{k}", lambda k=k: make(k)) for k in range(200)])
     assert all(j.cancelled and j.aborted for j in jobs)
-    assert sum(j.sent for j in jobs) < 80
+    assert sum(j.sent for j in jobs) < 800
