@@ -114,9 +114,12 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
         with contextlib.suppress(ProcessLookupError):
             proc.send_signal(signum)
 
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
-    code = proc.wait()
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        code = proc.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     done.set()
     syncer.join(timeout=ALIVE_EVERY_S + 5)
     log.write(f"[tpuctl] attempt {n} exited with code {code}\n".encode())

@@ -100,6 +100,19 @@ def open_endpoint(text: str, target: Target | None, *, pool_size: int = 16) -> E
     if _SCHEME_RE.match(text) or text.startswith("gs:"):
         raise UsageError(f"unsupported location {text!r}", hint="use gs://BUCKET[/PREFIX] or a local path")
     path = Path(os.path.expanduser(text))
-    if path.is_file():
-        return Endpoint(text, LocalBucket(path.parent), "", False, single=path.name)
+    try:
+        if path.is_file():
+            return Endpoint(text, LocalBucket(path.parent), "", False, single=path.name)
+    except OSError as exc:   # a name longer than the filesystem allows, a path through a file, ...
+        raise UsageError(f"cannot use {_shown(text)} as a local path: {exc.strerror}",
+                         hint="give an existing file or directory, or a directory to create") from None
+    too_long = [part for part in path.parts if len(os.fsencode(part)) > 255]
+    if too_long or len(os.fsencode(str(path))) > 4096:
+        raise UsageError(f"cannot use {_shown(text)} as a local path: a name is longer than the filesystem allows",
+                         hint="use names of at most 255 bytes")
     return Endpoint(text, LocalBucket(path), "", False)
+
+
+def _shown(text: str) -> str:
+    text = "".join(ch if ch.isprintable() else "?" for ch in text)
+    return repr(text if len(text) <= 60 else text[:57] + "...")

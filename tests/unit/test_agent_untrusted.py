@@ -29,3 +29,11 @@ def test_run_ids_and_attempts_from_the_bucket_are_checked():
     assert _attempt_number(3) == 3
     for bad in (0, -1, "3", True, 1.5, None, 10**9):
         assert _attempt_number(bad) is None
+
+
+def test_run_attempt_gives_back_the_signal_handlers_it_borrowed(tmp_path):
+    import signal
+
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    test_command_env_is_limited_to_the_job_keys(tmp_path)
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
