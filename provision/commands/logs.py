@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ._common import provider_options, resolve_target
+from ._common import acting_on, provider_options, resolve_target
 
 
 @click.command("logs")
@@ -29,6 +29,7 @@ def command(run: str, follow: bool, events: bool, attempt: int | None, worker: s
     prov_name = provider or entry.get("provider")
     target = resolve_target(prov_name, project or (entry.get("project") if prov_name == "gcp" else None))
     store = training.open_store(entry, target)
+    acting_on(target, f"logs {entry['run_id']}", zone="-")
     printed: dict[tuple[int, str], int] = {}
     seen_events = 0
     while True:
