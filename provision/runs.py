@@ -212,8 +212,18 @@ def remember(rec: RunRecord) -> None:
         "bucket": rec.bucket, "created_at": rec.created_at})
 
 
+def _checked_ref(ref: str) -> str:
+    """A run id or cluster name given on the command line (it becomes a file name here)."""
+    import re
+
+    if not isinstance(ref, str) or not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,119}", ref):
+        raise UsageError(f"invalid run id {ref!r:.70}",
+                         hint="use a run id printed by tpuctl train, or a cluster name")
+    return ref
+
+
 def lookup(run_id: str) -> dict[str, Any]:
-    entry = statefile.read_json(_index_path(run_id))
+    entry = statefile.read_json(_index_path(_checked_ref(run_id)))
     if entry is None:
         raise NotFound(f"no run {run_id} is known on this machine",
                        hint="use a run id printed by tpuctl train here, or a cluster name for its latest run")
@@ -236,7 +246,7 @@ def latest_for(cluster: str) -> dict[str, Any] | None:
 
 def resolve_run(ref: str) -> dict[str, Any]:
     """A run id, or a cluster name meaning its latest run."""
-    entry = statefile.read_json(_index_path(ref))
+    entry = statefile.read_json(_index_path(_checked_ref(ref)))
     if entry is not None:
         return entry
     latest = latest_for(ref)

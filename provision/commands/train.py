@@ -228,8 +228,11 @@ def supervise(run: str, where: str, bucket: str | None, poll_s: float, provider:
     """Supervise RUN here (what --detach and a Ctrl-C handover start on the host)."""
     from .. import runs, training
 
+    from .. import validate
+
     target = resolve_target(provider, project)
-    entry = {"run_id": run, "bucket": bucket} if bucket else runs.resolve_run(run)
+    entry = {"run_id": validate.run_id(run), "bucket": str(validate.bucket_url(bucket))} if bucket \
+        else runs.resolve_run(run)
     prov = open_provider(target)
     store = training.open_store(entry, target)
     rec = store.load()
