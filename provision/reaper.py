@@ -435,13 +435,14 @@ def _ledger_bucket(provider: Provider, url: str | None, target: Any) -> Any:
         return None
 
 
-def _clear(provider: Provider, cluster: str, result: ReapResult, *, reason: str) -> None:
+def _clear(provider: Provider, cluster: str, result: ReapResult, *, reason: str,
+           what: str = "range reservation and local record") -> None:
     from .cluster import uncache
 
     try:
         provider.release_range(cluster)
         uncache(provider, cluster)
-        result.cleared.append(f"cluster {cluster}'s range reservation and local record ({reason})")
+        result.cleared.append(f"cluster {cluster}'s {what} ({reason})")
     except TpuctlError as exc:
         result.notes.append(f"could not clear cluster {cluster}'s records: {exc.one_line()}")
 
@@ -449,16 +450,16 @@ def _clear(provider: Provider, cluster: str, result: ReapResult, *, reason: str)
 def _clear_stale(provider: Provider, alive: set[str], result: ReapResult, *, dry_run: bool) -> None:
     """Range reservations and cached records of clusters that have no VM and no TPU left."""
     from . import statefile
-    from .cluster import _cache_dir, uncache
+    from .cluster import _cache_dir
 
     now = time.time()
-    stale: dict[str, str] = {}
+    stale: dict[str, list[str]] = {}
     reservations = getattr(provider, "reservations", None)
     if reservations is not None:
         try:
             for name, rec in (reservations() or {}).items():
                 if name not in alive and now - float(rec.get("at") or 0) > STALE_RECORD_S:
-                    stale[name] = f"range reservation {rec.get('cidr')}"
+                    stale.setdefault(name, []).append(f"range reservation {rec.get('cidr')}")
         except TpuctlError as exc:
             result.notes.append(f"could not read range reservations: {exc.one_line()}")
     cache = _cache_dir(provider)
@@ -467,18 +468,13 @@ def _clear_stale(provider: Provider, alive: set[str], result: ReapResult, *, dry
             with contextlib.suppress(TpuctlError):
                 rec = statefile.read_json(path) or {}
                 if path.stem not in alive and now - float(rec.get("updated_at") or 0) > STALE_RECORD_S:
-                    stale[path.stem] = stale.get(path.stem, "") + (" and " if path.stem in stale else "") + \
-                        "local record"
-    for name, what in sorted(stale.items()):
+                    stale.setdefault(path.stem, []).append("local record")
+    for name, parts in sorted(stale.items()):
+        what = " and ".join(parts)
         if dry_run:
             result.cleared.append(f"cluster {name}'s {what} (no VM or TPU left)")
-            continue
-        try:
-            provider.release_range(name)
-            uncache(provider, name)
-            result.cleared.append(f"cluster {name}'s {what} (no VM or TPU left)")
-        except TpuctlError as exc:
-            result.notes.append(f"could not clear cluster {name}'s records: {exc.one_line()}")
+        else:
+            _clear(provider, name, result, reason="no VM or TPU left", what=what)
 
 
 # ---- autodown ------------------------------------------------------------------------------------
