@@ -7,10 +7,13 @@ this process, so ``tpuctl --help`` stays instant.
 
 from __future__ import annotations
 
+import sys
+
 import click
 
-from . import __version__
+from . import __version__, usage
 from .commands import cost, down, job, logs, simulate, stage, status, train, up
+from .commands._common import begin_output, report_error
 from .errors import EXIT_FAILURE, EXIT_INTERRUPTED, TpuctlError
 
 
@@ -45,11 +48,20 @@ cli.add_command(train.agent)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console entry point: click for parsing, one-line errors and DESIGN.md's exit codes."""
-    from .commands._common import report_error
+    """Console entry point: click for parsing, one-line errors and DESIGN.md's exit codes.
 
+    The installed ``tpuctl`` script calls this with no argument, so ``argv`` falls back to
+    ``sys.argv``; every path below must work both ways."""
+    args = sys.argv[1:] if argv is None else list(argv)
     try:
-        cli.main(args=argv, prog_name="tpuctl", standalone_mode=False)
+        if not args:
+            # bare ``tpuctl``: the usage, as git and gcloud print it, and nothing is wrong
+            click.echo(cli.get_help(click.Context(cli, info_name="tpuctl")))
+            return 0
+        words = args[:args.index("--")] if "--" in args else args
+        begin_output(as_json="--json" in words)
+        usage.check_detached_units(cli, args)
+        cli.main(args=args, prog_name="tpuctl", standalone_mode=False)
         return 0
     except click.exceptions.Abort:
         click.echo("tpuctl: aborted", err=True)
@@ -57,15 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.exceptions.NoArgsIsHelpError as exc:
-        # a bare group (``tpuctl``, ``tpuctl job``): its help, then the one error line
-        click.echo(exc.ctx.get_help(), err=True)
-        return _click_error(argv, "missing command", f"choose one of the commands above ({exc.ctx.command_path} "
-                                                     f"COMMAND --help)")
-    except click.UsageError as exc:
-        path = exc.ctx.command_path if exc.ctx is not None else _command_path(argv)
-        return _click_error(argv, exc.format_message(), f"see {path} --help")
+        # a bare group (``tpuctl job``): its help on stdout, like bare ``tpuctl``
+        click.echo(exc.ctx.get_help())
+        return 0
     except click.ClickException as exc:
-        return _click_error(argv, exc.format_message(), None, exit_code=exc.exit_code)
+        message, hint = usage.explain(cli, exc, args)
+        return _click_error(args, message, hint, exit_code=exc.exit_code)
     except TpuctlError as exc:
         return report_error(exc)
     except KeyboardInterrupt:
@@ -85,30 +94,12 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILURE
 
 
-
-def _command_path(argv: list[str] | None) -> str:
-    """``tpuctl logs`` for ``["logs", "--worker"]``: the commands named at the start of argv."""
-    args = sys.argv[1:] if argv is None else list(argv)
-    parts, cmd = ["tpuctl"], cli
-    for word in args:
-        if not isinstance(cmd, click.Group) or word not in cmd.commands:
-            break
-        parts.append(word)
-        cmd = cmd.commands[word]
-    return " ".join(parts)
-
-
-def _click_error(argv: list[str] | None, message: str, hint: str | None, exit_code: int = 2) -> int:
+def _click_error(args: list[str], message: str, hint: str | None, exit_code: int = 2) -> int:
     """Click's parse errors in tpuctl's one form: ``tpuctl: error: <cause>; <fix>`` (and, with
     --json, the JSON error document), instead of click's multi-line usage block."""
-    from .commands import _common
     from .errors import TpuctlError, UsageError
 
-    args = sys.argv[1:] if argv is None else list(argv)
-    words = args[:args.index("--")] if "--" in args else args
-    _common._state["json"] = "--json" in words
-    _common._state["emitted"] = False
     message = " ".join(message.split()).rstrip(".")
     err: TpuctlError = UsageError(message, hint=hint) if exit_code == 2 else TpuctlError(message, hint=hint)
     err.exit_code = exit_code
-    return _common.report_error(err)
+    return report_error(err)

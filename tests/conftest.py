@@ -61,11 +61,9 @@ class Result:
 def tpuctl(capsys):
     """Run tpuctl in this process (fast); returns exit code, stdout and stderr."""
     from provision.cli import main
-    from provision.commands import _common
 
     def run(*args: str) -> Result:
         capsys.readouterr()
-        _common._state.update(json=False, quiet=False, emitted=False)
         code = main(list(args))
         captured = capsys.readouterr()
         return Result(code, captured.out, captured.err)
@@ -73,12 +71,19 @@ def tpuctl(capsys):
     return run
 
 
+# The console script pip installed next to this interpreter: what a user runs (it calls main() with
+# no argv, a path that `main(argv)` in process never takes).
+TPUCTL_BIN = Path(sys.executable).with_name("tpuctl")
+
+
 def run_tpuctl_process(*args: str, env: dict | None = None, timeout: float = 120, **kw) -> Result:
-    """Run tpuctl as a separate process, as a user or a second concurrent tpuctl would."""
+    """Run the installed ``tpuctl`` as a separate process, as a user or a second concurrent tpuctl
+    would."""
+    assert TPUCTL_BIN.exists(), f"{TPUCTL_BIN} is missing: install tpuctl (make venv) before testing"
     full_env = dict(os.environ)
     if env:
         full_env.update(env)
-    proc = subprocess.run([sys.executable, "-m", "provision", *args], capture_output=True, text=True,
+    proc = subprocess.run([str(TPUCTL_BIN), *args], capture_output=True, text=True,
                           env=full_env, timeout=timeout, cwd=kw.get("cwd", REPO))
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
@@ -104,3 +109,19 @@ def pytest_terminal_summary(terminalreporter):
     if passed or failed:
         terminalreporter.write_line(f"chaos scenarios: {len(passed) + len(failed)} ran, {len(passed)} passed "
                                     f"(python -m tests.chaos --seeds 0-99 runs more)")
+
+
+@pytest.fixture(autouse=True)
+def signal_handlers_restored():
+    """Code run in-process must give back the signal handlers it borrowed (a leaked SIGINT handler
+    swallows Ctrl-C for everything after it)."""
+    import signal
+
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    after = {s: signal.getsignal(s) for s in before}
+    changed = {signal.Signals(s).name: after[s] for s in before if after[s] is not before[s]}
+    for s, handler in before.items():
+        if handler is not None:
+            signal.signal(s, handler)
+    assert not changed, f"this test left signal handlers changed: {changed}"

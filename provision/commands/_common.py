@@ -23,6 +23,16 @@ if TYPE_CHECKING:
 _state: dict[str, Any] = {"json": False, "quiet": False, "emitted": False}
 
 
+def begin_output(*, as_json: bool) -> None:
+    """A new command starts: errors raised before its --json wrapper ran still honour --json."""
+    _state.update(json=as_json, emitted=False, quiet=False)
+
+
+def json_mode() -> bool:
+    """Whether the command in progress prints its result as one JSON document."""
+    return bool(_state["json"])
+
+
 def provider_options(fn: Callable) -> Callable:
     """``--provider`` and ``--project``, accepted on every command that touches a cloud."""
     fn = click.option("--project", metavar="ID", default=None,

@@ -30,7 +30,8 @@ class _SpecPath(click.Path):
 @command.command("run")
 @click.argument("spec", type=_SpecPath(dir_okay=False))
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a job spec value (repeatable).")
-def run(spec: str, sets: tuple[str, ...]) -> None:
+@click.option("--dry-run", is_flag=True, help="Check the spec and print the command that would run; run nothing.")
+def run(spec: str, sets: tuple[str, ...], dry_run: bool) -> None:
     """Run the job in SPEC here, on this machine's TPU, GPUs or CPU.
 
     Exit code: 0 finished, 42 preempted (retry from the last checkpoint), 2 bad spec,
@@ -54,6 +55,11 @@ def run(spec: str, sets: tuple[str, ...]) -> None:
     argv = [sys.executable, "-m", "jobs", "run", spec]
     for key, value in pairs:
         argv += ["--set", f"{key}={value}"]
+    if dry_run:
+        import shlex
+
+        click.echo(f"spec {spec} is valid; would run: {shlex.join(argv)}", err=True)
+        return
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(sys.executable, argv)

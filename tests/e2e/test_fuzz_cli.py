@@ -1,6 +1,8 @@
 """Fuzz tpuctl's command line: random argv from the real command and option vocabulary, with
-good values, hostile values and garbage, run in-process (the local provider by default; ``--project
-tpuctl-test`` reaches the fake cloud and fake-gcs-server).
+good values, hostile values and garbage (the local provider by default; ``--project tpuctl-test``
+reaches the fake cloud and fake-gcs-server). Twice: through the installed ``tpuctl`` entry point as
+a subprocess, as a user runs it (the console script calls ``main()`` without argv), and in-process
+through ``main(argv)``, which is fast enough for long campaigns.
 
 Invariants, for every argv:
 - the exit code is 0, 1 or 2; never a traceback or an "internal error";
@@ -25,9 +27,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from provision.cli import cli
-from provision.commands import _common
+from tests.conftest import run_tpuctl_process
 
 EXAMPLES = int(os.environ.get("TPUCTL_FUZZ_EXAMPLES", "120"))
+# A subprocess costs an interpreter start (and, on the fake cloud, the client libraries' imports).
+PROCESS_EXAMPLES = int(os.environ.get("TPUCTL_FUZZ_PROCESS_EXAMPLES", "60"))
 CREATES = ("compute.instances.insert", "tpu.v1.nodes.create", "tpu.v2.nodes.create", "tpu.v2.queuedResources.create",
            "compute.instances.setMetadata", "tpu.v2.nodes.patch")
 
@@ -51,15 +55,22 @@ ALL_OPTIONS = sorted({o for c in COMMANDS.values() for p in c.params if isinstan
 
 
 def _children() -> set[int]:
+    """Live processes this test started: its children, and whatever a ``tpuctl`` subprocess left
+    running (orphans are not our children, but they inherited this test's TPUCTL_HOME)."""
     me = str(os.getpid())
+    marker = f"TPUCTL_HOME={os.environ['TPUCTL_HOME']}".encode() + b"\0"
     out = set()
     for stat in Path("/proc").glob("[0-9]*/stat"):
+        if stat.parent.name == me:
+            continue
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
+            if fields[0] == "Z":
+                continue
+            if fields[1] == me or marker in (stat.parent / "environ").read_bytes():
+                out.add(int(stat.parent.name))
         except (OSError, IndexError):
             continue
-        if fields[1] == me and fields[0] != "Z":
-            out.add(int(stat.parent.name))
     return out
 
 
@@ -100,7 +111,8 @@ def world(tmp_path, monkeypatch, fakegcp, fake_gcs, tpuctl):
     monkeypatch.setenv("NO_GCE_CHECK", "true")
     monkeypatch.setenv("TPUCTL_ZONE", "us-central1-b")
     fakegcp.set_latencies(scale=0.05)
-    fake_gcs.create_bucket(f"fz-{os.getpid()}")
+    bucket = f"fz-{os.getpid()}-{len(list(tmp_path.parent.iterdir()))}"    # one per test in this process
+    fake_gcs.create_bucket(bucket)
     execs: list = []
     monkeypatch.setattr(os, "execv", lambda *a: execs.append(a))   # `tpuctl job run` of a good spec
     src = tmp_path / "src"
@@ -120,7 +132,7 @@ def world(tmp_path, monkeypatch, fakegcp, fake_gcs, tpuctl):
     (tmp_path / "unknown.yaml").write_text("job: bert-finetune\nnum_train_step: 3\n")
     (tmp_path / "bomb.yaml").write_text('job: bert-finetune\nlabels: [&a ["x","x"], [*a,*a]]\n')
     assert tpuctl("up", "fz", "--no-vm").code == 0
-    return {"root": tmp_path, "good": str(good), "bucket": f"gs://fz-{os.getpid()}", "fake": fakegcp,
+    return {"root": tmp_path, "good": str(good), "bucket": f"gs://{bucket}", "fake": fakegcp,
             "pwned": tmp_path / "pwned", "execs": execs}
 
 
@@ -219,7 +231,7 @@ def _argv(world):
                     argv.append(draw(values))
         if draw(st.integers(0, 3)) == 0:
             argv.append("--json")
-        if path == ("train",) and world["good"] in argv and "--dry-run" not in argv:
+        if path in (("train",), ("job", "run")) and world["good"] in argv and "--dry-run" not in argv:
             argv.append("--dry-run")      # a real run would start TensorFlow: minutes, not milliseconds
         return argv
 
@@ -231,6 +243,11 @@ def _snapshot(root: Path) -> set[str]:
     return {str(p.relative_to(home)) for p in home.rglob("*") if p.is_file() and not p.name.endswith(".lock")}
 
 
+def _json_in_effect(argv: list[str]) -> bool:
+    words = argv[:argv.index("--")] if "--" in argv else argv
+    return "--json" in words
+
+
 def _check(argv, r, world, before_files, before_children):
     where = f"argv={argv!r}\nexit={r.code}\nstdout={r.out[-1500:]}\nstderr={r.err[-1500:]}"
     assert r.code in (0, 1, 2), where
@@ -239,7 +256,7 @@ def _check(argv, r, world, before_files, before_children):
         lines = [ln for ln in r.err.splitlines() if ln.startswith("tpuctl: error:")]
         assert len(lines) == 1, where
         assert not any(ln.startswith("Error:") for ln in r.err.splitlines()), where
-        if _common._state["json"]:
+        if _json_in_effect(argv):
             doc = json.loads(r.out)   # exactly one JSON document, even on failure
             assert isinstance(doc, dict) and ("error" in doc or doc.get("ok") is False), where
     if r.code == 2:
@@ -252,18 +269,32 @@ def _check(argv, r, world, before_files, before_children):
     assert not world["pwned"].exists(), where
 
 
-def test_fuzz_the_command_line(world, tpuctl):
+def _passable(argv: list[str]) -> bool:
+    """What an exec can carry: no NUL byte, nothing the file system encoding cannot write."""
+    try:
+        return all("\x00" not in a and os.fsencode(a) is not None for a in argv)
+    except UnicodeEncodeError:
+        return False
+
+
+@pytest.mark.parametrize("through", ["entry-point", "in-process"])
+def test_fuzz_the_command_line(world, tpuctl, through):
     strategy = _argv(world)
+    if through == "entry-point":
+        strategy = strategy.filter(_passable)
     baseline = _children()
 
-    @settings(max_examples=EXAMPLES, deadline=None, database=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
-                                     HealthCheck.data_too_large])
+    @settings(max_examples=PROCESS_EXAMPLES if through == "entry-point" else EXAMPLES, deadline=None,
+              database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
+                                                    HealthCheck.data_too_large, HealthCheck.filter_too_much])
     @given(argv=strategy)
     def run(argv):
         world["fake"].clear_calls()
         before_files = _snapshot(world["root"])
-        r = tpuctl(*argv)
+        if through == "entry-point":
+            r = run_tpuctl_process(*argv, cwd=world["root"], timeout=120)
+        else:
+            r = tpuctl(*argv)
         _check(argv, r, world, before_files, baseline)
         if os.environ.get("TPUCTL_FUZZ_LOG"):
             with open(os.environ["TPUCTL_FUZZ_LOG"], "a") as fh:

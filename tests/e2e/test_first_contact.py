@@ -1,0 +1,67 @@
+"""What a newcomer meets: the installed ``tpuctl`` run as a subprocess with the mistakes people
+make on their first day. Each one is a single line on stderr that names the fix, exit code 2, and
+never a traceback (the console script calls ``main()`` without argv, a path ``main(argv)`` never
+took: issue 11 was a NameError there on every one of these)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import run_tpuctl_process
+
+# argv, a phrase the one error line must hold (the cause or the fix a person needs)
+MALFORMED = [
+    (["up"], "missing NAME; usage: tpuctl up [OPTIONS] NAME"),
+    (["bogus"], "tpuctl has no command 'bogus'; choose one of: up, status"),
+    (["statsu"], "did you mean tpuctl status?"),
+    (["status", "--jsn"], "tpuctl status has no option --jsn; did you mean --json?"),
+    (["up", "x", "--acelerator-type", "v2-8"], "did you mean --accelerator-type?"),
+    (["stage"], "missing SRC; usage: tpuctl stage [OPTIONS] SRC DEST"),
+    (["logs"], "missing RUN"),
+    (["down", "--idel"], "did you mean --idle?"),
+    (["down", "--idle", "--idle-for", "5", "minutes"], "write --idle-for 5m"),
+    (["up", "x", "--autodown", "30", "min"], "write --autodown 30m"),
+    (["up", "x", "--zone"], "option --zone needs a value"),
+    (["status", "--provider", "aws"], "'aws' is not one of 'local', 'gcp'"),
+    (["status", "a", "b"], "unexpected argument b"),
+    (["simulate", "preemt", "x"], "did you mean tpuctl simulate preempt?"),
+    (["train", "x"], "missing --job"),
+    (["down"], "nothing to delete"),
+    (["job", "run"], "missing SPEC"),
+    (["cost", "--since"], "has no option --since"),
+]
+
+
+@pytest.mark.parametrize("argv,phrase", MALFORMED, ids=[" ".join(a) for a, _ in MALFORMED])
+def test_a_malformed_command_line_is_one_line_and_exit_2(argv, phrase):
+    r = run_tpuctl_process(*argv, timeout=60)
+    assert r.code == 2, (argv, r)
+    assert "Traceback" not in r.err and "internal error" not in r.err, r.err
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("tpuctl: error: "), lines
+    assert phrase in lines[0], lines[0]
+    assert r.out == ""
+
+
+def test_a_malformed_command_with_json_still_prints_one_json_document():
+    r = run_tpuctl_process("status", "--json", "--jsn", timeout=60)
+    assert r.code == 2
+    assert r.json() == {"ok": False, "exit_code": 2, "error": r.err.strip().removeprefix("tpuctl: error: ")}
+
+
+@pytest.mark.parametrize("argv", [[], ["job"], ["simulate"]], ids=["tpuctl", "tpuctl job", "tpuctl simulate"])
+def test_a_bare_command_group_prints_its_usage(argv):
+    r = run_tpuctl_process(*argv, timeout=60)
+    assert r.code == 0, r
+    assert r.out.startswith("Usage: tpuctl")
+    assert "Commands:" in r.out
+    assert r.err == ""
+
+
+def test_nothing_was_created_by_the_mistakes(tmp_path):
+    for argv, _ in MALFORMED:
+        run_tpuctl_process(*argv, timeout=60)
+    r = run_tpuctl_process("status", "--json", "--provider", "local", timeout=60)
+    assert r.code == 0, r
+    assert r.json()["clusters"] == []
