@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # TensorFlow's C++ start-up chatter hides the lines that matter; keep warnings and errors.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
-    from .runner import run_spec
+    from .registry import run_spec
 
     return run_spec(spec)
 

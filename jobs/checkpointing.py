@@ -27,6 +27,7 @@ _STEP_RE = re.compile(r"-(\d+)$")
 class Restored:
     path: str | None                  # the checkpoint restored, None if nothing to resume
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (damaged path, error)
+    legacy: bool = False              # restored through the ``legacy`` checkpoint (fewer parts)
 
 
 def step_of(path: str) -> int:
@@ -43,18 +44,27 @@ def candidates(manager: tf.train.CheckpointManager, directory: str) -> list[str]
 
 
 def restore_newest(checkpoint: tf.train.Checkpoint, manager: tf.train.CheckpointManager,
-                   directory: str, log: Callable[[str], None] = print) -> Restored:
+                   directory: str, log: Callable[[str], None] = print,
+                   legacy: tf.train.Checkpoint | None = None) -> Restored:
     """Restore the newest checkpoint that reads back completely.
 
     Every variable exists before this is called, so a damaged file fails here (DataLoss,
     OutOfRange, NotFound...) rather than half-way through training. If checkpoints exist and
     none restores, that is an error for a person to look at, not a reason to silently start
-    over from step 0.
+    over from step 0. ``legacy``: the same objects less those added in a later version (the
+    input position); a checkpoint written before them restores through it (``Restored.legacy``).
     """
     skipped: list[tuple[str, str]] = []
     for path in candidates(manager, directory):
+        is_legacy = False
         try:
-            checkpoint.restore(path).assert_existing_objects_matched()
+            try:
+                checkpoint.restore(path).assert_existing_objects_matched()
+            except AssertionError:
+                if legacy is None:
+                    raise
+                legacy.restore(path).assert_existing_objects_matched()
+                is_legacy = True
         except Exception as exc:  # DataLoss, OutOfRange, IndexError ("read less bytes")...
             if is_infrastructure_error(exc):
                 raise  # storage unreachable is not damage: retry later, do not fall back
@@ -64,7 +74,7 @@ def restore_newest(checkpoint: tf.train.Checkpoint, manager: tf.train.Checkpoint
                 "trying the one before")
             skipped.append((path, reason_line))
             continue
-        return Restored(path, skipped)
+        return Restored(path, skipped, is_legacy)
     if skipped:
         names = ", ".join(p.rsplit("/", 1)[-1] for p, _ in skipped)
         raise ConfigError(f"no checkpoint in {directory} restores ({names}: {skipped[0][1]}); "
@@ -98,14 +108,15 @@ def set_aside(manager: tf.train.CheckpointManager, directory: str, damaged: list
 
 
 def open_manager(checkpoint: tf.train.Checkpoint, directory: str, keep: int,
-                 log: Callable[[str], None] = print) -> tuple[tf.train.CheckpointManager, Restored]:
+                 log: Callable[[str], None] = print, legacy: tf.train.Checkpoint | None = None,
+                 ) -> tuple[tf.train.CheckpointManager, Restored]:
     """The manager for ``directory`` with the newest good checkpoint restored (if any)."""
     def make() -> tf.train.CheckpointManager:
         return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=keep,
                                           checkpoint_name=CHECKPOINT_NAME)
 
     manager = make()
-    restored = restore_newest(checkpoint, manager, directory, log)
+    restored = restore_newest(checkpoint, manager, directory, log, legacy)
     if restored.skipped and restored.path:
         set_aside(manager, directory, [p for p, _ in restored.skipped], log)
         manager = make()

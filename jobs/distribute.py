@@ -2,8 +2,17 @@
 
 - ``TPU_NAME`` set (a TPU Node name, ``grpc://ip:8470``, or ``local`` on a TPU VM), or a TPU VM's
   ``/dev/accel0`` present: ``TPUStrategy`` through ``TPUClusterResolver``;
-- else any GPU: ``MirroredStrategy`` over all of them;
+- else GPUs: one GPU runs under the default strategy (so the whole train step, optimizer
+  included, compiles with XLA), several under ``MirroredStrategy``;
 - else the default strategy on the CPU.
+
+A TPU Node is found through the Cloud TPU API in ``TPUCTL_TPU_ZONE`` and ``TPUCTL_TPU_PROJECT``
+(the supervisor sets them; without them the resolver would assume the host VM's own zone and
+project, and a Node recreated in another zone of the region would not be found). A name that
+cannot be resolved, or a TPU system that does not initialise for another reason than a lost
+connection, is a job error (:class:`TPUResolutionError`, exit 1), not a preemption: retrying it
+would only burn the preemption budget. A TPU that is not READY (preempted, being recreated) or a
+connection lost while connecting is :class:`TPUUnreachable` (exit 42).
 
 ``TPUCTL_DEVICE=cpu|gpu|tpu`` forces the choice (``cpu`` hides GPUs: a laptop run that must
 not touch them). ``TPUCTL_CPU_REPLICAS=N`` splits the CPU into N logical devices under
@@ -12,6 +21,8 @@ calls) on a laptop before a TPU is paid for.
 
 Mixed precision where the hardware has it: bfloat16 on TPUs and on GPUs of compute capability
 8.0 or newer (no loss scaling needed), float32 elsewhere; the spec's ``precision`` overrides.
+XLA: on by default on GPUs (TPUs compile everything anyway); ``TPUCTL_XLA=1|0`` forces it on
+or off (on a CPU too, to debug the compiled path before a GPU is paid for).
 """
 
 from __future__ import annotations
@@ -21,6 +32,7 @@ from dataclasses import asdict, dataclass
 
 import tensorflow as tf
 
+from . import exitcodes
 from .errors import ConfigError
 
 
@@ -30,6 +42,7 @@ class Device:
     count: int       # replicas in sync (TPU cores, GPUs, logical CPUs)
     name: str        # what a person reads: "TPU (8 cores)", "NVIDIA H100 80GB HBM3", "CPU"
     precision: str   # "bfloat16" | "float32"
+    xla: bool = False  # jit-compile the train step (GPU default; TPUs compile everything anyway)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -44,7 +57,7 @@ def select(precision: str = "auto", env: dict | None = None) -> tuple[tf.distrib
                           "automatically")
     tpu_name = (env.get("TPU_NAME") or "").strip()
     if forced == "tpu" or (not forced and (tpu_name or os.path.exists("/dev/accel0"))):
-        strategy, device = _tpu(tpu_name or "local")
+        strategy, device = _tpu(tpu_name or "local", env)
     elif forced == "cpu":
         tf.config.set_visible_devices([], "GPU")
         strategy, device = _cpu(env)
@@ -56,31 +69,99 @@ def select(precision: str = "auto", env: dict | None = None) -> tuple[tf.distrib
                               "TPUCTL_DEVICE")
         strategy, device = _gpu(gpus) if gpus else _cpu(env)
     chosen = _precision(precision, device)
-    return strategy, Device(device.type, device.count, device.name, chosen)
+    return strategy, Device(device.type, device.count, device.name, chosen,
+                            _xla(env, device.type == "gpu"))
+
+
+def _xla(env: dict, default: bool) -> bool:
+    raw = (env.get("TPUCTL_XLA") or "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"TPUCTL_XLA={raw!r} is not 1 or 0; unset it to choose automatically")
 
 
 class TPUUnreachable(ConnectionError):
-    """The TPU could not be found or connected to: preempted, deleted, still starting, or its
-    network is down. A ConnectionError, so the job exits 42 and the supervisor, which can see
-    the node's state, decides what to do."""
+    """The TPU is there but cannot be used now: not READY (preempted, being recreated) or the
+    connection to it failed. A ConnectionError, so the job exits 42 and the supervisor, which
+    can see the node's state, decides what to do."""
 
 
-def _tpu(name: str) -> tuple[tf.distribute.Strategy, Device]:
+class TPUResolutionError(RuntimeError):
+    """The TPU cannot be found or set up as configured: no such Node in that zone and project,
+    no Cloud TPU API client or credentials, no TPU on this machine, a TPU system that refuses to
+    initialise. A job error (exit 1): a restart on the same configuration would fail the same
+    way, so it must not be mistaken for a preemption."""
+
+
+# The resolver says this when the Node exists but is not READY (PREEMPTED, CREATING, ...).
+_NOT_READY = "is not yet ready"
+
+
+def tpu_location(env: dict) -> tuple[str | None, str | None]:
+    """(zone, project) of a TPU Node from the environment; None: the resolver asks the host
+    VM's metadata server (its own zone and project)."""
+    zone = (env.get("TPUCTL_TPU_ZONE") or "").strip() or None
+    project = ((env.get("TPUCTL_TPU_PROJECT") or env.get("TPUCTL_PROJECT") or "").strip()
+               or None)
+    return zone, project
+
+
+def tpu_resolver(name: str, env: dict | None = None,
+                 **kwargs) -> tf.distribute.cluster_resolver.TPUClusterResolver:
+    """The resolver for TPU ``name`` (a Node name, ``grpc://ip:port`` or ``local``), with the
+    Node's zone and project from the environment. ``kwargs`` go to ``TPUClusterResolver`` (a
+    test passes ``service``, a stand-in for the Cloud TPU API)."""
+    env = dict(os.environ if env is None else env)
+    if name == "local" or name.startswith("grpc://"):
+        return tf.distribute.cluster_resolver.TPUClusterResolver(tpu=name, **kwargs)
+    zone, project = tpu_location(env)
+    return tf.distribute.cluster_resolver.TPUClusterResolver(tpu=name, zone=zone,
+                                                             project=project, **kwargs)
+
+
+def _tpu(name: str, env: dict) -> tuple[tf.distribute.Strategy, Device]:
+    zone, project = tpu_location(env)
+    where = ""
+    if name != "local" and not name.startswith("grpc://"):
+        where = f" in zone {zone or 'of the host VM'}, project {project or 'of the host VM'}"
     try:
-        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=name)
+        resolver = tpu_resolver(name, env)
+        if name != "local":
+            resolver.cluster_spec()  # looks the Node up now: a wrong name or zone fails here
+    except Exception as exc:  # resolver errors come from several libraries
+        if _NOT_READY in str(exc):
+            raise TPUUnreachable(f"TPU {name!r}{where} is not usable now: {_line(exc)}") from exc
+        raise TPUResolutionError(f"cannot resolve TPU {name!r}{where}: {type(exc).__name__}: "
+                                 f"{_line(exc)}; check TPU_NAME, TPUCTL_TPU_ZONE and "
+                                 "TPUCTL_TPU_PROJECT") from exc
+    try:
         if name != "local":
             tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
         strategy = tf.distribute.TPUStrategy(resolver)
-    except Exception as exc:  # resolver errors come from several libraries
-        raise TPUUnreachable(f"cannot connect to TPU {name!r}: {type(exc).__name__}: "
-                             f"{str(exc).strip()[:300]}") from exc
+    except Exception as exc:  # classified below: a lost connection or a configuration
+        if exitcodes.is_infrastructure_error(exc):
+            raise TPUUnreachable(f"cannot connect to TPU {name!r}{where}: {type(exc).__name__}: "
+                                 f"{_line(exc)}") from exc
+        raise TPUResolutionError(f"TPU {name!r}{where} does not initialise: {type(exc).__name__}: "
+                                 f"{_line(exc)}") from exc
     n = strategy.num_replicas_in_sync
     return strategy, Device("tpu", n, f"TPU {name} ({n} cores)", "bfloat16")
 
 
+def _line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text[:300] if text else type(exc).__name__
+
+
 def _gpu(gpus: list) -> tuple[tf.distribute.Strategy, Device]:
-    strategy = tf.distribute.MirroredStrategy()
+    # One GPU: the default strategy, whose merge calls are plain calls, so XLA can compile the
+    # whole step (optimizer included); several: MirroredStrategy (all-reduce between them).
+    strategy = tf.distribute.MirroredStrategy() if len(gpus) > 1 else tf.distribute.get_strategy()
     names = []
     capable = True
     for gpu in gpus:

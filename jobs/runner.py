@@ -1,8 +1,8 @@
 """The runner: what TPUEstimator did for TF1 jobs, in TensorFlow 2, on a TPU, GPUs or a CPU.
 
-A job says *what* to train (:class:`Job`: a model builder, a per-replica input function, a loss
-with its metrics -- the model_fn / input_fn split); the runner does the rest, the same way on
-every machine:
+A job says *what* to train (:class:`jobs.job.Job`: a model builder, a per-replica input
+function, a loss with its metrics -- the model_fn / input_fn split); the runner does the rest,
+the same way on every machine:
 
 1. picks the strategy from the environment (:mod:`jobs.distribute`) and checks that the global
    batch splits evenly over the replicas, before any step;
@@ -17,9 +17,15 @@ every machine:
    ``keep_checkpoint_max``);
 6. ends with the job's ``finish`` (evaluation, export) and exit code 0.
 
+Exact resumption: a checkpoint holds the weights, the optimizer's moments and step, and the
+input position (examples of the epoch stream consumed, :mod:`jobs.data`); dropout is keyed
+statelessly by (seed, step, replica). Nothing else is random, so a run killed or stopped and
+resumed any number of times ends with the weights of an uninterrupted one (bitwise on a CPU).
+
 Exit codes: SIGTERM -> checkpoint at the current step, exit 42; a lost TPU or connection
 (:func:`jobs.exitcodes.is_infrastructure_error`) -> exit 42; a bad spec or input -> 2 with one
-line; a bug -> 1 with the traceback. ``progress.json`` says which (``status``).
+line; a TPU that cannot be resolved or initialised, or a bug -> 1. ``progress.json`` says which
+(``status``).
 
 Checkpoints key the model's variables by their original BERT names (not by Keras attribute
 paths), so they load on any Keras version and straight into ``init_checkpoint`` of another job.
@@ -27,61 +33,26 @@ paths), so they load on any Keras version and straight into ``init_checkpoint`` 
 
 from __future__ import annotations
 
-import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
+import keras
 import tensorflow as tf
 
 from . import checkpointing, distribute, exitcodes
 from . import progress as progress_lib
+from .bert.optimization import AdamWeightDecay
 from .errors import ConfigError
 from .heartbeat import ProgressWriter
+from .job import Job, log
 from .preemption import StopSignal
 from .spec import JobSpec
 from .summaries import ScalarWriter
 
+__all__ = ["Job", "Runner", "dropout_seed", "log", "unwrap"]
 
-def log(message: str) -> None:
-    print(f"jobs: {message}", file=sys.stderr, flush=True)
-
-
-class Job:
-    """What a job provides. Subclasses override the methods below; ``runner`` gives access to
-    the strategy, the device and the spec."""
-
-    metric_names: tuple[str, ...] = ()
-
-    def __init__(self, spec: JobSpec):
-        self.spec = spec
-
-    def batch_sizes(self) -> dict[str, int]:
-        """Global batch sizes that must divide by the replica count, by spec key."""
-        return {"train_batch_size": self.spec.train_batch_size}
-
-    def prepare(self, runner: Runner) -> None:
-        """Read or create the data (before the model exists); raise ConfigError for bad input."""
-
-    def build_model(self):
-        """The Keras model, with ``original_variables()``; called inside ``strategy.scope()``."""
-        raise NotImplementedError
-
-    def dataset(self, ctx: tf.distribute.InputContext, seed: int) -> tf.data.Dataset:
-        """This input pipeline's shard, batched to the per-replica batch, repeating forever."""
-        raise NotImplementedError
-
-    def loss(self, model, features, training: bool) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
-        """Mean loss over this replica's batch, and scalar metrics named in ``metric_names``."""
-        raise NotImplementedError
-
-    def init_variables(self, variables: dict) -> tuple[dict, Callable[[str], bool]]:
-        """Which variables ``init_checkpoint`` fills, and which of them it must contain."""
-        return variables, lambda name: True
-
-    def finish(self, runner: Runner) -> dict[str, float]:
-        """After the last step: evaluate, export. Returns metrics for progress.json."""
-        return {}
+INPUT_POSITION = "input_position"  # the checkpoint key of the examples consumed
 
 
 def unwrap(variable) -> tf.Variable:
@@ -92,6 +63,13 @@ def unwrap(variable) -> tf.Variable:
     if isinstance(inner, tf.Variable):
         return inner
     return variable._value  # Keras 3 keeps the backend variable here
+
+
+def dropout_seed(seed: int, step, replica) -> tf.Tensor:
+    """The stateless key of the dropout masks of ``step`` on ``replica`` (shape [2], int64)."""
+    key = tf.constant([seed, 0], tf.int64)
+    key = tf.random.experimental.stateless_fold_in(key, tf.cast(step, tf.int64))
+    return tf.random.experimental.stateless_fold_in(key, tf.cast(replica, tf.int64))
 
 
 class Runner:
@@ -121,6 +99,10 @@ class Runner:
             log(f"error: {exc}")
             self.progress.update(status=progress_lib.FAILED, message=str(exc))
             return exitcodes.BAD_SPEC
+        except distribute.TPUResolutionError as exc:
+            log(f"error: {exc}")
+            self.progress.update(status=progress_lib.FAILED, message=str(exc)[:500])
+            return exitcodes.JOB_ERROR
         except KeyboardInterrupt:
             self.progress.update(status=progress_lib.PREEMPTED, message="interrupted")
             return exitcodes.RETRY
@@ -146,27 +128,35 @@ class Runner:
         tf.io.gfile.makedirs(self.model_dir)
         self.strategy, self.device = distribute.select(spec.precision)
         replicas = self.strategy.num_replicas_in_sync
-        log(f"{spec.job} on {self.device.name}: {replicas} replica(s), {self.device.precision}")
+        log(f"{spec.job} on {self.device.name}: {replicas} replica(s), {self.device.precision}"
+            + (", XLA" if self.device.xla else ""))
         self.progress.update(device={"type": self.device.type, "count": self.device.count,
                                      "name": self.device.name,
                                      "precision": self.device.precision})
         self._check_batch_sizes(replicas)
         distribute.set_policy(self.device.precision)
-        tf.random.set_seed(spec.seed)
+        # Python, NumPy, TensorFlow and Keras seeds: variables that no checkpoint fills (a new
+        # classifier head) start the same in every run of the spec.
+        keras.utils.set_random_seed(spec.seed)
         job.prepare(self)
         if self.stop.requested.is_set():  # preempted while preparing data: nothing to save
             self.progress.update(status=progress_lib.PREEMPTED, message=self.stop.name)
             return exitcodes.RETRY
 
         self.build()
-        self.checkpoint = tf.train.Checkpoint(model=dict(self.variables),
-                                              optimizer=self.optimizer.slots(),
-                                              global_step=self.optimizer.step)
+        parts = {"model": dict(self.variables), "optimizer": self.optimizer.slots(),
+                 "global_step": self.optimizer.step}
+        self.checkpoint = tf.train.Checkpoint(**parts, **{INPUT_POSITION: self.position})
         self.manager, restored = checkpointing.open_manager(
-            self.checkpoint, self.model_dir, spec.keep_checkpoint_max, log)
+            self.checkpoint, self.model_dir, spec.keep_checkpoint_max, log,
+            legacy=tf.train.Checkpoint(**parts))
         step = int(self.optimizer.step.numpy())
+        if restored.legacy:  # written before the position was checkpointed: step x batch
+            self.position.assign(step * spec.train_batch_size)
+            log(f"{restored.path} has no input position; assuming {step} x train_batch_size")
         if restored.path:
-            log(f"resumed from {restored.path} (step {step})")
+            log(f"resumed from {restored.path} (step {step}); input stream at example "
+                f"{int(self.position.numpy())}")
             resumed_from: int | None = step
             checkpoint_step: int | None = step
         else:
@@ -185,16 +175,17 @@ class Runner:
         return exitcodes.OK
 
     def build(self) -> None:
-        """The model and its optimizer, inside the strategy's scope."""
+        """The model and its optimizer, inside the strategy's scope; the input position (a
+        host variable, like the loop's counters) outside it."""
         spec = self.spec
         with self.strategy.scope():
             self.model = self.job.build_model()
             self.variables = {name: unwrap(v) for name, v in self.model.original_variables().items()}
-            from .bert.optimization import AdamWeightDecay
-
             self.optimizer = AdamWeightDecay(
                 self.variables, init_lr=spec.learning_rate, num_train_steps=spec.num_train_steps,
-                num_warmup_steps=spec.warmup_steps, weight_decay_rate=spec.weight_decay_rate)
+                num_warmup_steps=spec.warmup_steps, weight_decay_rate=spec.weight_decay_rate,
+                jit_compile=self.device.xla and self.strategy.num_replicas_in_sync > 1)
+        self.position = tf.Variable(0, dtype=tf.int64, trainable=False, name=INPUT_POSITION)
 
     def _check_batch_sizes(self, replicas: int) -> None:
         for key, size in self.job.batch_sizes().items():
@@ -226,9 +217,9 @@ class Runner:
         """Train to num_train_steps; False if stopped by a signal (checkpoint saved)."""
         spec = self.spec
         global_batch = spec.train_batch_size
-        seed = spec.seed + step  # a resumed run does not replay the batches it already saw
+        position = int(self.position.numpy())  # where the uninterrupted run would read next
         dataset = self.strategy.distribute_datasets_from_function(
-            lambda ctx: self.job.dataset(ctx, seed))
+            lambda ctx: self.job.dataset(ctx, position))
         iterator = iter(dataset)
         # Host-side variables, outside the strategy: a stop request the loop checks before each
         # step, and a step counter the heartbeat reads while a long host loop runs.
@@ -289,27 +280,42 @@ class Runner:
 
     def make_train_loop(self, stop_flag: tf.Variable, loop_steps: tf.Variable):
         """``train_loop(iterator, n)``: up to n steps in one ``tf.function`` call (one host
-        call); returns (sum of losses, sums of metrics, steps done). The benchmark times it."""
+        call); returns (sum of losses, sums of metrics, steps done). The benchmark times it.
+
+        With XLA (GPUs): one replica compiles the whole step, forward, backward and AdamW
+        with its assignments; several replicas compile forward/backward and AdamW's arithmetic,
+        with the all-reduce and the assignment between them (a merge call cannot be compiled).
+        """
         strategy, job, model = self.strategy, self.job, self.model
         optimizer = self.optimizer
         train_vars = [self.variables[n] for n in optimizer.names]
         num_metrics = len(job.metric_names)
+        seed = self.spec.seed
+        global_batch = self.spec.train_batch_size
+        position = self.position
+        xla = self.device.xla
+        whole_step = xla and strategy.num_replicas_in_sync == 1
 
-        def forward_backward(features):
+        def forward_backward(features, key):
             with tf.GradientTape() as tape:
-                loss, metrics = job.loss(model, features, training=True)
+                loss, metrics = job.loss(model, features, training=True, seed=key)
             # Dense gradients (embedding lookups give IndexedSlices): the update touches every
             # row anyway (weight decay), and XLA wants plain tensors out of a compiled function.
             grads = [tf.convert_to_tensor(g) for g in tape.gradient(loss, train_vars)]
             return loss, [metrics[k] for k in job.metric_names], grads
 
-        if self.device.type == "gpu":  # XLA fuses the elementwise ops; TPUs compile everything
+        if xla and not whole_step:
             forward_backward = tf.function(forward_backward, jit_compile=True)
 
         def step_fn(features):
-            loss, metrics, grads = forward_backward(features)
+            replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+            key = dropout_seed(seed, optimizer.step.read_value(), replica)
+            loss, metrics, grads = forward_backward(features, key)
             optimizer.apply_gradients(grads)
             return loss, metrics
+
+        if whole_step:
+            step_fn = tf.function(step_fn, jit_compile=True)
 
         def mean(value):
             return strategy.reduce(tf.distribute.ReduceOp.MEAN, value, axis=None)
@@ -326,6 +332,7 @@ class Runner:
                 loss_sum += mean(loss)
                 metric_sums = [s + mean(m) for s, m in zip(metric_sums, metrics)]
                 done += 1
+                position.assign_add(global_batch)
                 loop_steps.assign_add(1)
             return loss_sum, metric_sums, done
 
@@ -335,38 +342,30 @@ class Runner:
     # Evaluation helper for jobs
 
     def evaluate_sums(self, dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset],
-                      sums_fn: Callable[[object, dict], dict[str, tf.Tensor]]) -> dict[str, float]:
-        """Sum ``sums_fn(model, batch)`` (a dict of scalars) over a finite dataset, across
-        replicas. Jobs pad their eval set to whole batches with weight-0 examples so that the
-        shapes stay static on TPUs and no example is dropped."""
+                      sums_fn: Callable[[object, dict], dict[str, tf.Tensor]],
+                      keys: Sequence[str], num_batches: int) -> dict[str, float]:
+        """Sum ``sums_fn(model, batch)`` (scalars named ``keys``) over ``num_batches`` global
+        batches, across replicas, in one device loop: one host call for the whole evaluation,
+        no host sync per batch. Jobs pad their eval set to whole batches with weight-0 examples
+        so that shapes stay static on TPUs and no example is dropped."""
         dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
         model, strategy = self.model, self.strategy
+        keys = list(keys)
+
+        def replica_sums(batch):
+            return sums_fn(model, batch)
+
+        if self.device.xla:
+            replica_sums = tf.function(replica_sums, jit_compile=True)
 
         @tf.function
-        def eval_step(batch):
-            per_replica = strategy.run(lambda b: sums_fn(model, b), args=(batch,))
-            return {k: strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
-                    for k, v in per_replica.items()}
+        def eval_loop(iterator):
+            totals = {k: tf.constant(0.0) for k in keys}
+            for _ in tf.range(num_batches):
+                per_replica = strategy.run(replica_sums, args=(next(iterator),))
+                totals = {k: totals[k] + strategy.reduce(tf.distribute.ReduceOp.SUM,
+                                                         per_replica[k], axis=None)
+                          for k in keys}
+            return totals
 
-        totals: dict[str, float] = {}
-        for batch in dataset:
-            for k, v in eval_step(batch).items():
-                totals[k] = totals.get(k, 0.0) + float(v.numpy())
-        return totals
-
-
-def make_job(spec: JobSpec) -> Job:
-    if spec.job == "bert-pretrain":
-        from .bert.pretrain import PretrainJob
-
-        return PretrainJob(spec)
-    if spec.job == "bert-finetune":
-        from .bert.classifier import ClassifierJob
-
-        return ClassifierJob(spec)
-    raise ConfigError(f"unknown job {spec.job!r}")
-
-
-def run_spec(spec: JobSpec) -> int:
-    """Run a checked spec in this process; returns the exit code."""
-    return Runner(spec, make_job(spec)).run()
+        return {k: float(v.numpy()) for k, v in eval_loop(iter(dataset)).items()}

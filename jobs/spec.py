@@ -511,6 +511,7 @@ def _local_checkpoint(path: str) -> bool:
 
 
 MAX_CONFIG_BYTES = 1 << 20
+MAX_VOCAB_BYTES = 64 << 20
 _CONFIG_INTS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                 "max_position_embeddings", "type_vocab_size")
 
@@ -560,7 +561,7 @@ def _check_bert_dir(spec: JobSpec) -> None:
         raise SpecError(f"max_seq_length {spec.max_seq_length} exceeds the model's "
                         f"max_position_embeddings {limit}; use --set max_seq_length={limit} "
                         "or less")
-    _check_vocab(spec.bert_dir, bert)
+    _check_vocab(spec, bert)
     prefix = os.path.join(spec.bert_dir, "bert_model.ckpt")
     if os.path.exists(prefix + ".index"):
         _check_checkpoint(prefix, bert, where=f"bert_dir {spec.bert_dir}")
@@ -574,15 +575,31 @@ def _check_bert_dir(spec: JobSpec) -> None:
             _check_checkpoint(init_prefix, bert, where=f"init_checkpoint {init}")
 
 
-def _check_vocab(bert_dir: str, bert: Any) -> None:
+def _check_vocab(spec: JobSpec, bert: Any) -> None:
+    """vocab.txt gives ids as google-research/bert's loader does (one per line, blank lines
+    included); they must fit the embedding table, and do_lower_case must match the model."""
+    from .bert.casing import check as check_case
+    from .bert.tokenization import vocab_lines
+
+    bert_dir = spec.bert_dir
+    path = os.path.join(bert_dir, "vocab.txt")
     try:
-        with open(os.path.join(bert_dir, "vocab.txt"), "rb") as f:
-            tokens = sum(1 for line in f if line.strip())
+        if os.path.getsize(path) > MAX_VOCAB_BYTES:
+            raise SpecError(f"{bert_dir}/vocab.txt is {os.path.getsize(path)} bytes; a BERT vocabulary "
+                            "is one token per line (a few hundred kB); use the release's vocab.txt")
+        with open(path, "rb") as f:
+            lines = vocab_lines(f.read())
     except OSError as exc:
         raise SpecError(f"cannot read {bert_dir}/vocab.txt ({exc.strerror}); check its permissions") from None
-    if tokens == 0 or tokens > bert.vocab_size:
-        raise SpecError(f"{bert_dir}/vocab.txt has {tokens} tokens but bert_config.json says vocab_size "
-                        f"{bert.vocab_size}; use the vocab.txt and bert_config.json of the same release")
+    if not any(lines) or len(lines) > bert.vocab_size:
+        raise SpecError(f"{bert_dir}/vocab.txt has {len(lines)} lines (token ids) but bert_config.json says "
+                        f"vocab_size {bert.vocab_size}; use the vocab.txt and bert_config.json of the same release")
+    try:
+        check_case(spec.do_lower_case, bert_dir, spec.resolved_init_checkpoint, lines)
+    except SpecError:
+        raise
+    except ConfigError as exc:
+        raise SpecError(str(exc)) from None
 
 
 def _local_prefix(path: str) -> str | None:

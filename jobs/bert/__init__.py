@@ -63,5 +63,15 @@ def read_config(bert_dir: str):
                           "from the release") from None
 
 
+def check_case(spec) -> None:
+    """``do_lower_case`` against the model's name or vocabulary (:mod:`jobs.bert.casing`), for
+    any TensorFlow filesystem; raises :class:`jobs.errors.ConfigError` (exit 2)."""
+    from .casing import check
+    from .tokenization import read_bytes, vocab_lines
+
+    tokens = vocab_lines(read_bytes(_join(spec.bert_dir, "vocab.txt")))
+    check(spec.do_lower_case, spec.bert_dir, spec.resolved_init_checkpoint, tokens)
+
+
 def _join(base: str, name: str) -> str:
     return base.rstrip("/") + "/" + name

@@ -7,6 +7,12 @@ layer (``output_weights`` / ``output_bias``, the original names); the loss is th
 cross-entropy. When training ends, accuracy and loss on ``dev_file`` are written to
 ``<model_dir>/eval_results.json``, TensorBoard (``eval/``) and progress.json (``eval_accuracy``).
 
+As run_classifier.py writes ``train.tf_record``, the job tokenizes the files once per start into
+TFRecord shards in ``<model_dir>/finetune_data`` (deterministically: a restart writes the same
+bytes) and trains from them through tf.data (:mod:`jobs.data`: the epoch stream, so a resumed
+run continues with the very examples the uninterrupted run would have seen). The dev set is
+written padded to whole eval batches (weight-0 rows) and evaluated in one device loop.
+
 File format: tab-separated for ``.tsv``/``.txt``, comma-separated (quoted as CSV) for ``.csv``.
 Either a header row naming the columns (``text`` or ``sentence``/``text_a``/``sentence1``,
 optional ``text_b``/``sentence2``, and ``label``), or no header and the columns
@@ -23,16 +29,19 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
-from .. import runner as runner_lib
+from .. import data
 from ..errors import ConfigError
+from ..job import Job, log
 from ..spec import FinetuneSpec
 from ..summaries import ScalarWriter
-from . import read_config
+from . import check_case, read_config
 from .modeling import ClassifierModel
 from .tokenization import CLS, SEP, FullTokenizer
 
 TEXT_COLUMNS = ("text", "text_a", "sentence", "sentence1")
 PAIR_COLUMNS = ("text_b", "sentence2")
+DATA_DIR = "finetune_data"
+SHARD_EXAMPLES = 4096  # examples per training shard (round-robin), so shards mix well
 
 
 @dataclass
@@ -109,7 +118,36 @@ def to_arrays(examples: list[Example], labels: list[str], tokenizer: FullTokeniz
             "weight": np.ones(len(examples), np.float32)}
 
 
-class ClassifierJob(runner_lib.Job):
+def write_records(path: str, arrays: dict[str, np.ndarray], rows) -> int:
+    """Write ``rows`` (indices into ``arrays``) to a TFRecord file (any TensorFlow filesystem),
+    as temp file + rename; returns the number of records."""
+    def feature(values) -> tf.train.Feature:
+        values = np.atleast_1d(values)
+        if values.dtype.kind == "f":
+            return tf.train.Feature(float_list=tf.train.FloatList(value=values.tolist()))
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=values.tolist()))
+
+    tmp = path + ".tmp"
+    count = 0
+    with tf.io.TFRecordWriter(tmp) as writer:
+        for i in rows:
+            example = tf.train.Example(features=tf.train.Features(
+                feature={k: feature(v[i]) for k, v in sorted(arrays.items())}))
+            writer.write(example.SerializeToString())
+            count += 1
+    tf.io.gfile.rename(tmp, path, overwrite=True)
+    return count
+
+
+def pad_to_batches(arrays: dict[str, np.ndarray], global_batch: int) -> dict[str, np.ndarray]:
+    """Append weight-0 rows up to a whole number of global batches."""
+    n = len(arrays["label"])
+    padded = -(-n // global_batch) * global_batch
+    return {k: np.concatenate([v, np.zeros((padded - n,) + v.shape[1:], v.dtype)])
+            for k, v in arrays.items()}
+
+
+class ClassifierJob(Job):
     metric_names = ("accuracy",)
 
     def __init__(self, spec: FinetuneSpec):
@@ -128,34 +166,61 @@ class ClassifierJob(runner_lib.Job):
         if s.max_seq_length > self.config.max_position_embeddings:
             raise ConfigError(f"max_seq_length {s.max_seq_length} exceeds "
                               f"max_position_embeddings {self.config.max_position_embeddings}")
+        check_case(s)
         tokenizer = FullTokenizer(f"{s.bert_dir.rstrip('/')}/vocab.txt", s.do_lower_case)
         train = read_examples(s.train_file)
         self.labels = list(s.labels) if s.labels else sorted({e.label for e in train})
         if len(self.labels) < 2:
             raise ConfigError(f"{s.train_file} has a single label {self.labels[0]!r}; a "
                               "classifier needs at least two")
-        self.train = to_arrays(train, self.labels, tokenizer, s.max_seq_length, s.train_file)
-        self.dev = None
+        arrays = to_arrays(train, self.labels, tokenizer, s.max_seq_length, s.train_file)
+        dev = None
         if s.dev_file:
-            self.dev = to_arrays(read_examples(s.dev_file), self.labels, tokenizer,
-                                 s.max_seq_length, s.dev_file)
+            dev = to_arrays(read_examples(s.dev_file), self.labels, tokenizer,
+                            s.max_seq_length, s.dev_file)
         with tf.io.gfile.GFile(f"{runner.model_dir}/labels.txt", "w") as f:
             f.write("".join(f"{label}\n" for label in self.labels))
-        runner_lib.log(f"{len(train)} training examples, labels {self.labels}"
-                       + (f", {len(self.dev['label'])} dev examples" if self.dev else ""))
+        out_dir = f"{runner.model_dir}/{DATA_DIR}"
+        tf.io.gfile.makedirs(out_dir)
+        n = len(train)
+        shards = -(-n // SHARD_EXAMPLES)
+        files = [f"{out_dir}/train-{i:05d}-of-{shards:05d}.tfrecord" for i in range(shards)]
+        for i, path in enumerate(files):  # round-robin: every shard samples the whole file
+            write_records(path, arrays, range(i, n, shards))
+        for stale in tf.io.gfile.glob(f"{out_dir}/train-*.tfrecord"):
+            if stale not in files:
+                tf.io.gfile.remove(stale)
+        index = data.build_index(files, f"{out_dir}/{data.INDEX_NAME}", log)
+        self.stream = data.EpochStream(index, s.seed)
+        self.dev_file = self.dev_examples = None
+        if dev is not None:
+            self.dev_examples = len(dev["label"])
+            padded = pad_to_batches(dev, s.eval_batch_size)
+            self.dev_file = f"{out_dir}/dev.tfrecord"
+            write_records(self.dev_file, padded, range(len(padded["label"])))
+            self.dev_batches = len(padded["label"]) // s.eval_batch_size
+        log(f"{n} training examples ({n / s.train_batch_size:.1f} steps per epoch), labels "
+            f"{self.labels}" + (f", {self.dev_examples} dev examples" if dev is not None else ""))
 
-    def dataset(self, ctx: tf.distribute.InputContext, seed: int) -> tf.data.Dataset:
-        batch = ctx.get_per_replica_batch_size(self.spec.train_batch_size)
-        data = tf.data.Dataset.from_tensor_slices(self.train)
-        data = data.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
-        return (data.repeat().shuffle(min(len(self.train["label"]), 10000), seed=seed)
-                .batch(batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE))
+    def parse(self, records):
+        n = self.spec.max_seq_length
+        schema = {"token_ids": tf.io.FixedLenFeature([n], tf.int64),
+                  "segment_ids": tf.io.FixedLenFeature([n], tf.int64),
+                  "padding_mask": tf.io.FixedLenFeature([n], tf.int64),
+                  "label": tf.io.FixedLenFeature([], tf.int64),
+                  "weight": tf.io.FixedLenFeature([], tf.float32)}
+        ex = tf.io.parse_example(records, schema)
+        return {k: (v if v.dtype == tf.float32 else tf.cast(v, tf.int32)) for k, v in ex.items()}
+
+    def dataset(self, ctx: tf.distribute.InputContext, position: int) -> tf.data.Dataset:
+        return data.host_batches(self.stream.records(position), ctx, self.spec.train_batch_size,
+                                 self.parse)
 
     def build_model(self):
         return ClassifierModel(self.config, len(self.labels), self.spec.classifier_dropout)
 
-    def loss(self, model, features, training: bool):
-        logits = model(features, training=training)["logits"]
+    def loss(self, model, features, training: bool, seed=None):
+        logits = model(features, training=training, seed=seed)["logits"]
         loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
             labels=features["label"], logits=logits))
         correct = tf.equal(tf.argmax(logits, -1, output_type=tf.int32), features["label"])
@@ -166,7 +231,7 @@ class ClassifierJob(runner_lib.Job):
         return encoder_only, lambda name: True
 
     def finish(self, runner) -> dict[str, float]:
-        if self.dev is None:
+        if self.dev_file is None:
             return {}
         results = self.evaluate(runner)
         with tf.io.gfile.GFile(f"{runner.model_dir}/eval_results.json", "w") as f:
@@ -175,19 +240,13 @@ class ClassifierJob(runner_lib.Job):
         return {"eval_accuracy": results["eval_accuracy"], "eval_loss": results["eval_loss"]}
 
     def evaluate(self, runner) -> dict[str, float]:
-        """Accuracy and mean loss on dev_file, every example counted exactly once."""
+        """Accuracy and mean loss on dev_file, every example counted exactly once, in one
+        device loop over the padded dev records."""
         global_batch = self.spec.eval_batch_size
-        n = len(self.dev["label"])
-        padded = -(-n // global_batch) * global_batch
-        data = {k: np.concatenate([v, np.zeros((padded - n,) + v.shape[1:], v.dtype)])
-                for k, v in self.dev.items()}  # padding rows have weight 0
 
         def dataset_fn(ctx):
-            # Padded to whole global batches, so every replica gets the same number of batches.
-            per_replica = ctx.get_per_replica_batch_size(global_batch)
-            ds = tf.data.Dataset.from_tensor_slices(data)
-            ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
-            return ds.batch(per_replica, drop_remainder=True)
+            return data.host_batches(data.in_order([self.dev_file]), ctx, global_batch,
+                                     self.parse)
 
         def sums(model, batch):
             logits = model(batch, training=False)["logits"]
@@ -198,7 +257,8 @@ class ClassifierJob(runner_lib.Job):
             return {"correct": tf.reduce_sum(correct * w), "loss": tf.reduce_sum(loss * w),
                     "count": tf.reduce_sum(w)}
 
-        totals = runner.evaluate_sums(dataset_fn, sums)
+        totals = runner.evaluate_sums(dataset_fn, sums, ("correct", "loss", "count"),
+                                      self.dev_batches)
         count = max(totals["count"], 1.0)
         return {"eval_accuracy": totals["correct"] / count, "eval_loss": totals["loss"] / count,
                 "eval_examples": totals["count"], "global_step": float(runner.optimizer.step.numpy())}

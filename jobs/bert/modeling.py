@@ -10,7 +10,12 @@ attention logits scaled by 1/sqrt(head size) with -10000 added at padded positio
 a tanh dense layer on the first token. Dense kernels are [in, out] as in TF1.
 
 The layers are plain Keras 3 layers (the Keras every TensorFlow 2.16-2.21 ships), computing in
-the global mixed-precision policy's dtype; softmax and losses always run in float32.
+the global mixed-precision policy's dtype; softmax, the output biases and losses always run in
+float32 (eagerly as in a ``tf.function``).
+
+Dropout is stateless: a model called with ``seed`` (a [2] int tensor: the runner derives it from
+the spec's seed, the step and the replica) folds in a fixed number per dropout site, so the
+masks of step N are the same whether or not the run was interrupted before it.
 """
 
 from __future__ import annotations
@@ -41,18 +46,28 @@ def activation(name: str):
             "relu": tf.nn.relu, "tanh": tf.tanh}[name]
 
 
+def fold(seed, salt: int):
+    """The key of one dropout site under ``seed`` (None stays None)."""
+    if seed is None:
+        return None
+    return tf.random.experimental.stateless_fold_in(seed, salt)
+
+
 class Dropout(keras.layers.Layer):
-    """Dropout through ``tf.nn.dropout``: no Keras seed-state variable to keep in sync across
-    replicas, and XLA (TPU) lowers it directly."""
+    """Dropout without RNG state: ``tf.nn.experimental.stateless_dropout`` keyed by ``seed``
+    (no Keras seed-state variable to keep in sync across replicas or to checkpoint; XLA lowers
+    it directly). Without a seed (eager experiments) it falls back to ``tf.nn.dropout``."""
 
     def __init__(self, rate: float, **kwargs):
         super().__init__(**kwargs)
         self.rate = float(rate)
 
-    def call(self, x, training=False):
+    def call(self, x, training=False, seed=None):
         if not training or self.rate <= 0.0:
             return x
-        return tf.nn.dropout(x, rate=self.rate)
+        if seed is None:
+            return tf.nn.dropout(x, rate=self.rate)
+        return tf.nn.experimental.stateless_dropout(x, rate=self.rate, seed=seed)
 
 
 def _init(config: BertConfig) -> keras.initializers.Initializer:
@@ -97,13 +112,13 @@ class Embeddings(keras.layers.Layer):
         self.layer_norm.build((None, None, c.hidden_size))
         self.built = True
 
-    def call(self, token_ids, segment_ids, training=False):
+    def call(self, token_ids, segment_ids, training=False, seed=None):
         dtype = self.compute_dtype
         seq_length = tf.shape(token_ids)[1]
         x = tf.gather(tf.cast(self.word_embeddings, dtype), token_ids)
         x += tf.gather(tf.cast(self.token_type_embeddings, dtype), segment_ids)
         x += tf.cast(self.position_embeddings, dtype)[tf.newaxis, :seq_length, :]
-        return self.dropout(self.layer_norm(x), training=training)
+        return self.dropout(self.layer_norm(x), training=training, seed=seed)
 
     def original_variables(self, prefix: str = "bert/embeddings") -> dict:
         return {f"{prefix}/word_embeddings": self.word_embeddings,
@@ -148,7 +163,7 @@ class TransformerLayer(keras.layers.Layer):
         x = tf.reshape(x, [batch, seq, c.num_attention_heads, c.head_size])
         return tf.transpose(x, [0, 2, 1, 3])
 
-    def call(self, x, padding_mask, training=False):
+    def call(self, x, padding_mask, training=False, seed=None):
         batch, seq = tf.shape(x)[0], tf.shape(x)[1]
         # [batch, 1, 1, to_seq], float32: the same additive bias for every head and query.
         # (Built here from the integer mask: Keras would cast a float input to bfloat16.)
@@ -161,14 +176,16 @@ class TransformerLayer(keras.layers.Layer):
         scores = tf.matmul(q, k, transpose_b=True) * (1.0 / math.sqrt(self.config.head_size))
         scores = tf.cast(scores, tf.float32) + attention_bias
         probs = tf.cast(tf.nn.softmax(scores, axis=-1), x.dtype)
-        probs = self.attention_dropout(probs, training=training)
+        probs = self.attention_dropout(probs, training=training, seed=fold(seed, 1))
         context = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])
         context = tf.reshape(context, [batch, seq, self.config.hidden_size])
         attended = self.attention_layer_norm(
-            x + self.hidden_dropout(self.attention_output(context), training=training))
+            x + self.hidden_dropout(self.attention_output(context), training=training,
+                                    seed=fold(seed, 2)))
         hidden = self.act(self.intermediate(attended))
         return self.output_layer_norm(
-            attended + self.hidden_dropout(self.output_dense(hidden), training=training))
+            attended + self.hidden_dropout(self.output_dense(hidden), training=training,
+                                           seed=fold(seed, 3)))
 
     def original_variables(self, prefix: str) -> dict:
         return {**_dense_vars(f"{prefix}/attention/self/query", self.query),
@@ -202,11 +219,12 @@ class BertEncoder(keras.Model):
         self.pooler.build((None, self.config.hidden_size))
         self.built = True
 
-    def call(self, inputs, training=False):
+    def call(self, inputs, training=False, seed=None):
         padding_mask = tf.cast(inputs["padding_mask"], tf.int32)
-        x = self.embeddings(inputs["token_ids"], inputs["segment_ids"], training=training)
-        for layer in self.transformer_layers:
-            x = layer(x, padding_mask, training=training)
+        x = self.embeddings(inputs["token_ids"], inputs["segment_ids"], training=training,
+                            seed=fold(seed, 0))
+        for i, layer in enumerate(self.transformer_layers):
+            x = layer(x, padding_mask, training=training, seed=fold(seed, i + 1))
         pooled = self.pooler(x[:, 0, :])
         return {"sequence_output": x, "pooled_output": pooled}
 
@@ -233,8 +251,9 @@ class MaskedLMHead(keras.layers.Layer):
     def build(self, input_shape=None):
         self.transform.build((None, self.config.hidden_size))
         self.layer_norm.build((None, self.config.hidden_size))
+        # autocast=False: added to float32 logits, read as float32 in eager calls too.
         self.output_bias = self.add_weight(name="output_bias", shape=(self.config.vocab_size,),
-                                           initializer="zeros")
+                                           initializer="zeros", autocast=False)
         self.built = True
 
     def call(self, sequence_output, positions):
@@ -263,7 +282,7 @@ class OutputLayer(keras.layers.Layer):
             name="output_weights", shape=(self.num_classes, self.config.hidden_size),
             initializer=_init(self.config))
         self.output_bias = self.add_weight(name="output_bias", shape=(self.num_classes,),
-                                           initializer="zeros")
+                                           initializer="zeros", autocast=False)
         self.built = True
 
     def call(self, x):
@@ -290,8 +309,8 @@ class PretrainingModel(keras.Model):
         self.next_sentence.build()
         self.built = True
 
-    def call(self, features, training=False):
-        out = self.encoder(features, training=training)
+    def call(self, features, training=False, seed=None):
+        out = self.encoder(features, training=training, seed=fold(seed, 0))
         return {"mlm_logits": self.masked_lm(out["sequence_output"], features["masked_lm_positions"]),
                 "nsp_logits": self.next_sentence(out["pooled_output"])}
 
@@ -313,9 +332,10 @@ class ClassifierModel(keras.Model):
         self.classifier.build()
         self.built = True
 
-    def call(self, features, training=False):
-        pooled = self.encoder(features, training=training)["pooled_output"]
-        return {"logits": self.classifier(self.dropout(pooled, training=training))}
+    def call(self, features, training=False, seed=None):
+        pooled = self.encoder(features, training=training, seed=fold(seed, 0))["pooled_output"]
+        return {"logits": self.classifier(self.dropout(pooled, training=training,
+                                                       seed=fold(seed, 1)))}
 
     def original_variables(self) -> dict:
         return {**self.encoder.original_variables(), **self.classifier.original_variables()}

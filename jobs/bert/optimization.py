@@ -56,7 +56,8 @@ class AdamWeightDecay(tf.Module):
     def __init__(self, variables: Mapping[str, tf.Variable], *, init_lr: float,
                  num_train_steps: int, num_warmup_steps: int, weight_decay_rate: float = 0.01,
                  beta_1: float = 0.9, beta_2: float = 0.999, epsilon: float = 1e-6,
-                 clip_norm: float = 1.0, exclude_from_weight_decay: Sequence[str] = NO_DECAY):
+                 clip_norm: float = 1.0, exclude_from_weight_decay: Sequence[str] = NO_DECAY,
+                 jit_compile: bool = False):
         super().__init__(name="AdamWeightDecay")
         self.names = sorted(variables)
         self.variables_ = [variables[n] for n in self.names]
@@ -72,6 +73,9 @@ class AdamWeightDecay(tf.Module):
                   for n, v in zip(self.names, self.variables_)]
         self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
                                 aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+        # With several replicas the all-reduce and the assignment stay outside XLA (merge_call
+        # cannot be compiled); the arithmetic in between can be.
+        self._updates = tf.function(self.updates, jit_compile=True) if jit_compile else self.updates
 
     def slots(self) -> dict[str, tf.Variable]:
         """Moments under their original names, for the checkpoint."""
@@ -89,6 +93,13 @@ class AdamWeightDecay(tf.Module):
         grads = [tf.cast(tf.convert_to_tensor(g), tf.float32) for g in grads]
         if ctx.num_replicas_in_sync > 1:
             grads = ctx.all_reduce(tf.distribute.ReduceOp.MEAN, grads)
+        new_w, new_m, new_v, lr = self._updates(grads)
+        # Every replica computed the same values; each assigns its own copy of the variables.
+        ctx.merge_call(self._assign, args=(new_w, new_m, new_v))
+        return lr
+
+    def updates(self, grads: Sequence[tf.Tensor]):
+        """Clip, then AdamW: (new weights, new m, new v, learning rate), assigning nothing."""
         grads, _ = tf.clip_by_global_norm(grads, self.clip_norm)
         lr = self.current_learning_rate()
         new_w, new_m, new_v = [], [], []
@@ -101,9 +112,7 @@ class AdamWeightDecay(tf.Module):
             new_w.append(w - lr * update)
             new_m.append(m_t)
             new_v.append(v_t)
-        # Every replica computed the same values; each assigns its own copy of the variables.
-        ctx.merge_call(self._assign, args=(new_w, new_m, new_v))
-        return lr
+        return new_w, new_m, new_v, lr
 
     def _assign(self, strategy, new_w, new_m, new_v):
         def assign(var, value):

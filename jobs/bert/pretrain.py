@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from .. import runner as runner_lib
+from .. import data
 from ..errors import ConfigError
+from ..job import Job, log
 from ..spec import PretrainSpec
-from . import read_config, weights
+from . import check_case, read_config, weights
 from .modeling import PretrainingModel
 from .pretraining_data import DataOptions, create, expand_globs
 from .tokenization import FullTokenizer
@@ -29,13 +30,14 @@ EXPORT_DIR = "export"
 DATA_DIR = "pretraining_data"
 
 
-class PretrainJob(runner_lib.Job):
+class PretrainJob(Job):
     metric_names = ("mlm_loss", "mlm_accuracy", "nsp_loss", "nsp_accuracy")
 
     def __init__(self, spec: PretrainSpec):
         super().__init__(spec)
         self.spec: PretrainSpec = spec
         self.files: list[str] = []
+        self.stream: data.EpochStream | None = None
 
     # -- data ---------------------------------------------------------------------------------
     def prepare(self, runner) -> None:
@@ -43,6 +45,7 @@ class PretrainJob(runner_lib.Job):
         if self.spec.max_seq_length > self.config.max_position_embeddings:
             raise ConfigError(f"max_seq_length {self.spec.max_seq_length} exceeds "
                               f"max_position_embeddings {self.config.max_position_embeddings}")
+        check_case(self.spec)
         if self.spec.corpus_files:
             self.files = self._create_data(runner)
         else:
@@ -51,6 +54,10 @@ class PretrainJob(runner_lib.Job):
                 raise ConfigError(f"input_files {self.spec.input_files} matches no file; check "
                                   "the path (--set input_files=...)")
         self._check_record_shapes(self.files[0])
+        index = data.build_index(self.files, f"{runner.model_dir}/{data.INDEX_NAME}", log)
+        self.stream = data.EpochStream(index, self.spec.seed)
+        log(f"{index.total} pretraining examples in {len(self.files)} file(s): "
+            f"{index.total / self.spec.train_batch_size:.1f} steps per epoch")
 
     def _create_data(self, runner) -> list[str]:
         """Shards from the corpus into <model_dir>/pretraining_data, once: a DONE marker makes
@@ -72,7 +79,7 @@ class PretrainJob(runner_lib.Job):
                            short_seq_prob=s.short_seq_prob, do_whole_word_mask=s.do_whole_word_mask,
                            random_seed=s.seed)
         tokenizer = FullTokenizer(f"{s.bert_dir.rstrip('/')}/vocab.txt", s.do_lower_case)
-        runner_lib.log(f"creating pretraining data from {len(corpus)} file(s) into {out_dir}")
+        log(f"creating pretraining data from {len(corpus)} file(s) into {out_dir}")
         try:
             count = create(corpus, files, tokenizer, opts)
         except ValueError as exc:
@@ -80,7 +87,7 @@ class PretrainJob(runner_lib.Job):
                               "separated by blank lines") from None
         with tf.io.gfile.GFile(done, "w") as f:
             f.write(f"{count}\n")
-        runner_lib.log(f"wrote {count} pretraining examples")
+        log(f"wrote {count} pretraining examples")
         return files
 
     def _check_record_shapes(self, path: str) -> None:
@@ -102,15 +109,8 @@ class PretrainJob(runner_lib.Job):
             return
         raise ConfigError(f"{path} has no examples; recreate the pretraining data")
 
-    def dataset(self, ctx: tf.distribute.InputContext, seed: int) -> tf.data.Dataset:
+    def dataset(self, ctx: tf.distribute.InputContext, position: int) -> tf.data.Dataset:
         s = self.spec
-        batch = ctx.get_per_replica_batch_size(s.train_batch_size)
-        files = tf.data.Dataset.from_tensor_slices(self.files)
-        if len(self.files) >= ctx.num_input_pipelines:
-            files = files.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
-        files = files.shuffle(len(self.files), seed=seed).repeat()
-        records = files.interleave(tf.data.TFRecordDataset, cycle_length=min(4, len(self.files)),
-                                   num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
         n, p = s.max_seq_length, s.max_predictions_per_seq
         schema = {
             "input_ids": tf.io.FixedLenFeature([n], tf.int64),
@@ -122,8 +122,8 @@ class PretrainJob(runner_lib.Job):
             "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
         }
 
-        def parse(record):
-            ex = tf.io.parse_single_example(record, schema)
+        def parse(records):
+            ex = tf.io.parse_example(records, schema)
             # TPUs want int32; names follow the encoder's inputs.
             return {"token_ids": tf.cast(ex["input_ids"], tf.int32),
                     "padding_mask": tf.cast(ex["input_mask"], tf.int32),
@@ -131,19 +131,16 @@ class PretrainJob(runner_lib.Job):
                     "masked_lm_positions": tf.cast(ex["masked_lm_positions"], tf.int32),
                     "masked_lm_ids": tf.cast(ex["masked_lm_ids"], tf.int32),
                     "masked_lm_weights": ex["masked_lm_weights"],
-                    "next_sentence_labels": tf.cast(ex["next_sentence_labels"][0], tf.int32)}
+                    "next_sentence_labels": tf.cast(ex["next_sentence_labels"][:, 0], tf.int32)}
 
-        return (records.shuffle(1000, seed=seed)
-                .map(parse, num_parallel_calls=tf.data.AUTOTUNE)
-                .batch(batch, drop_remainder=True)
-                .prefetch(tf.data.AUTOTUNE))
+        return data.host_batches(self.stream.records(position), ctx, s.train_batch_size, parse)
 
     # -- model and loss -----------------------------------------------------------------------
     def build_model(self):
         return PretrainingModel(self.config)
 
-    def loss(self, model, features, training: bool):
-        out = model(features, training=training)
+    def loss(self, model, features, training: bool, seed=None):
+        out = model(features, training=training, seed=seed)
         return pretraining_loss(out, features)
 
     def init_variables(self, variables):
@@ -162,7 +159,7 @@ class PretrainJob(runner_lib.Job):
         for name in ("bert_config.json", "vocab.txt"):
             tf.io.gfile.copy(f"{self.spec.bert_dir.rstrip('/')}/{name}", f"{export}/{name}",
                              overwrite=True)
-        runner_lib.log(f"exported an original-layout BERT directory to {export}")
+        log(f"exported an original-layout BERT directory to {export}")
         return {}
 
 

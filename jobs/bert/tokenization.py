@@ -37,15 +37,44 @@ def open_text(path: str):
     return open(path, encoding="utf-8")
 
 
-def load_vocab(path: str) -> dict[str, int]:
-    """token -> id, ids in line order (one token per line, surrounding whitespace ignored)."""
+def read_bytes(path: str) -> bytes:
+    """The bytes of a local file or, through TensorFlow, of a gs:// object."""
+    if "://" in path:
+        import tensorflow as tf
+
+        with tf.io.gfile.GFile(path, "rb") as f:
+            return f.read()
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def vocab_lines(data: bytes | str) -> list[str]:
+    """The tokens of vocab.txt, one per line, in line order: line ``i`` is token id ``i``.
+
+    As google-research/bert's ``load_vocab`` reads the file: lines end at ``\n`` only (a
+    U+2028 or a lone ``\r`` inside a line does not end it), invalid UTF-8 is dropped, and each
+    line is ``strip()``ped -- so a blank or whitespace-only line (the U+2028 line of the Chinese
+    vocabulary) becomes the empty token and still takes its id, and every later id stays put.
+    """
+    text = data.decode("utf-8", "ignore") if isinstance(data, bytes) else data
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the newline that ends the last line does not start another one
+    return [line.strip() for line in lines]
+
+
+def vocab_from_lines(lines: Iterable[str]) -> dict[str, int]:
+    """token -> id; a token on several lines keeps the id of its last line (as the original's
+    dict assignment does)."""
     vocab: dict[str, int] = {}
-    with open_text(path) as f:
-        for line in f:
-            token = line.strip()
-            if token and token not in vocab:
-                vocab[token] = len(vocab)
+    for index, token in enumerate(lines):
+        vocab[token] = index
     return vocab
+
+
+def load_vocab(path: str) -> dict[str, int]:
+    """token -> id of ``vocab.txt``, ids exactly as google-research/bert's loader gives them."""
+    return vocab_from_lines(vocab_lines(read_bytes(path)))
 
 
 def is_cjk(char: str) -> bool:
@@ -134,17 +163,30 @@ def wordpiece(word: str, vocab: dict[str, int] | set[str],
 
 
 class FullTokenizer:
-    """Basic tokenization then WordPiece, with the vocabulary of a BERT directory."""
+    """Basic tokenization then WordPiece, with the vocabulary of a BERT directory.
+
+    ``convert_tokens_to_ids`` gives vocab.txt line numbers exactly as the original does;
+    ``convert_ids_to_tokens`` maps every line number back to that line's token (also the
+    earlier line of a repeated token, which the original's inverse dict loses).
+    """
 
     def __init__(self, vocab_file: str | None = None, do_lower_case: bool = True,
                  vocab: dict[str, int] | None = None):
         if vocab is None:
             if vocab_file is None:
                 raise ValueError("give vocab_file or vocab")
-            vocab = load_vocab(vocab_file)
+            lines = vocab_lines(read_bytes(vocab_file))
+            vocab = vocab_from_lines(lines)
+            self.inv_vocab = dict(enumerate(lines))
+        else:
+            self.inv_vocab = {i: t for t, i in vocab.items()}
         self.vocab = vocab
-        self.inv_vocab = {i: t for t, i in vocab.items()}
         self.do_lower_case = do_lower_case
+
+    @property
+    def vocab_size(self) -> int:
+        """Ids in use: the number of lines of vocab.txt."""
+        return max(self.inv_vocab) + 1 if self.inv_vocab else 0
 
     def tokenize(self, text: str) -> list[str]:
         out: list[str] = []

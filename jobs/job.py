@@ -1,0 +1,63 @@
+"""What a job provides to the runner (the model_fn / input_fn split of TPUEstimator).
+
+This module sits below both the runner and the jobs: :mod:`jobs.runner` drives any :class:`Job`,
+the BERT jobs (:mod:`jobs.bert.pretrain`, :mod:`jobs.bert.classifier`) subclass it, and
+:mod:`jobs.registry` (above both) picks the job for a spec. No module here imports one that
+imports it back.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .spec import JobSpec
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+
+
+def log(message: str) -> None:
+    print(f"jobs: {message}", file=sys.stderr, flush=True)
+
+
+class Job:
+    """What a job provides. Subclasses override the methods below; ``runner`` (a
+    :class:`jobs.runner.Runner`) gives access to the strategy, the device and the spec."""
+
+    metric_names: tuple[str, ...] = ()
+
+    def __init__(self, spec: JobSpec):
+        self.spec = spec
+
+    def batch_sizes(self) -> dict[str, int]:
+        """Global batch sizes that must divide by the replica count, by spec key."""
+        return {"train_batch_size": self.spec.train_batch_size}
+
+    def prepare(self, runner: Any) -> None:
+        """Read or create the data (before the model exists); raise ConfigError for bad input."""
+
+    def build_model(self):
+        """The Keras model, with ``original_variables()``; called inside ``strategy.scope()``."""
+        raise NotImplementedError
+
+    def dataset(self, ctx: tf.distribute.InputContext, position: int) -> tf.data.Dataset:
+        """This input pipeline's per-replica batches, forever, starting at ``position`` (examples
+        of the epoch stream consumed so far, from the checkpoint). Global batch N must be a
+        function of (data, seed, N) alone: see :mod:`jobs.data`."""
+        raise NotImplementedError
+
+    def loss(self, model, features, training: bool,
+             seed: tf.Tensor | None = None) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+        """Mean loss over this replica's batch, and scalar metrics named in ``metric_names``.
+        ``seed`` (shape [2]) keys the dropout masks of this step and replica."""
+        raise NotImplementedError
+
+    def init_variables(self, variables: dict) -> tuple[dict, Callable[[str], bool]]:
+        """Which variables ``init_checkpoint`` fills, and which of them it must contain."""
+        return variables, lambda name: True
+
+    def finish(self, runner: Any) -> dict[str, float]:
+        """After the last step: evaluate, export. Returns metrics for progress.json."""
+        return {}
