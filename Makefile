@@ -27,6 +27,7 @@ bench: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check provision jobs tests
+	$(VENV)/bin/lint-imports
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis

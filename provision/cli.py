@@ -7,14 +7,15 @@ this process, so ``tpuctl --help`` stays instant.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
 
 from . import __version__, usage
+from .basics.errors import EXIT_FAILURE, EXIT_INTERRUPTED, TpuctlError
 from .commands import cost, down, job, logs, simulate, stage, status, train, up
-from .commands._common import begin_output, report_error
-from .errors import EXIT_FAILURE, EXIT_INTERRUPTED, TpuctlError
+from .commands.common import begin_output, report_error
 
 
 class _OrderedGroup(click.Group):
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     ``sys.argv``; every path below must work both ways."""
     args = sys.argv[1:] if argv is None else list(argv)
     try:
-        if not args:
+        if not args and not os.environ.get("_TPUCTL_COMPLETE"):
             # bare ``tpuctl``: the usage, as git and gcloud print it, and nothing is wrong
             click.echo(cli.get_help(click.Context(cli, info_name="tpuctl")))
             return 0
@@ -83,9 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return EXIT_FAILURE
     except Exception as exc:
-        import os
-
-        from .redact import redact
+        from .basics.redact import redact
 
         if os.environ.get("TPUCTL_DEBUG"):
             raise
@@ -97,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
 def _click_error(args: list[str], message: str, hint: str | None, exit_code: int = 2) -> int:
     """Click's parse errors in tpuctl's one form: ``tpuctl: error: <cause>; <fix>`` (and, with
     --json, the JSON error document), instead of click's multi-line usage block."""
-    from .errors import TpuctlError, UsageError
+    from .basics.errors import TpuctlError, UsageError
 
     message = " ".join(message.split()).rstrip(".")
     err: TpuctlError = UsageError(message, hint=hint) if exit_code == 2 else TpuctlError(message, hint=hint)

@@ -26,7 +26,7 @@ _NUMBER = re.compile(r"\d+(\.\d+)?")
 def check_detached_units(root: click.Group, args: list[str]) -> None:
     """``--idle-for 5 minutes``: the unit would become a stray argument (a cluster name, for
     ``down``) and the error would speak of that instead; say how durations are written."""
-    from .errors import UsageError
+    from .basics.errors import UsageError
 
     options = duration_options(root)
     for i, word in enumerate(args[:-2]):

@@ -42,7 +42,7 @@ def isolated_env(tmp_path_factory, monkeypatch):
 def no_leftover_agents(isolated_env):
     """`tpuctl up --autodown` on the local provider starts a detached agent: stop any a test left."""
     yield
-    from provision.reaper import stop_agents
+    from provision.host.autodown import stop_agents
 
     stop_agents(isolated_env / "home")
 

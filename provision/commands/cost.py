@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import click
 
-from ._common import (
+from ..basics.text import table
+from .common import (
     acting_on,
     emit_json,
     json_option,
     open_provider,
     provider_options,
     resolve_target,
-    table,
 )
 
 STATE_LABELS = {"training": "training", "starting": "starting (no attempt yet)",
@@ -34,11 +34,14 @@ def command(target: str | None, provider: str | None, project: str | None, as_js
     """
     import time
 
-    from .. import costs, prices, runs, validate
-    from ..errors import NotFound
+    from ..basics import validate
+    from ..basics.errors import NotFound
+    from ..billing import costs
+    from ..catalog import prices
+    from ..runs import store as runs
 
     if target:
-        from ..errors import UsageError
+        from ..basics.errors import UsageError
 
         try:
             validate.run_id(target)
@@ -93,7 +96,7 @@ def command(target: str | None, provider: str | None, project: str | None, as_js
 
 
 def _cluster_text(r, *, run_id: str | None) -> str:
-    from ..validate import format_duration
+    from ..basics.validate import format_duration
 
     a = r.account
     kinds = sorted({"preemptible" if lt.interruptible else "on-demand" for lt in r.lives})

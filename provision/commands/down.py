@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ._common import (
+from .common import (
     acting_on,
     dry_run_option,
     emit_json,
@@ -48,8 +48,9 @@ def command(name: str | None, keep_vm: bool, idle: bool, idle_for: str | None, m
     tpuctl-keep=true are never touched; host VMs are kept. Cron:
       */10 * * * *  tpuctl down --idle --idle-for 30m --json >> ~/tpuctl-reaper.log 2>&1
     """
-    from .. import cluster, validate
-    from ..errors import UsageError
+    from .. import cluster as cluster
+    from ..basics import validate
+    from ..basics.errors import UsageError
 
     if name and idle:
         raise UsageError("give a cluster name or --idle, not both", hint="tpuctl down NAME, or tpuctl down --idle")
@@ -87,7 +88,7 @@ def command(name: str | None, keep_vm: bool, idle: bool, idle_for: str | None, m
 
 
 def parse_percent(value: str) -> float:
-    from ..errors import UsageError
+    from ..basics.errors import UsageError
 
     text = str(value).strip().rstrip("%")
     try:
@@ -102,9 +103,9 @@ def parse_percent(value: str) -> float:
 
 def run_idle(provider: str | None, project: str | None, *, zone: str | None, idle_s: float, duty: float | None,
              bucket: str | None, dry_run: bool, wait_s: float, as_json: bool) -> None:
-    from ..errors import PartialFailure
-    from ..reaper import reap
-    from ..validate import format_duration
+    from ..basics.errors import PartialFailure
+    from ..basics.validate import format_duration
+    from ..billing.reaper import reap
 
     target = resolve_target(provider, project, zone)
     acting_on(target, "down --idle", zone=zone or "all")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import click
 
-from ._common import parse_sets
+from .common import parse_sets
 
 
 @click.group("job")
@@ -40,7 +40,7 @@ def run(spec: str, sets: tuple[str, ...], dry_run: bool) -> None:
     import os
     import sys
 
-    from ..errors import UsageError
+    from ..basics.errors import UsageError
 
     pairs = parse_sets(sets)
     try:

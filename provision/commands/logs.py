@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ._common import acting_on, provider_options, resolve_target
+from .common import acting_on, provider_options, resolve_target
 
 
 @click.command("logs")
@@ -20,8 +20,9 @@ def command(run: str, follow: bool, events: bool, attempt: int | None, worker: s
     import json
     import time
 
-    from .. import runs, training
-    from ..errors import UsageError
+    from ..basics.errors import UsageError
+    from ..runs import store as runs
+    from ..runs import training
 
     if not run or len(run) > 120 or not all(c.isalnum() or c == "-" for c in run):
         raise UsageError(f"invalid run id {run!r}", hint="use a run id printed by tpuctl train, or a cluster name")

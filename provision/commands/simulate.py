@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ._common import (
+from .common import (
     acting_on,
     emit_json,
     json_option,
@@ -27,7 +27,7 @@ def command() -> None:
 def preempt(cluster: str, provider: str | None, project: str | None, as_json: bool) -> None:
     """Preempt CLUSTER's TPU now: it goes PREEMPTED and its job is killed without warning."""
     from .. import cluster as clusters
-    from .. import validate
+    from ..basics import validate
 
     validate.cluster_name(cluster)
     target = resolve_target(provider, project)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ._common import dry_run_option, json_option, provider_options
+from .common import dry_run_option, json_option, provider_options
 
 
 @click.command("stage")
@@ -35,18 +35,18 @@ def command(src: str, dest: str, delete: bool, exclude: tuple[str, ...], create_
       tpuctl stage ./uncased_L-12_H-768_A-12 gs://my-bucket/bert/base --create-bucket
       tpuctl stage gs://my-bucket/bert/base ./bert-base --exclude '*.tmp'
     """
-    from ..errors import EXIT_FAILURE, TpuctlError
+    from ..basics.errors import EXIT_FAILURE, TpuctlError
     from ..staging import options
     from ..staging.endpoints import is_bucket_url, open_endpoint
     from ..staging.ignore import Excluder
     from ..staging.progress import human_bytes
     from ..staging.run import stage
-    from . import _common
-    from ._common import acting_on, emit_json, resolve_target, say
+    from . import common as _common
+    from .common import acting_on, emit_json, resolve_target, say
 
     # Everything the user typed is checked before anything is looked up or sent.
     if is_bucket_url(src) or is_bucket_url(dest):
-        from .. import validate
+        from ..basics import validate
 
         for url in (src, dest):
             if is_bucket_url(url):

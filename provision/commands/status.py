@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import click
 
-from ._common import (
+from ..basics.text import table
+from .common import (
     acting_on,
     emit_json,
     json_option,
     open_provider,
     provider_options,
     resolve_target,
-    table,
 )
 from .up import complete_cluster
 
@@ -23,7 +23,9 @@ from .up import complete_cluster
 @json_option
 def command(name: str | None, zone: str | None, provider: str | None, project: str | None, as_json: bool) -> None:
     """Show clusters: VM state, TPU type/state/health/CIDR, run, uptime and hourly price."""
-    from .. import cluster, prices, validate
+    from .. import cluster as cluster
+    from ..basics import validate
+    from ..catalog import prices
 
     if name:
         validate.cluster_name(name)
@@ -34,7 +36,7 @@ def command(name: str | None, zone: str | None, provider: str | None, project: s
     prov = open_provider(target)
     views = cluster.status(prov, name=name, zone=zone, run_lookup=lambda c: run_summary(c, target))
     if name and not views:
-        from ..errors import NotFound
+        from ..basics.errors import NotFound
 
         raise NotFound(f"no cluster named {name} ({target.describe()})", hint="run tpuctl status to list clusters")
     if as_json:
@@ -57,7 +59,7 @@ RUN_HEADERS = ("RUN", "CLUSTER", "STATUS", "STEP", "LOSS", "EXAMPLES/S", "PREEMP
 
 
 def _run_row(r: dict) -> list:
-    from ..validate import format_duration
+    from ..basics.validate import format_duration
 
     loss = r.get("loss")
     eps = r.get("examples_per_sec")
@@ -68,8 +70,9 @@ def _run_row(r: dict) -> list:
 
 def run_summary(cluster_name: str, target) -> dict | None:
     """The latest run of a cluster this machine started, as its record in the bucket says."""
-    from .. import runs, training
-    from ..errors import TpuctlError
+    from ..basics.errors import TpuctlError
+    from ..runs import store as runs
+    from ..runs import training
 
     entry = runs.latest_for(cluster_name)
     if entry is None or entry.get("provider") != target.provider:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ._common import (
+from .common import (
     acting_on,
     dry_run_option,
     emit_json,
@@ -54,8 +54,10 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
     from pathlib import Path
 
     from .. import cluster as clusters
-    from .. import runs, training, validate
-    from ..errors import JobFailed, NotFound, UsageError
+    from ..basics import validate
+    from ..basics.errors import JobFailed, NotFound, UsageError
+    from ..runs import store as runs
+    from ..runs import training
 
     validate.cluster_name(cluster)
     pairs = parse_sets(sets)
@@ -133,9 +135,10 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
 
 def _attach(cluster: str, provider: str | None, project: str | None, *, poll_s: float, on_interrupt: str,
             as_json: bool) -> None:
-    from .. import runs, training
+    from ..basics.errors import JobFailed, NotFound
     from ..cluster import find
-    from ..errors import JobFailed, NotFound
+    from ..runs import store as runs
+    from ..runs import training
 
     entry = runs.latest_for(cluster)
     if entry is None:
@@ -150,7 +153,7 @@ def _attach(cluster: str, provider: str | None, project: str | None, *, poll_s: 
     if rec.live:
         spec = training.cluster_spec_for(prov, cluster, find(prov, cluster).tpu, bucket=rec.bucket)
         say(f"re-attaching to run {rec.run_id} ({rec.status}, step {rec.step}/{rec.num_train_steps})")
-        from ..supervisor import LEASE_STALE_S
+        from ..runs.supervisor import LEASE_STALE_S
 
         rec = _supervise_foreground(prov, target, spec, store, rec, poll_s=poll_s, on_interrupt=on_interrupt,
                                     take_over=False, wait_for_lease=LEASE_STALE_S + 5)
@@ -163,7 +166,7 @@ def _attach(cluster: str, provider: str | None, project: str | None, *, poll_s: 
 
 
 def _summary(rec) -> str:
-    from ..validate import format_duration
+    from ..basics.validate import format_duration
 
     line = (f"run {rec.run_id} {rec.status} at step {rec.step}/{rec.num_train_steps}: "
             f"{rec.attempts} attempt(s), {rec.preemptions} preemption(s), {rec.failures} job error(s), "
@@ -178,8 +181,8 @@ def _supervise_foreground(prov, target, spec, store, rec, *, poll_s: float, on_i
                           take_over: bool = True, wait_for_lease: float = 0.0):
     import sys
 
-    from .. import training
-    from ..supervisor import Supervisor
+    from ..runs import training
+    from ..runs.supervisor import Supervisor
 
     executor = training.make_executor(prov, store, spec.arch)
     sup = Supervisor(prov, spec, store, executor, training.attempt_command, where="foreground", poll_s=poll_s,
@@ -226,9 +229,9 @@ def _supervise_foreground(prov, target, spec, store, rec, *, poll_s: float, on_i
 def supervise(run: str, where: str, bucket: str | None, poll_s: float, provider: str | None,
               project: str | None) -> None:
     """Supervise RUN here (what --detach and a Ctrl-C handover start on the host)."""
-    from .. import runs, training
-
-    from .. import validate
+    from ..basics import validate
+    from ..runs import store as runs
+    from ..runs import training
 
     target = resolve_target(provider, project)
     entry = {"run_id": validate.run_id(run), "bucket": str(validate.bucket_url(bucket))} if bucket \
@@ -241,7 +244,7 @@ def supervise(run: str, where: str, bucket: str | None, poll_s: float, provider:
     tpu = find(prov, rec.cluster).tpu
     spec = training.cluster_spec_for(prov, rec.cluster, tpu, bucket=rec.bucket)
     executor = training.make_executor(prov, store, spec.arch)
-    from ..supervisor import Supervisor
+    from ..runs.supervisor import Supervisor
 
     sup = Supervisor(prov, spec, store, executor, training.attempt_command, where=where, poll_s=poll_s, log=say)
     rec = sup.run(take_over=False)
@@ -258,6 +261,6 @@ def agent(cluster: str, bucket: str, project: str, worker: str | None, role: str
     """The host agent started by a GCP host's startup script."""
     import socket
 
-    from ..agent import agent_loop
+    from ..host.agent import agent_loop
 
     agent_loop(cluster, bucket, project, worker or socket.gethostname(), role)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ._common import (
+from .common import (
     acting_on,
     dry_run_option,
     emit_json,
@@ -61,9 +61,10 @@ def command(name: str, zone: str | None, accelerator_type: str, arch: str, preem
             service_account: str | None, autodown: str | None, keep_on_failure: bool, timeout: str,
             provider: str | None, project: str | None, dry_run: bool, as_json: bool) -> None:
     """Create the cluster NAME: a host VM and a TPU, or adopt what already exists."""
-    from .. import cluster, validate
-    from ..errors import UsageError
-    from ..providers.base import ClusterSpec
+    from .. import cluster as cluster
+    from ..basics import validate
+    from ..basics.errors import UsageError
+    from ..cloud.base import ClusterSpec
 
     validate.cluster_name(name)
     user_labels = validate.labels(labels)
@@ -103,7 +104,7 @@ def command(name: str, zone: str | None, accelerator_type: str, arch: str, preem
         _check_bucket(bucket, target)      # before anything is created
     result = cluster.up(prov, spec, dry_run=dry_run, keep_on_failure=keep_on_failure, timeout=wait_s, log=say)
     if spec.autodown_seconds and not dry_run:
-        from ..reaper import start_autodown
+        from ..host.autodown import start_autodown
 
         result.notes.append(start_autodown(prov, spec, result.vm,
                                            created_vm=any(c.startswith("VM ") for c in result.created)))
@@ -116,8 +117,8 @@ def command(name: str, zone: str | None, accelerator_type: str, arch: str, preem
 
 
 def _check_bucket(url: str, target) -> None:
-    from ..errors import UsageError
-    from ..storage import open_bucket
+    from ..basics.errors import UsageError
+    from ..cloud.storage import open_bucket
 
     if not open_bucket(url, target).exists():
         raise UsageError(f"bucket {url} does not exist",
@@ -126,8 +127,8 @@ def _check_bucket(url: str, target) -> None:
 
 def _grant_tpu_access(prov, result, url: str, target) -> None:
     """A TPU Node reads and writes checkpoints as the Cloud TPU service agent: give it this bucket only."""
-    from ..errors import PartialFailure, TpuctlError
-    from ..storage import OBJECT_ROLE, open_bucket
+    from ..basics.errors import PartialFailure, TpuctlError
+    from ..cloud.storage import OBJECT_ROLE, open_bucket
 
     member = "serviceAccount:?"
     try:

@@ -1,6 +1,6 @@
 """SRC and DEST of ``tpuctl stage``: a bucket (or directory) plus the prefix files live under.
 
-``gs://BUCKET[/PREFIX]`` opens a bucket through :func:`provision.storage.open_bucket` (Cloud
+``gs://BUCKET[/PREFIX]`` opens a bucket through :func:`provision.cloud.storage.open_bucket` (Cloud
 Storage, or under the local provider the directory ``$TPUCTL_HOME/local/buckets/BUCKET``); any
 other text is a local path. A SRC that is one file (or one object) stages just that file into DEST.
 """
@@ -13,11 +13,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import UsageError
-from ..storage import Bucket, LocalBucket, ObjectInfo
+from ..basics.errors import UsageError
+from ..cloud.storage import Bucket, LocalBucket, ObjectInfo
 
 if TYPE_CHECKING:
-    from ..config import Target
+    from ..basics.config import Target
 
 _SCHEME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
@@ -86,8 +86,8 @@ def is_bucket_url(text: str) -> bool:
 
 
 def open_endpoint(text: str, target: Target | None, *, pool_size: int = 16) -> Endpoint:
-    from ..storage import open_bucket
-    from ..validate import bucket_url
+    from ..basics.validate import bucket_url
+    from ..cloud.storage import open_bucket
 
     if not text or not text.strip():
         raise UsageError("empty SRC or DEST", hint="give a local path or gs://BUCKET/PREFIX")

@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
-from ..errors import TpuctlError
-from ..redact import redact
-from ..storage.base import ChecksumMismatch, ObjectInfo, TransferJob
+from ..basics.errors import TpuctlError
+from ..basics.redact import redact
+from ..cloud.storage.base import ChecksumMismatch, ObjectInfo, TransferJob
 
 ATTEMPTS = 3
 

@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ..errors import UsageError
+from ..basics.errors import UsageError
 
 IGNORE_FILE = ".tpuctlignore"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..errors import UsageError
-from ..storage.parts import MIN_PART_SIZE
+from ..basics.errors import UsageError
+from ..cloud.storage.parts import MIN_PART_SIZE
 
 DEFAULT_JOBS = 8
 MAX_JOBS = 64

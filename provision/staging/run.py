@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import UsageError
-from ..storage import BucketNotFound, LocalBucket, ObjectInfo, crc
+from ..basics.errors import UsageError
+from ..cloud.storage import BucketNotFound, LocalBucket, ObjectInfo, crc
 from . import plan as planning
 from .endpoints import Endpoint
 from .executor import Executor, Outcome
@@ -23,7 +23,7 @@ from .options import StageOptions
 from .progress import Progress
 
 if TYPE_CHECKING:
-    from ..config import Target
+    from ..basics.config import Target
 
 Say = Callable[[str], None]
 

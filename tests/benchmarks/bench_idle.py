@@ -58,7 +58,7 @@ def _created_at(home: Path, cluster: str, zone: str) -> float:
 
 
 def run() -> dict:
-    from provision.reaper import stop_agents
+    from provision.host.autodown import stop_agents
 
     saved = dict(os.environ)
     with tempfile.TemporaryDirectory() as tmp:
@@ -78,11 +78,11 @@ def run() -> dict:
 
 
 def _measure(home: Path, env: dict) -> dict:
-    from provision import runs
-    from provision.reaper import AUTODOWN_EVERY_S
-    from provision.runs import RunRecord, RunStore
-    from provision.storage import local_bucket
-    from provision.training import local_path_for
+    from provision.cloud.storage import local_bucket
+    from provision.host.autodown import AUTODOWN_EVERY_S
+    from provision.runs import store as runs
+    from provision.runs.store import RunRecord, RunStore
+    from provision.runs.training import local_path_for
 
     t = f"{int(THRESHOLD_S)}s"
     for name in ("fresh", "finished", "crashed"):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from provision.config import home
+from provision.basics.config import home
 
 CREATES = ("compute.instances.insert", "tpu.v1.nodes.create", "tpu.v2.nodes.create", "tpu.v2.queuedResources.create",
            "compute.projects.setCommonInstanceMetadata", "compute.instances.setMetadata", "tpu.v2.nodes.patch")
@@ -104,8 +104,8 @@ UP_CASES = [
     (["up", "b", "--project", "proj;id"], "invalid project id"),
     # click's own parse errors, in the same one-line form
     (["up", "b", "--arch", "gpu"], "Invalid value for '--arch'"),
-    (["up", "b", "--zon", "x"], "No such option"),
-    (["up"], "Missing argument"),
+    (["up", "b", "--zon", "x"], "tpuctl up has no option --zon; did you mean --zone?"),
+    (["up"], "missing NAME; usage: tpuctl up [OPTIONS] NAME"),
 ]
 
 
@@ -327,7 +327,7 @@ def cluster(tpuctl):
 
 
 def _no_run_started(cluster: str) -> None:
-    from provision import runs
+    from provision.runs import store as runs
 
     assert runs.latest_for(cluster) is None
     assert not (home() / "local" / "buckets" / "tpuctl-local" / "tpuctl" / "runs").exists()

@@ -27,6 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from provision.cli import cli
+from provision.commands.common import json_mode
 from tests.conftest import run_tpuctl_process
 
 EXAMPLES = int(os.environ.get("TPUCTL_FUZZ_EXAMPLES", "120"))
@@ -50,6 +51,8 @@ def _commands() -> dict[tuple[str, ...], click.Command]:
 
 
 COMMANDS = _commands()
+VALUE_OPTIONS = {o for c in COMMANDS.values() for p in c.params if isinstance(p, click.Option) and not p.is_flag
+                 for o in p.opts}
 ALL_OPTIONS = sorted({o for c in COMMANDS.values() for p in c.params if isinstance(p, click.Option)
                       for o in (*p.opts, *p.secondary_opts)})
 
@@ -77,7 +80,7 @@ def _children() -> set[int]:
 # What the local provider's "host VM" runs by design and keeps running after the command returns:
 # the --autodown agent and a detached (--detach) supervisor. They are stopped after each example so
 # the next one starts clean; anything else left behind is a bug.
-HOST_DAEMONS = ("provision.reaper autodown", "provision supervise")
+HOST_DAEMONS = ("provision.host.autodown autodown", "provision supervise")
 
 
 def _stop_if_host_daemon(pid: int) -> bool:
@@ -243,12 +246,20 @@ def _snapshot(root: Path) -> set[str]:
     return {str(p.relative_to(home)) for p in home.rglob("*") if p.is_file() and not p.name.endswith(".lock")}
 
 
-def _json_in_effect(argv: list[str]) -> bool:
+def _json_in_effect(argv: list[str], through: str) -> bool:
+    """In-process, tpuctl's own state says; through the entry point, --json counts unless it was
+    taken as the value of the option before it (``--project --json``)."""
+    if through == "in-process":
+        return json_mode()
     words = argv[:argv.index("--")] if "--" in argv else argv
-    return "--json" in words
+    if "--json" not in words:
+        return False
+    i = words.index("--json")
+    before = words[i - 1] if i else ""
+    return not (before in VALUE_OPTIONS and (i < 2 or words[i - 2] not in VALUE_OPTIONS))
 
 
-def _check(argv, r, world, before_files, before_children):
+def _check(argv, r, world, before_files, before_children, through="in-process"):
     where = f"argv={argv!r}\nexit={r.code}\nstdout={r.out[-1500:]}\nstderr={r.err[-1500:]}"
     assert r.code in (0, 1, 2), where
     assert "Traceback" not in r.err and "internal error" not in r.err, where
@@ -256,7 +267,7 @@ def _check(argv, r, world, before_files, before_children):
         lines = [ln for ln in r.err.splitlines() if ln.startswith("tpuctl: error:")]
         assert len(lines) == 1, where
         assert not any(ln.startswith("Error:") for ln in r.err.splitlines()), where
-        if _json_in_effect(argv):
+        if _json_in_effect(argv, through):
             doc = json.loads(r.out)   # exactly one JSON document, even on failure
             assert isinstance(doc, dict) and ("error" in doc or doc.get("ok") is False), where
     if r.code == 2:
@@ -295,7 +306,7 @@ def test_fuzz_the_command_line(world, tpuctl, through):
             r = run_tpuctl_process(*argv, cwd=world["root"], timeout=120)
         else:
             r = tpuctl(*argv)
-        _check(argv, r, world, before_files, baseline)
+        _check(argv, r, world, before_files, baseline, through)
         if os.environ.get("TPUCTL_FUZZ_LOG"):
             with open(os.environ["TPUCTL_FUZZ_LOG"], "a") as fh:
                 fh.write(json.dumps([r.code, argv, r.err.strip().splitlines()[-1:] ]) + "\n")

@@ -12,8 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from provision.config import home
-from provision.providers.local import LocalProvider
+from provision.basics.config import home
+from provision.cloud.local import LocalProvider
 from tests.conftest import run_tpuctl_process
 
 
@@ -196,7 +196,7 @@ def test_keep_on_failure_says_exactly_what_remains(tpuctl, monkeypatch):
 
 
 def _spec(name):
-    from provision.providers.base import ClusterSpec
+    from provision.cloud.base import ClusterSpec
     return ClusterSpec(name=name, accelerator_type="v2-8", zones=("us-central1-b",))
 
 

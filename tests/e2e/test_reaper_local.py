@@ -13,12 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from provision import costs, runs, statefile
-from provision.config import home
-from provision.providers.local import LocalProvider, _alive
-from provision.runs import RunRecord, RunStore
-from provision.storage import local_bucket
-from provision.training import local_path_for
+from provision.basics import statefile
+from provision.basics.config import home
+from provision.basics.procs import alive as _alive
+from provision.cloud.local import LocalProvider
+from provision.cloud.storage import local_bucket
+from provision.cluster import ledger
+from provision.runs import store as runs
+from provision.runs.store import RunRecord, RunStore
+from provision.runs.training import local_path_for
 
 ZONE = "us-central1-b"
 
@@ -131,7 +134,7 @@ def test_idle_busy_preempted_keep_and_dry_run(tpuctl):
     assert len(provider().list_vms()) == 7
     assert f"kept host VM idle ({ZONE}, $0.10/hour)" in r.out
     # each deletion is in the cost ledger with when the TPU became idle
-    [deleted] = [e for e in costs.read_local("local", "local", "done") if e["event"] == "tpu_deleted"]
+    [deleted] = [e for e in ledger.read_local("local", "local", "done") if e["event"] == "tpu_deleted"]
     assert deleted["by"] == "reaper" and deleted["idle_since"] == pytest.approx(done.rec.ended_at, abs=11)
     # nothing more to do
     again = tpuctl("down", "--idle", "--json").json()
@@ -167,10 +170,10 @@ def test_autodown_deletes_an_idle_tpu_without_any_command(tpuctl, monkeypatch):
     assert 2.0 <= billed_idle <= 2.0 + 30, billed_idle
     assert [v.name for v in provider().list_vms()] == ["auto"], "autodown must keep the host VM"
     deadline = time.time() + 5   # the agent writes the ledger once the deletion has completed
-    while time.time() < deadline and not [e for e in costs.read_local("local", "local", "auto")
+    while time.time() < deadline and not [e for e in ledger.read_local("local", "local", "auto")
                                           if e["event"] == "tpu_deleted"]:
         time.sleep(0.05)
-    [e] = [e for e in costs.read_local("local", "local", "auto") if e["event"] == "tpu_deleted"]
+    [e] = [e for e in ledger.read_local("local", "local", "auto") if e["event"] == "tpu_deleted"]
     assert e["by"] == "autodown" and e["idle_since"] == pytest.approx(last, abs=0.01)
     # down of the cluster stops its agent
     assert tpuctl("down", "auto").code == 0
@@ -258,7 +261,7 @@ def test_cost_of_a_known_ledger(tpuctl):
                            ("tpu_created", 2.2, {"created_at": at(2.2), "by": "up"}),
                            ("tpu_deleted", 4.5, {"created_at": at(2.2), "by": "reaper", "idle_since": at(4.0),
                                                  "state": "READY"})):
-        costs.append("local", "local", costs.event(kind, "lab", t=at(h), **node, **extra))
+        ledger.append("local", "local", ledger.event(kind, "lab", t=at(h), **node, **extra))
     run = FakeRun("lab", status="finished", created_ago=now - at(0.5))
     run.rec.ended_at = at(4.0)
     run.rec.seconds_by_state = {"training": 2.9 * 3600, "waiting": 0.3 * 3600, "starting": 0.1 * 3600}
@@ -296,9 +299,9 @@ def test_cost_of_a_known_ledger(tpuctl):
 
 
 def test_a_run_that_starts_while_the_reaper_judges_keeps_its_tpu(tpuctl):
-    from provision.config import resolve
-    from provision.idle import judge
-    from provision.reaper import NodeReport, _recheck
+    from provision.basics.config import resolve
+    from provision.billing.idle import judge
+    from provision.billing.reaper import NodeReport, _recheck
 
     assert tpuctl("up", "race").code == 0
     backdate_tpu("race", 3600)

@@ -1,6 +1,6 @@
 """`tpuctl train` on the GCP provider, over the wire: the fake cloud, fake-gcs-server, and the host agent.
 
-The host agent (`python -m provision.agent daemon`) runs here as a local process, standing in for
+The host agent (`python -m provision.host.agent daemon`) runs here as a local process, standing in for
 the host VM's agent started by its startup script; it pulls its work from the bucket exactly as
 on a real host. The job trains a tiny BERT on this machine's CPU (TPUCTL_DEVICE=cpu: the stand-in
 host has no TPU); its model_dir is a local path (--allow-local-paths) because TensorFlow's own
@@ -40,7 +40,7 @@ def host_agent(cloud):
 
     def start(cluster: str) -> subprocess.Popen:
         fake, bucket = cloud
-        proc = subprocess.Popen([sys.executable, "-m", "provision.agent", "daemon", "--cluster", cluster, "--bucket",
+        proc = subprocess.Popen([sys.executable, "-m", "provision.host.agent", "daemon", "--cluster", cluster, "--bucket",
                                  bucket, "--project", "tpuctl-test", "--role", "host", "--worker", "host0",
                                  "--poll", "0.5"], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         procs.append(proc)

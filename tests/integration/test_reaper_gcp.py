@@ -23,10 +23,10 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from provision import runs
-from provision.config import Target, home
-from provision.runs import RunRecord, RunStore
-from provision.storage import open_bucket
+from provision.basics.config import Target, home
+from provision.cloud.storage import open_bucket
+from provision.runs import store as runs
+from provision.runs.store import RunRecord, RunStore
 from tests.conftest import REPO
 
 PROJECT = "tpuctl-test"
@@ -235,7 +235,7 @@ def test_autodown_by_the_host_vms_agent(cloud, tpuctl, stub, tmp_path):
     env = {**os.environ, "TPUCTL_METADATA_URL": f"{stub.url}/computeMetadata/v1", "TPUCTL_AUTODOWN_EVERY_S": "0.5",
            "TPUCTL_HOME": str(tmp_path / "host-home")}
     with open(tmp_path / "agent.log", "wb") as log:
-        agent = subprocess.Popen([sys.executable, "-m", "provision.agent", "daemon", "--cluster", "auto", "--bucket",
+        agent = subprocess.Popen([sys.executable, "-m", "provision.host.agent", "daemon", "--cluster", "auto", "--bucket",
                                   b, "--project", PROJECT, "--role", "host", "--worker", "host"],
                                  cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:

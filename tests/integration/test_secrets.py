@@ -151,9 +151,9 @@ def test_user_credentials_never_leak_through_outputs_state_or_errors(real_creds,
     assert run("down", "sec", "--json").code == 0
 
     # the provider's exceptions themselves are scrubbed, not only the printed line
-    from provision.config import resolve
-    from provision.errors import TpuctlError
-    from provision.providers import get_provider
+    from provision.basics.config import resolve
+    from provision.basics.errors import TpuctlError
+    from provision.cloud import get_provider
 
     prov = get_provider(resolve())
     fake.echo_credentials(1, path="nodes$", method="GET")
@@ -189,7 +189,7 @@ def test_service_account_key_and_issued_tokens_never_leak(real_creds, gcs_bucket
 
     # the token endpoint refuses the grant and quotes the signed assertion it was sent
     fake.set_token(fail=5)
-    from provision import storage
+    from provision.cloud import storage
 
     storage._clients.clear()   # a fresh client must fetch a token
     r = run("stage", str(src), f"gs://{gcs_bucket}/again", "--json")

@@ -12,13 +12,13 @@ import time
 
 import pytest
 
-from provision.config import resolve
-from provision.errors import CloudError
+from provision.basics.config import resolve
+from provision.basics.errors import CloudError
+from provision.cloud.storage import PARTS_PREFIX, open_bucket
+from provision.cloud.storage.gcs import GcsBucket, make_client
 from provision.staging.endpoints import Endpoint, open_endpoint
 from provision.staging.options import StageOptions
 from provision.staging.run import stage
-from provision.storage import PARTS_PREFIX, open_bucket
-from provision.storage.gcs import GcsBucket, make_client
 from tests.conftest import REPO
 
 from .stage_helpers import digest, make_bert_dir, read_tree, write_tree
@@ -209,7 +209,7 @@ def test_persistent_corruption_is_reported_and_never_kept(gcs_bucket, gcs_client
 
 def test_persistent_corruption_through_the_cli_exits_1(tpuctl, gcs_bucket, gcs_client, bert, monkeypatch):
     src, _ = bert
-    from provision.storage import gcs
+    from provision.cloud.storage import gcs
 
     monkeypatch.setattr(gcs, "GcsBucket", lambda name, client: CorruptingBucket(name, client, bad=10_000))
     r = tpuctl("stage", str(src), f"gs://{gcs_bucket}/b", "--json", "--jobs", "2")

@@ -14,8 +14,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from provision.storage.base import OBJECT_ROLE
-from provision.storage.gcs import GcsBucket, make_client
+from provision.cloud.storage.base import OBJECT_ROLE
+from provision.cloud.storage.gcs import GcsBucket, make_client
 
 MEMBER = "serviceAccount:service-123456789@cloud-tpu.iam.gserviceaccount.com"
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from provision.config import home, resolve
-from provision.storage import open_bucket
-from provision.storage.base import OBJECT_ROLE, PARTIAL_PREFIX
+from provision.basics.config import home, resolve
+from provision.cloud.storage import open_bucket
+from provision.cloud.storage.base import OBJECT_ROLE, PARTIAL_PREFIX
 
 from .stage_helpers import digest, make_bert_dir, read_tree
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from provision import accelerators, prices
-from provision.errors import UsageError
+from provision.basics.errors import UsageError
+from provision.catalog import accelerators, prices
 
 
 @pytest.mark.parametrize("name, cores, chips, hosts, prefix", [

@@ -2,8 +2,8 @@
 
 import json
 
-from provision.agent import _attempt_number, _checked, run_attempt
-from provision.storage import local_bucket
+from provision.cloud.storage import local_bucket
+from provision.host.agent import _attempt_number, _checked, run_attempt
 
 
 def test_command_env_is_limited_to_the_job_keys(tmp_path):

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from provision import cidr
-from provision.errors import UsageError
+from provision.basics.errors import UsageError
+from provision.cluster import cidr
 
 POOL = ipaddress.ip_network("10.240.0.0/16")
 

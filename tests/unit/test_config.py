@@ -2,8 +2,8 @@
 
 import pytest
 
-from provision import config
-from provision.errors import UsageError
+from provision.basics import config
+from provision.basics.errors import UsageError
 
 
 def write(path, text):

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from provision import costs
+from provision.billing import costs
+from provision.cluster import ledger
 
 H = 3600.0
 T0 = 1_700_000_000.0
@@ -113,11 +114,11 @@ def test_a_reaped_preempted_node_saves_nothing_but_quota():
 
 
 def test_local_and_bucket_copies_merge_and_down_is_not_a_saving():
-    twice = costs.merge(LEDGER, list(reversed(LEDGER)))
+    twice = ledger.merge(LEDGER, list(reversed(LEDGER)))
     assert len(twice) == len(LEDGER)
-    ledger = [ev("tpu_created", 0.0, created_at=at(0.0)), ev("tpu_deleted", 1.0, created_at=at(0.0), by="down")]
-    lives = costs.lifetimes(ledger, [], now=at(2))
-    assert costs.savings(lives, ledger, now=at(2)) == []
+    events = [ev("tpu_created", 0.0, created_at=at(0.0)), ev("tpu_deleted", 1.0, created_at=at(0.0), by="down")]
+    lives = costs.lifetimes(events, [], now=at(2))
+    assert costs.savings(lives, events, now=at(2)) == []
     assert costs.account(lives, [], now=at(2)).hours["idle"] == pytest.approx(1.0)
 
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from provision.failover import ZonePlan
-from provision.failures import Kind, Scope, classify
+from provision.cloud.failures import Kind, Scope, classify
+from provision.cluster.failover import ZonePlan
 
 CIDR_MSG = ('Error code 3 ... The \'CIDR Range\' value "10.2.0.0/29" on network default conflicts with another '
             'subnet or object in the (peered) customer network')
@@ -56,7 +56,7 @@ def test_failover_skips_stocked_out_zones_and_quota_regions():
 
 
 def test_storage_hints_name_bucket_level_roles_not_storage_admin():
-    from provision.failures import role_for
+    from provision.cloud.failures import role_for
 
     assert role_for("storage.objects.create").startswith("roles/storage.objectUser")
     assert role_for("storage.buckets.get").startswith("roles/storage.legacyBucketReader")

@@ -1,7 +1,7 @@
 """The reaper's idle policy: what a user would expect to be deleted, and what never is."""
 
-from provision.idle import RunView, judge
-from provision.providers.base import Arch, Health, TpuNode, TpuState
+from provision.billing.idle import RunView, judge
+from provision.cloud.base import Arch, Health, TpuNode, TpuState
 
 NOW = 1_000_000.0
 HOUR = 3600.0

@@ -1,7 +1,7 @@
 """The idle policy with the duty-cycle signal, and the run view the reaper builds (pure, no I/O)."""
 
-from provision.idle import DutyCycle, RunView, judge, view_of
-from provision.providers.base import Arch, Health, TpuNode, TpuState
+from provision.billing.idle import DutyCycle, RunView, judge, view_of
+from provision.cloud.base import Arch, Health, TpuNode, TpuState
 
 NOW = 1_000_000.0
 HOUR = 3600.0

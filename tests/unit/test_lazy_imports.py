@@ -40,7 +40,7 @@ def test_provision_never_imports_tensorflow():
 
 
 def test_partial_compute_import_completes_on_demand():
-    code = ("from provision.providers.gcp_imports import compute_client, compute_types\n"
+    code = ("from provision.cloud.gcp_imports import compute_client, compute_types\n"
             "import sys\n"
             "c = compute_client('zone_operations')\n"
             "loaded = sorted(m for m in sys.modules if m.startswith('google.cloud.compute_v1.services.'))\n"

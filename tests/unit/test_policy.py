@@ -4,8 +4,15 @@ import itertools
 
 import pytest
 
-from provision.policy import UNHEALTHY_GRACE_S, Action, JobPhase, Observed, decide, poll_interval
-from provision.providers.base import Health, TpuState
+from provision.cloud.base import Health, TpuState
+from provision.runs.policy import (
+    UNHEALTHY_GRACE_S,
+    Action,
+    JobPhase,
+    Observed,
+    decide,
+    poll_interval,
+)
 
 
 def obs(**kw):
@@ -88,7 +95,7 @@ def test_poll_interval_never_exceeds_the_base():
 
 
 def test_multi_host_exit_codes_combine_as_a_group():
-    from provision.executors import combine_exits
+    from provision.runs.executors import combine_exits
 
     assert combine_exits({"w0": {"code": 0}}, expected=2) is None            # still waiting for w1
     assert combine_exits({"w0": {"code": 0}, "w1": {"code": 0}}, expected=2) == 0

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from provision import redact as r
+from provision.basics import redact as r
 
 JWT = "eyJhbGciOiJSUzI1NiJ9.eyJpc3MiOiJzYUBwLmlhbS5nc2VydmljZWFjY291bnQuY29tIn0.c2lnbmF0dXJlLWJ5dGVz"
 

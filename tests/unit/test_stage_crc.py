@@ -8,8 +8,8 @@ import google_crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from provision.storage import crc, parts
-from provision.storage.gcs import FileSlice
+from provision.cloud.storage import crc, parts
+from provision.cloud.storage.gcs import FileSlice
 
 
 @settings(max_examples=60, deadline=None)

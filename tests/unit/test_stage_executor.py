@@ -7,8 +7,8 @@ import time
 
 import pytest
 
+from provision.cloud.storage.base import ChecksumMismatch, ObjectInfo, TransferJob
 from provision.staging.executor import Executor
-from provision.storage.base import ChecksumMismatch, ObjectInfo, TransferJob
 
 
 class FakeJob(TransferJob):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from provision.errors import UsageError
+from provision.basics.errors import UsageError
 from provision.staging.ignore import Excluder, parse_ignore_file, parse_rule
 
 

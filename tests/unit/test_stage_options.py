@@ -6,11 +6,11 @@ import io
 
 import pytest
 
-from provision.errors import UsageError
+from provision.basics.errors import UsageError
+from provision.cloud.storage import iam
+from provision.cloud.storage.base import OBJECT_ROLE
 from provision.staging import options
 from provision.staging.progress import Progress, human_bytes, render
-from provision.storage import iam
-from provision.storage.base import OBJECT_ROLE
 
 
 @pytest.mark.parametrize("text,value", [("32M", 32 << 20), ("256K", 256 << 10), ("1G", 1 << 30),

@@ -4,7 +4,7 @@ import json
 import multiprocessing
 from pathlib import Path
 
-from provision import statefile
+from provision.basics import statefile
 
 
 def _bump(path: str, n: int) -> None:

@@ -2,8 +2,8 @@
 
 import pytest
 
-from provision import validate
-from provision.errors import EXIT_USAGE, UsageError
+from provision.basics import validate
+from provision.basics.errors import EXIT_USAGE, UsageError
 
 
 @pytest.mark.parametrize("name, fragment", [

@@ -1,0 +1,82 @@
+"""The errors tpuctl reports, and the exit code each one maps to.
+
+DESIGN.md fixes the exit codes: 0 success, 2 a usage or validation error, 1 a cloud or job
+failure. Every error carries a one-line message that names the fix; the CLI prints it as
+``tpuctl: error: <message>`` and never a traceback.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class TpuctlError(Exception):
+    """Base class: a failure tpuctl understands and can explain in one line."""
+
+    exit_code = EXIT_FAILURE
+
+    def __init__(self, message: str, *, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def one_line(self) -> str:
+        text = self.message if not self.hint else f"{self.message}; {self.hint}"
+        return _printable(" ".join(text.split()))
+
+    def __str__(self) -> str:
+        return self.one_line()
+
+
+def _printable(text: str) -> str:
+    """No control or terminal escape characters (from a user's value or a cloud's message)."""
+    return "".join(ch if ch.isprintable() else "?" for ch in text)
+
+
+class UsageError(TpuctlError):
+    """Bad input: found before any resource is created. Exit code 2."""
+
+    exit_code = EXIT_USAGE
+
+
+class NotFound(TpuctlError):
+    """A cluster, run or object that does not exist."""
+
+
+class NotAvailable(UsageError):
+    """A capability the user asked for that this provider or build does not offer."""
+
+
+class CloudError(TpuctlError):
+    """A provider call failed in a way retries did not fix.
+
+    ``kind`` is the classification from :mod:`provision.cloud.failures` (stockout, quota, permission,
+    transient, conflict, ...), which decides what the caller does next.
+    """
+
+    def __init__(self, message: str, *, kind: str = "unknown", hint: str | None = None,
+                 zone: str | None = None):
+        super().__init__(message, hint=hint)
+        self.kind = kind
+        self.zone = zone
+
+
+class PartialFailure(TpuctlError):
+    """An operation failed halfway; ``remaining`` names what is still billed and how to remove it."""
+
+    def __init__(self, message: str, *, remaining: list[str] | None = None, hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.remaining = list(remaining or [])
+
+    def one_line(self) -> str:
+        base = super().one_line()
+        if not self.remaining:
+            return base
+        return _printable(f"{base}; still exists: {', '.join(self.remaining)}")
+
+
+class JobFailed(TpuctlError):
+    """A training run ended without finishing (budget exhausted, job error)."""

@@ -1,0 +1,151 @@
+"""Pure idle policy: is this TPU training, or is it billing for nothing?
+
+Idle means "no live run heartbeat", not "no ssh session": a run's progress record (written by the
+job at least every minute) is its heartbeat. A TPU has been idle since the latest of its creation,
+its run's end, and its run's last heartbeat; it is reaped once idle for ``idle_for``. PREEMPTED and
+TERMINATED nodes bill nothing but hold quota, so they go too, unless a live supervisor is about to
+recreate them. A node labelled ``tpuctl-keep=true`` is never touched.
+
+Where Cloud Monitoring is reachable, the TPU's duty cycle is an extra signal (``--min-duty-cycle``):
+a node the progress record calls idle is kept while its duty cycle reached the minimum within
+``idle_for`` (something outside tpuctl computes on it), and a node whose run keeps reporting is
+idle once its duty cycle stayed under the minimum for the whole of ``idle_for`` (the job is alive
+but the TPU does nothing). Without duty-cycle samples the progress record decides alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..cloud.base import PENDING_TPU_STATES, DutyCycle, TpuNode, TpuState
+
+# A supervisor that has not written its heartbeat for this long is not about to recreate anything.
+SUPERVISOR_STALE_S = 120.0
+LIVE_RUN_STATES = frozenset({"starting", "running", "recovering"})
+
+
+@dataclass(frozen=True)
+class RunView:
+    """What the reaper knows of the run attached to a TPU (from the run ledger and progress record)."""
+
+    run_id: str
+    status: str                        # starting, running, recovering, finished, failed, gave_up, stopped
+    heartbeat_at: float | None = None  # the job's progress record time
+    ended_at: float | None = None
+    supervisor_heartbeat_at: float | None = None
+
+    @property
+    def live(self) -> bool:
+        return self.status in LIVE_RUN_STATES
+
+
+# How far the first duty-cycle sample may lie inside a window that it still "covers".
+DUTY_SAMPLE_SLACK_S = 120.0
+
+
+@dataclass(frozen=True)
+class Verdict:
+    delete: bool
+    reason: str
+    idle_since: float | None = None
+
+
+def judge(node: TpuNode, run: RunView | None, *, now: float, idle_for: float,
+          duty: DutyCycle | None = None, min_duty_cycle: float | None = None) -> Verdict:
+    """Delete or keep ``node``: the progress record decides, the duty cycle (when given) refines."""
+    verdict = _by_progress(node, run, now=now, idle_for=idle_for)
+    if duty is None or min_duty_cycle is None or not duty.points or node.keep or node.dead \
+            or node.state != TpuState.READY:
+        return verdict
+    busy_at = duty.last_busy(min_duty_cycle)
+    pct = f"{min_duty_cycle:g}%"
+    if verdict.delete:
+        if busy_at is not None and now - busy_at < idle_for:
+            return Verdict(False, f"{verdict.reason}, but its duty cycle reached {pct} {_human(now - busy_at)} ago "
+                                  f"(--min-duty-cycle): something outside tpuctl computes on it",
+                           max(verdict.idle_since or busy_at, busy_at))
+        return verdict
+    training = run is not None and run.live and run.heartbeat_at is not None
+    created = node.created_at or now
+    window_start = now - idle_for
+    covered = duty.first is not None and duty.first <= window_start + DUTY_SAMPLE_SLACK_S
+    if training and created <= window_start and covered and (busy_at is None or busy_at <= window_start):
+        since = max(busy_at or duty.first or created, created)
+        return Verdict(True, f"run {run.run_id} reports progress, but the TPU's duty cycle stayed under {pct} "
+                             f"for {_human(now - since)}", since)
+    return verdict
+
+
+def _by_progress(node: TpuNode, run: RunView | None, *, now: float, idle_for: float) -> Verdict:
+    if node.keep:
+        return Verdict(False, "labelled tpuctl-keep=true")
+    if node.state == TpuState.DELETING:
+        return Verdict(False, "already being deleted")
+
+    supervised = (run is not None and run.live and run.supervisor_heartbeat_at is not None
+                  and now - run.supervisor_heartbeat_at < SUPERVISOR_STALE_S)
+
+    if node.dead:
+        if supervised:
+            return Verdict(False, f"{node.state.value}, but run {run.run_id}'s supervisor is recreating it")
+        return Verdict(True, f"{node.state.value}: holds quota and will never train again", node.created_at)
+
+    if node.state in PENDING_TPU_STATES and supervised:
+        return Verdict(False, f"{node.state.value} for run {run.run_id}")
+
+    marks = [t for t in (node.created_at,) if t]
+    if run is not None:
+        marks += [t for t in (run.heartbeat_at, run.ended_at) if t]
+        if run.live and run.heartbeat_at is None and supervised:
+            # the job has not written its first progress record yet: the supervisor vouches for it
+            marks.append(run.supervisor_heartbeat_at)
+    idle_since = max(marks) if marks else now
+    quiet = now - idle_since
+
+    if run is None:
+        why = "no run attached"
+    elif not run.live:
+        why = f"run {run.run_id} {run.status}"
+    else:
+        why = f"run {run.run_id} has not reported progress"
+    if quiet >= idle_for:
+        return Verdict(True, f"{why} for {_human(quiet)}", idle_since)
+    if run is not None and run.live and run.heartbeat_at:
+        return Verdict(False, f"training (run {run.run_id}, last progress {_human(quiet)} ago)", idle_since)
+    return Verdict(False, f"{why} for {_human(quiet)}, under --idle-for {_human(idle_for)}", idle_since)
+
+
+def view_of(record: dict[str, Any], progress: dict[str, Any] | None = None,
+            lease: dict[str, Any] | None = None) -> RunView:
+    """What the reaper needs of a run, from its record (run.json), the job's progress record and
+    the supervisor's lease (supervisor.json).
+
+    The heartbeat is the newest progress time the run has seen (the record's copy or a fresh read
+    of the job's file, if that file belongs to this run). A job that wrote a final record
+    (finished, failed, preempted) ended at that write, even before its supervisor noticed: the TPU
+    is idle from that moment. A released lease means nobody supervises the run any more.
+    """
+    run_id = str(record.get("run_id") or "?")
+    beats = []
+    last = record.get("last_progress") or {}
+    if last.get("time"):
+        beats.append(float(last["time"]))
+    ended = record.get("ended_at")
+    if progress and progress.get("run_id") in (None, run_id) and progress.get("time"):
+        beats.append(float(progress["time"]))
+        if progress.get("status") in ("finished", "failed", "preempted"):
+            final = float(progress["time"])
+            ended = min(float(ended), final) if ended else final
+    sup = None
+    if lease and not lease.get("released") and lease.get("heartbeat_at"):
+        sup = float(lease["heartbeat_at"])
+    return RunView(run_id=run_id, status=str(record.get("status") or "starting"),
+                   heartbeat_at=max(beats) if beats else None, ended_at=float(ended) if ended else None,
+                   supervisor_heartbeat_at=sup)
+
+
+def _human(seconds: float) -> str:
+    from ..basics.validate import format_duration
+
+    return format_duration(max(0.0, seconds))

@@ -1,0 +1,427 @@
+"""The idle reaper: find tpuctl's TPUs, judge each with :func:`provision.billing.idle.judge`, delete the idle.
+
+The I/O edge around the pure policy, used by ``tpuctl down --idle`` (every cluster of the
+project), by ``tpuctl up --autodown`` (one cluster, continuously: the host VM's agent on GCP, a
+detached local agent on the local provider) and by the benchmark. For every TPU labelled
+``tpuctl-cluster`` it
+
+1. finds the cluster's run: the newest of the run this machine's run index knows and the run
+   ``tpuctl/clusters/<cluster>/current.json`` names in the cluster's bucket (the bucket comes from
+   ``--bucket``, the local cluster cache, or the ``tpuctl-bucket`` metadata of the host VM or TPU);
+2. builds a :class:`~provision.billing.idle.RunView` from the run record, the job's progress record and
+   the supervisor's lease, and judges the node (with its duty cycle, when asked and available);
+3. deletes the idle ones, all operations started at once and waited on, and says per deletion
+   what it saves per hour at list price. The host VM stays: it is cheap and runs the agent
+   (``tpuctl down NAME`` deletes everything);
+4. clears what clusters with no resources left still hold: their TPU range reservation and
+   their local record.
+
+A run whose records cannot be read (a bucket error) keeps its TPU: the reaper never deletes what
+it cannot see is idle. A cluster whose bucket nobody here knows has no run this machine can see;
+its TPU is judged as one with no run, and the output says so (``--bucket`` tells it where to look).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..basics.errors import NotFound, TpuctlError
+from ..basics.validate import CLUSTER_LABEL, format_duration
+from ..catalog import prices
+from ..cloud.base import DutyCycle, Provider, TpuNode
+from ..cloud.operations import Backoff, OperationTimeout, wait_all
+from ..cluster import bucket_for, ledger
+from .idle import RunView, Verdict, judge, view_of
+
+Log = Callable[[str], None]
+
+# A range reservation or cached record with no resources is cleared only when older than this
+# (an ``up`` reserves its range before its TPU exists).
+STALE_RECORD_S = 600.0
+
+
+def _noop(_: str) -> None:
+    pass
+
+
+# ---- results -------------------------------------------------------------------------------------
+
+@dataclass
+class NodeReport:
+    node: TpuNode
+    verdict: Verdict
+    run: RunView | None = None
+    run_source: str | None = None
+    bucket: str | None = None
+    hourly: float = 0.0
+    duty: str | None = None
+    duty_cycle: DutyCycle | None = None
+    deleted: bool = False
+    deleted_at: float | None = None
+    error: str | None = None
+
+    @property
+    def cluster(self) -> str:
+        return self.node.cluster or self.node.name
+
+    def to_dict(self) -> dict[str, Any]:
+        n, v = self.node, self.verdict
+        return {"cluster": self.cluster, "name": n.name, "zone": n.zone, "accelerator_type": n.accelerator_type,
+                "state": n.state.value, "preemptible": n.preemptible, "spot": n.spot, "keep_label": n.keep,
+                "created_at": n.created_at, "verdict": "delete" if v.delete else "keep", "reason": v.reason,
+                "idle_since": v.idle_since, "run_id": self.run.run_id if self.run else None,
+                "run_status": self.run.status if self.run else None,
+                "heartbeat_at": self.run.heartbeat_at if self.run else None, "run_source": self.run_source,
+                "duty_cycle": self.duty, "saves_usd_per_hour": self.hourly if v.delete else 0.0,
+                "deleted": self.deleted, "deleted_at": self.deleted_at, "error": self.error}
+
+
+@dataclass
+class ReapResult:
+    provider: str
+    project: str | None
+    zone: str | None
+    idle_for: float
+    dry_run: bool = False
+    who: str = "reaper"
+    min_duty_cycle: float | None = None
+    duty_status: str | None = None
+    nodes: list[NodeReport] = field(default_factory=list)
+    kept_vms: list[str] = field(default_factory=list)
+    cleared: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def to_delete(self) -> list[NodeReport]:
+        return [r for r in self.nodes if r.verdict.delete]
+
+    @property
+    def deleted(self) -> list[NodeReport]:
+        return [r for r in self.nodes if r.deleted]
+
+    @property
+    def failed(self) -> list[NodeReport]:
+        return [r for r in self.nodes if r.error]
+
+    @property
+    def saved_per_hour(self) -> float:
+        done = self.to_delete if self.dry_run else self.deleted
+        return round(sum(r.hourly for r in done), 4)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": not self.failed, "provider": self.provider, "project": self.project, "zone": self.zone or "all",
+                "dry_run": self.dry_run, "idle_for_s": self.idle_for, "min_duty_cycle": self.min_duty_cycle,
+                "duty_cycle": self.duty_status, "nodes": [r.to_dict() for r in self.nodes],
+                "deleted": [f"TPU {r.node.name} ({r.node.zone})" for r in self.deleted],
+                "would_delete": [f"TPU {r.node.name} ({r.node.zone})" for r in self.to_delete] if self.dry_run else [],
+                "kept_vms": self.kept_vms, "cleared": self.cleared, "notes": self.notes,
+                "saves_usd_per_hour": self.saved_per_hour, "price_source": prices.describe_source(),
+                "seconds": round(self.seconds, 2)}
+
+    def summary(self) -> str:
+        from ..basics.text import table
+
+        lines = []
+        if not self.nodes:
+            lines.append("no tpuctl TPUs" + (f" in {self.zone}" if self.zone else ""))
+        else:
+            rows = []
+            for r in self.nodes:
+                n = r.node
+                action = ("would delete" if self.dry_run else "deleted" if r.deleted else "FAILED") \
+                    if r.verdict.delete else "keep"
+                rows.append([r.cluster, n.zone, n.accelerator_type, n.state.value,
+                             f"{r.run.run_id} ({r.run.status})" if r.run else None, action, r.verdict.reason,
+                             f"{r.hourly:.2f}" if r.verdict.delete else None])
+            lines.append(table(rows, ("CLUSTER", "ZONE", "TPU", "STATE", "RUN", "ACTION", "WHY", "SAVES $/H")))
+        for r in self.to_delete:
+            n = r.node
+            verb = "would delete" if self.dry_run else "deleted" if r.deleted else "could not delete"
+            saving = (f"saves ${r.hourly:.2f}/hour at list price" if r.hourly
+                      else "bills nothing while dead; frees its quota")
+            lines.append(f"{verb} TPU {n.name} ({n.zone}): {saving}"
+                         + (f"; {r.error}" if r.error else ""))
+        for vm in self.kept_vms:
+            lines.append(f"kept host VM {vm}")
+        for c in self.cleared:
+            lines.append(("would clear " if self.dry_run else "cleared ") + c)
+        if self.duty_status:
+            lines.append(f"duty cycle: {self.duty_status}")
+        lines.extend(self.notes)
+        count = len(self.to_delete) if self.dry_run else len(self.deleted)
+        tail = " (dry run: nothing was deleted)" if self.dry_run else ""
+        lines.append(f"{'would delete' if self.dry_run else 'deleted'} {count} TPU(s), "
+                     f"saves ${self.saved_per_hour:.2f}/hour at list price{tail}")
+        return "\n".join(lines)
+
+
+# ---- finding a cluster's run ---------------------------------------------------------------------
+
+def find_run(provider: Provider, target: Any, cluster: str, bucket_url: str | None) -> tuple[RunView | None, str | None]:
+    """The cluster's newest run as a :class:`RunView`, and where it was found.
+
+    Raises :class:`TpuctlError` when run records exist but cannot be read.
+    """
+    from ..cloud.storage import open_bucket
+    from ..runs import store as runs
+    from ..runs.supervisor import LEASE_NAME, read_progress
+
+    candidates: list[tuple[str, str, str]] = []   # (bucket, run_id, source)
+    entries = [e for e in runs.known_runs(cluster) if e.get("provider") == provider.name
+               and (e.get("project") or provider.project) == provider.project]
+    if entries:
+        latest = entries[-1]
+        candidates.append((latest["bucket"], latest["run_id"], "this machine's run index"))
+    if bucket_url:
+        bucket = open_bucket(bucket_url, target)
+        try:
+            import json
+
+            current = json.loads(bucket.read_bytes(runs.current_name(cluster)))
+        except NotFound:
+            current = None
+        except ValueError:
+            current = None
+        if isinstance(current, dict):
+            run_id = current.get("run_id") or current.get("ended")
+            if run_id:
+                candidates.append((bucket_url, run_id, f"{bucket_url}/{runs.current_name(cluster)}"))
+    best: tuple[dict[str, Any], Any, str] | None = None
+    seen: set[str] = set()
+    for bucket, run_id, source in candidates:
+        if run_id in seen:
+            continue
+        seen.add(run_id)
+        store = runs.RunStore(open_bucket(bucket, target), run_id)
+        try:
+            rec = store.load()
+        except NotFound:
+            continue
+        if best is None or rec.created_at > best[0]["created_at"]:
+            best = (rec.to_dict(), store, source)
+    if best is None:
+        return None, None
+    rec, store, source = best
+    progress = read_progress(rec["model_dir"], rec["provider"], rec["project"]) if rec.get("model_dir") else None
+    lease = store.read_json(f"{store.prefix}/{LEASE_NAME}")
+    return view_of(rec, progress, lease), source
+
+
+# ---- the reaper ---------------------------------------------------------------------------------
+
+def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None = None, cluster: str | None = None,
+         bucket: str | None = None, dry_run: bool = False, min_duty_cycle: float | None = None,
+         who: str = "reaper", timeout: float = 900.0, log: Log = _noop,
+         backoff: Backoff | None = None) -> ReapResult:
+    """Judge every tpuctl TPU (of ``cluster``, or all) and delete the idle ones; see the module doc."""
+    from ..cluster import tpu_hourly
+
+    start = time.monotonic()
+    backoff = backoff or Backoff()
+    result = ReapResult(provider=provider.name, project=provider.project, zone=zone, idle_for=idle_for,
+                        dry_run=dry_run, who=who, min_duty_cycle=min_duty_cycle)
+    selector = {CLUSTER_LABEL: cluster} if cluster else None
+    with ThreadPoolExecutor(2) as pool:
+        tpus_f = pool.submit(provider.list_tpus, zone, selector)
+        vms_f = pool.submit(provider.list_vms, None, selector)
+        nodes = [n for n in tpus_f.result() if CLUSTER_LABEL in n.labels]
+        vms = [v for v in vms_f.result() if CLUSTER_LABEL in v.labels]
+    vm_of = {v.labels[CLUSTER_LABEL]: v for v in vms}
+
+    duty_table: dict[tuple[str, str | None], DutyCycle] | None = None
+    if min_duty_cycle is not None:
+        duty_table, result.duty_status = provider.duty_cycles(idle_for)
+
+    def examine(node: TpuNode) -> NodeReport:
+        name = node.cluster or node.name
+        report = NodeReport(node=node, verdict=Verdict(False, "not judged"), hourly=tpu_hourly(node))
+        if node.keep:
+            report.verdict = judge(node, None, now=time.time(), idle_for=idle_for)
+            return report
+        b, _source = bucket_for(provider, name, hint=bucket, node=node, vm=vm_of.get(name))
+        report.bucket = b
+        try:
+            report.run, report.run_source = find_run(provider, target, name, b)
+        except Exception as exc:  # noqa: BLE001 - never delete what we cannot see is idle
+            why = exc.one_line() if isinstance(exc, TpuctlError) else f"{type(exc).__name__}: {exc}"
+            report.verdict = Verdict(False, f"its run records cannot be read ({why[:200]}); kept")
+            return report
+        duty = None
+        if duty_table is not None:
+            from ..cloud.dutycycle import lookup
+
+            duty = lookup(duty_table, node.name, node.zone)
+            report.duty, report.duty_cycle = _describe_duty(duty, min_duty_cycle), duty
+        report.verdict = judge(node, report.run, now=time.time(), idle_for=idle_for, duty=duty,
+                               min_duty_cycle=min_duty_cycle)
+        if report.run is None and b is None:
+            report.verdict = Verdict(report.verdict.delete,
+                                     report.verdict.reason + " (no run record found here: its bucket is unknown "
+                                                             "on this machine; --bucket gs://B looks there)",
+                                     report.verdict.idle_since)
+        return report
+
+    if nodes:
+        with ThreadPoolExecutor(min(8, len(nodes))) as pool:
+            result.nodes = list(pool.map(examine, nodes))
+    result.nodes.sort(key=lambda r: (r.cluster, r.node.zone, r.node.name))
+
+    if not dry_run:
+        _recheck(provider, target, [r for r in result.nodes if r.verdict.delete and not r.node.dead], idle_for,
+                 min_duty_cycle)
+    doomed = result.to_delete
+    if doomed and not dry_run:
+        _delete(provider, doomed, who=who, target=target, timeout=timeout, log=log, backoff=backoff)
+    touched = {r.cluster for r in doomed}
+    for name in sorted(touched):
+        vm = vm_of.get(name)
+        if vm is not None:
+            result.kept_vms.append(f"{vm.name} ({vm.zone}, ${prices.vm_hourly(vm.machine_type):.2f}/hour): it runs "
+                                   f"the cluster's agent; tpuctl down {name} deletes it too")
+    for name in sorted(touched - set(vm_of)):
+        if any(r.cluster == name and not (r.deleted or (dry_run and r.verdict.delete)) for r in result.nodes):
+            continue
+        if dry_run:
+            result.cleared.append(f"cluster {name}'s range reservation and local record (no host VM)")
+        else:
+            _clear(provider, name, result, reason="its TPU was deleted and it has no host VM")
+    if cluster is None and zone is None:
+        _clear_stale(provider, {n.cluster or n.name for n in nodes} | set(vm_of), result, dry_run=dry_run)
+    result.seconds = time.monotonic() - start
+    return result
+
+
+def _recheck(provider: Provider, target: Any, doomed: list[NodeReport], idle_for: float,
+             min_duty_cycle: float | None) -> None:
+    """Just before deleting, look at each doomed node's run once more: a ``tpuctl train`` that
+    started while the reaper was judging keeps its TPU."""
+    def again(r: NodeReport) -> None:
+        try:
+            run, _src = find_run(provider, target, r.cluster, r.bucket)
+        except Exception:  # noqa: BLE001 - unreadable now: keep, as examine() would
+            r.verdict = Verdict(False, "its run records became unreadable while judging; kept")
+            return
+        changed = (run is None) != (r.run is None) or (run is not None and r.run is not None and (
+            run.run_id != r.run.run_id or run.heartbeat_at != r.run.heartbeat_at or run.status != r.run.status))
+        if changed:
+            verdict = judge(r.node, run, now=time.time(), idle_for=idle_for, duty=r.duty_cycle,
+                            min_duty_cycle=min_duty_cycle)
+            if not verdict.delete:
+                r.run, r.verdict = run, Verdict(False, f"{verdict.reason} (its run changed while judging)",
+                                                verdict.idle_since)
+
+    if doomed:
+        with ThreadPoolExecutor(min(8, len(doomed))) as pool:
+            list(pool.map(again, doomed))
+
+
+def _describe_duty(duty: DutyCycle | None, min_pct: float | None) -> str:
+    if duty is None or not duty.points:
+        return "no samples name this node: the progress record decides"
+    t, v = duty.latest
+    busy = duty.last_busy(min_pct or 0)
+    when = f", last at or above {min_pct:g}% {format_duration(time.time() - busy)} ago" if busy else \
+        f", never at or above {min_pct:g}% in the window"
+    return f"{v:.0f}% {format_duration(max(0.0, time.time() - t))} ago{when}"
+
+
+def _delete(provider: Provider, doomed: list[NodeReport], *, who: str, target: Any, timeout: float, log: Log,
+            backoff: Backoff) -> None:
+    def start(r: NodeReport) -> Any:
+        n = r.node
+        log(f"deleting TPU {n.name} in {n.zone} ({r.verdict.reason}): saves ${r.hourly:.2f}/hour at list price")
+        try:
+            op = provider.delete_tpu(n.zone, n.name)
+        except NotFound:
+            r.deleted, r.deleted_at = True, time.time()
+            return None
+        except TpuctlError as exc:
+            r.error = exc.one_line()
+            return None
+        r.deleted_at = time.time()
+        return op
+
+    with ThreadPoolExecutor(min(8, len(doomed))) as pool:
+        ops = list(pool.map(start, doomed))
+    pending = [(r, op) for r, op in zip(doomed, ops) if op is not None]
+    try:
+        wait_all(provider, [op for _r, op in pending], timeout=timeout, backoff=backoff)
+    except OperationTimeout as exc:
+        late = {op.target for op in exc.pending}
+        for r, _op in pending:
+            if r.node.name in late:
+                r.error = f"deletion still running after {format_duration(timeout)}; rerun tpuctl down --idle"
+    for r, op in pending:
+        if r.error:
+            continue
+        if op.error and op.error.code != 5:
+            r.error = f"deletion failed: {op.error.message}"
+        else:
+            r.deleted = True
+    for r in doomed:
+        if not r.deleted:
+            continue
+        n = r.node
+        log(f"deleted TPU {n.name} in {n.zone}: saves ${r.hourly:.2f}/hour at list price")
+        bucket = _ledger_bucket(provider, r.bucket, target)
+        ledger.record(provider, "tpu_deleted", r.cluster, bucket=bucket, t=r.deleted_at, by=who,
+                     idle_since=r.verdict.idle_since, reason=r.verdict.reason, hourly_usd=r.hourly,
+                     run_id=r.run.run_id if r.run else None, **ledger.node_fields(n))
+
+
+def _ledger_bucket(provider: Provider, url: str | None, target: Any) -> Any:
+    """The cluster's bucket for the ledger copy, when one is known (GCP: so the laptop sees it)."""
+    if provider.name == "local" or not url:
+        return None
+    try:
+        from ..cloud.storage import open_bucket
+
+        return open_bucket(url, target)
+    except Exception:  # noqa: BLE001 - the local ledger still has it
+        return None
+
+
+def _clear(provider: Provider, cluster: str, result: ReapResult, *, reason: str,
+           what: str = "range reservation and local record") -> None:
+    from ..cluster import uncache
+
+    try:
+        provider.release_range(cluster)
+        uncache(provider, cluster)
+        result.cleared.append(f"cluster {cluster}'s {what} ({reason})")
+    except TpuctlError as exc:
+        result.notes.append(f"could not clear cluster {cluster}'s records: {exc.one_line()}")
+
+
+def _clear_stale(provider: Provider, alive: set[str], result: ReapResult, *, dry_run: bool) -> None:
+    """Range reservations and cached records of clusters that have no VM and no TPU left."""
+    from ..basics import statefile
+    from ..cluster.cache import cache_dir
+
+    now = time.time()
+    stale: dict[str, list[str]] = {}
+    try:
+        for name, rec in (provider.reservations() or {}).items():
+            if name not in alive and now - float(rec.get("at") or 0) > STALE_RECORD_S:
+                stale.setdefault(name, []).append(f"range reservation {rec.get('cidr')}")
+    except TpuctlError as exc:
+        result.notes.append(f"could not read range reservations: {exc.one_line()}")
+    cache = cache_dir(provider)
+    if cache.is_dir():
+        for path in cache.glob("*.json"):
+            with contextlib.suppress(TpuctlError):
+                rec = statefile.read_json(path) or {}
+                if path.stem not in alive and now - float(rec.get("updated_at") or 0) > STALE_RECORD_S:
+                    stale.setdefault(path.stem, []).append("local record")
+    for name, parts in sorted(stale.items()):
+        what = " and ".join(parts)
+        if dry_run:
+            result.cleared.append(f"cluster {name}'s {what} (no VM or TPU left)")
+        else:
+            _clear(provider, name, result, reason="no VM or TPU left", what=what)

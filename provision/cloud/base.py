@@ -1,0 +1,424 @@
+"""The provider interface: what tpuctl needs from a cloud, and nothing more.
+
+Providers only translate between these dataclasses and a cloud's API: create, get, list and
+delete host VMs and TPU nodes, read long-running operations, and list the IP ranges in use on a
+network. Every decision (which CIDR block, what to do after a preemption, which zone next, what
+is idle) lives in the pure core, which is why the local provider and the GCP provider run the
+very same control plane.
+"""
+
+from __future__ import annotations
+
+import enum
+import ipaddress
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from ..basics import validate
+from ..basics.errors import UsageError
+from ..catalog.accelerators import AcceleratorType
+from ..catalog.accelerators import parse as parse_accelerator
+
+# Where TPU blocks are allocated unless the config's tpu_cidr_pool says otherwise (ctpu's 10.240/16).
+IPv4Network = ipaddress.IPv4Network
+DEFAULT_POOL = ipaddress.ip_network("10.240.0.0/16")
+
+
+@dataclass(frozen=True)
+class Used:
+    """A range in use, with what uses it (for an error message that names the culprit)."""
+
+    network: IPv4Network
+    source: str
+    kind: str = "other"   # "subnet", "secondary", "route", "peering", "tpu", "reservation", "other"
+
+    @classmethod
+    def of(cls, cidr: str, source: str, kind: str = "other") -> Used:
+        return cls(ipaddress.ip_network(cidr, strict=False), source, kind)
+
+
+def parse_pool(value: str | None) -> IPv4Network:
+    if not value:
+        return DEFAULT_POOL
+    from ..basics.validate import cidr as check_cidr
+
+    return check_cidr(value)
+
+
+class Arch(str, enum.Enum):
+    NODE = "node"   # TPU Node: a TPU reached over gRPC from a separate Compute Engine VM (v1 API)
+    VM = "vm"       # TPU VM: the TPU hosts run the job themselves (v2 API)
+
+
+class TpuState(str, enum.Enum):
+    """The Cloud TPU node states (the same in the v1 and v2 APIs)."""
+
+    STATE_UNSPECIFIED = "STATE_UNSPECIFIED"
+    CREATING = "CREATING"
+    READY = "READY"
+    RESTARTING = "RESTARTING"
+    REIMAGING = "REIMAGING"
+    DELETING = "DELETING"
+    REPAIRING = "REPAIRING"
+    STOPPED = "STOPPED"
+    STOPPING = "STOPPING"
+    STARTING = "STARTING"
+    PREEMPTED = "PREEMPTED"
+    TERMINATED = "TERMINATED"
+    HIDING = "HIDING"
+    HIDDEN = "HIDDEN"
+    UNHIDING = "UNHIDING"
+    UNKNOWN = "UNKNOWN"
+
+    @classmethod
+    def of(cls, value: Any) -> TpuState:
+        name = getattr(value, "name", value)
+        try:
+            return cls(str(name))
+        except ValueError:
+            return cls.UNKNOWN
+
+
+class Health(str, enum.Enum):
+    HEALTH_UNSPECIFIED = "HEALTH_UNSPECIFIED"
+    HEALTHY = "HEALTHY"
+    TIMEOUT = "TIMEOUT"
+    UNHEALTHY_TENSORFLOW = "UNHEALTHY_TENSORFLOW"
+    UNHEALTHY_MAINTENANCE = "UNHEALTHY_MAINTENANCE"
+    UNKNOWN = "UNKNOWN"
+
+    @classmethod
+    def of(cls, value: Any) -> Health:
+        name = getattr(value, "name", value)
+        if name in (None, "", 0):
+            return cls.HEALTH_UNSPECIFIED
+        try:
+            return cls(str(name))
+        except ValueError:
+            return cls.UNKNOWN
+
+
+class VmState(str, enum.Enum):
+    """Compute Engine instance states."""
+
+    PROVISIONING = "PROVISIONING"
+    STAGING = "STAGING"
+    RUNNING = "RUNNING"
+    STOPPING = "STOPPING"
+    STOPPED = "STOPPED"
+    SUSPENDING = "SUSPENDING"
+    SUSPENDED = "SUSPENDED"
+    REPAIRING = "REPAIRING"
+    TERMINATED = "TERMINATED"
+    UNKNOWN = "UNKNOWN"
+
+    @classmethod
+    def of(cls, value: Any) -> VmState:
+        name = getattr(value, "name", value)
+        try:
+            return cls(str(name))
+        except ValueError:
+            return cls.UNKNOWN
+
+
+# States in which a TPU holds quota or bills but can never train again without being recreated.
+DEAD_TPU_STATES = frozenset({TpuState.PREEMPTED, TpuState.TERMINATED})
+# States on the way to READY.
+PENDING_TPU_STATES = frozenset({TpuState.CREATING, TpuState.STARTING, TpuState.RESTARTING,
+                                TpuState.REIMAGING, TpuState.REPAIRING, TpuState.UNHIDING})
+
+
+DEFAULT_MACHINE_TYPE = "n1-standard-2"
+DEFAULT_NETWORK = "default"
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """Everything ``tpuctl up`` was asked for; validated on construction."""
+
+    name: str
+    accelerator_type: str
+    zones: tuple[str, ...]
+    provider: str = "local"
+    project: str | None = None
+    arch: Arch = Arch.VM
+    preemptible: bool = False
+    spot: bool = False
+    machine_type: str | None = DEFAULT_MACHINE_TYPE  # host VM; None: no host VM (arch vm only)
+    runtime_version: str | None = None               # TPU VM image (arch vm)
+    tensorflow_version: str | None = None            # TPU Node TensorFlow (arch node)
+    cidr: str | None = None                          # requested block; None: allocate
+    network: str = DEFAULT_NETWORK
+    subnetwork: str | None = None
+    bucket: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    queued: bool = False
+    valid_until_seconds: float | None = None
+    external_ips: bool = True
+    service_account: str | None = None
+    autodown_seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        validate.cluster_name(self.name)
+        object.__setattr__(self, "zones", validate.zones(self.zones))
+        object.__setattr__(self, "arch", Arch(self.arch))
+        acc = parse_accelerator(self.accelerator_type)
+        object.__setattr__(self, "accelerator_type", acc.name)
+        if not acc.supports(self.arch.value):
+            archs = " or ".join(f"--arch {a}" for a in acc.generation.architectures)
+            raise UsageError(
+                f"{acc.name} is not offered as a TPU {'Node' if self.arch == Arch.NODE else 'VM'}",
+                hint=f"use {archs}")
+        if self.preemptible and self.spot:
+            raise UsageError("--preemptible and --spot both given", hint="choose one of them")
+        if self.spot and self.arch == Arch.NODE:
+            raise UsageError("spot is not offered for TPU Nodes", hint="use --preemptible with --arch node")
+        if self.arch == Arch.NODE and not self.machine_type:
+            raise UsageError("a TPU Node needs a host VM to run TensorFlow",
+                                      hint="drop --no-vm, or use --arch vm")
+        if self.queued and self.arch == Arch.NODE:
+            raise UsageError("--queued is for TPU VMs", hint="use --arch vm with --queued")
+        if self.valid_until_seconds is not None and not self.queued:
+            raise UsageError("--valid-until needs --queued", hint="add --queued")
+        if self.cidr:
+            validate.cidr(self.cidr)
+        # Every value that ends up in a resource path, a label or instance metadata is checked here,
+        # so nothing hostile reaches the cloud (or a host's startup script).
+        validate.network(self.network)
+        if self.subnetwork:
+            validate.network(self.subnetwork, "subnetwork")
+        if self.machine_type:
+            validate.machine_type(self.machine_type)
+        if self.runtime_version:
+            validate.software_version(self.runtime_version, "--runtime-version")
+        if self.tensorflow_version:
+            validate.software_version(self.tensorflow_version, "--tf-version")
+        if self.service_account:
+            validate.service_account(self.service_account)
+        if self.bucket:
+            validate.bucket_url(self.bucket)
+        if self.project and self.provider == "gcp":
+            validate.project(self.project)
+        labels = dict(self.labels)
+        for key, value in labels.items():
+            if not isinstance(key, str) or not validate.LABEL_KEY_RE.match(key) \
+                    or not isinstance(value, str) or not validate.LABEL_VALUE_RE.match(value):
+                validate.label(f"{key}={value}")   # raises the one-line error for that label
+        object.__setattr__(self, "labels", labels)
+
+    @property
+    def zone(self) -> str:
+        return self.zones[0]
+
+    @property
+    def accelerator(self) -> AcceleratorType:
+        return parse_accelerator(self.accelerator_type)
+
+    @property
+    def interruptible(self) -> bool:
+        return self.preemptible or self.spot
+
+    def software_version(self) -> str:
+        acc = self.accelerator
+        if self.arch == Arch.NODE:
+            from ..catalog.accelerators import DEFAULT_TENSORFLOW_VERSION
+            return self.tensorflow_version or DEFAULT_TENSORFLOW_VERSION
+        return self.runtime_version or acc.default_runtime
+
+    def resource_labels(self, role: str) -> dict[str, str]:
+        """Labels on every resource tpuctl creates: the user's plus cluster and role."""
+        out = dict(self.labels)
+        out[validate.CLUSTER_LABEL] = self.name
+        out[validate.ROLE_LABEL] = role
+        return out
+
+    def with_zone(self, zone: str) -> ClusterSpec:
+        rest = tuple(z for z in self.zones if z != zone)
+        return _replace(self, zones=(zone, *rest))
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["arch"] = self.arch.value
+        d["zones"] = list(self.zones)
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ClusterSpec:
+        known = {f for f in cls.__dataclass_fields__}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        kwargs["zones"] = tuple(kwargs.get("zones") or ())
+        return cls(**kwargs)
+
+
+def _replace(spec: ClusterSpec, **changes: Any) -> ClusterSpec:
+    import dataclasses
+    return dataclasses.replace(spec, **changes)
+
+
+@dataclass
+class Endpoint:
+    ip_address: str
+    port: int = 8470
+
+
+@dataclass
+class Vm:
+    name: str
+    zone: str
+    state: VmState
+    machine_type: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    internal_ip: str | None = None
+    external_ip: str | None = None
+    created_at: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["state"] = self.state.value
+        return d
+
+
+@dataclass
+class TpuNode:
+    name: str
+    zone: str
+    arch: Arch
+    accelerator_type: str
+    state: TpuState
+    health: Health = Health.HEALTH_UNSPECIFIED
+    health_description: str = ""
+    cidr_block: str | None = None
+    preemptible: bool = False
+    spot: bool = False
+    version: str | None = None          # runtime_version (vm) or tensorflow_version (node)
+    network: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    endpoints: list[Endpoint] = field(default_factory=list)
+    created_at: float | None = None
+    device: str | None = None           # local provider: what stands in for the TPU ("cpu", "gpu:0")
+
+    @property
+    def cluster(self) -> str | None:
+        return self.labels.get(validate.CLUSTER_LABEL)
+
+    @property
+    def keep(self) -> bool:
+        return self.labels.get(validate.KEEP_LABEL) == "true"
+
+    @property
+    def interruptible(self) -> bool:
+        return self.preemptible or self.spot
+
+    @property
+    def dead(self) -> bool:
+        return self.state in DEAD_TPU_STATES
+
+    @property
+    def usable(self) -> bool:
+        return self.state == TpuState.READY and self.health in (Health.HEALTHY, Health.HEALTH_UNSPECIFIED)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["arch"] = self.arch.value
+        d["state"] = self.state.value
+        d["health"] = self.health.value
+        return d
+
+
+@dataclass
+class OperationError:
+    code: int                 # google.rpc.Code: 3 INVALID_ARGUMENT, 8 RESOURCE_EXHAUSTED, ...
+    message: str
+
+
+@dataclass
+class Operation:
+    """A long-running operation on one resource."""
+
+    name: str                 # provider-specific id, enough to poll it again
+    zone: str
+    verb: str                 # "create" or "delete"
+    kind: str                 # "vm", "tpu" or "queued-resource"
+    target: str               # resource name
+    done: bool = False
+    error: OperationError | None = None
+    started_at: float = field(default_factory=time.time)
+
+    @property
+    def ok(self) -> bool:
+        return self.done and self.error is None
+
+    def describe(self) -> str:
+        return f"{self.verb} {self.kind} {self.target} in {self.zone}"
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """What the control plane needs from a cloud."""
+
+    name: ClassVar[str]
+    project: str
+    # the bucket a cluster uses when nobody named one (the local provider's directory bucket)
+    default_bucket: ClassVar[str | None]
+
+    # Host VMs
+    def create_vm(self, spec: ClusterSpec, zone: str) -> Operation: ...
+    def get_vm(self, zone: str, name: str) -> Vm | None: ...
+    def list_vms(self, zone: str | None = None, labels: dict[str, str] | None = None) -> list[Vm]: ...
+    def delete_vm(self, zone: str, name: str) -> Operation: ...
+
+    # TPU nodes
+    def offered(self, zone: str, accelerator_type: str) -> bool: ...
+    def create_tpu(self, spec: ClusterSpec, zone: str, cidr: str | None) -> Operation: ...
+    def get_tpu(self, zone: str, name: str) -> TpuNode | None: ...
+    def list_tpus(self, zone: str | None = None, labels: dict[str, str] | None = None) -> list[TpuNode]: ...
+    def delete_tpu(self, zone: str, name: str) -> Operation: ...
+
+    # Operations
+    def poll(self, op: Operation) -> Operation: ...
+
+    # Network: every range a new TPU block must not overlap, and claims on blocks that every
+    # tpuctl in the project sees (so two concurrent ups never pick the same block)
+    def used_ranges(self, spec: ClusterSpec) -> list[Used]: ...
+    def reserved_range(self, spec: ClusterSpec) -> str | None: ...
+    def reserve_range(self, spec: ClusterSpec, block: str) -> bool: ...
+    def release_range(self, cluster: str) -> None: ...
+    def reservations(self) -> dict[str, dict[str, Any]]: ...
+
+    # What tpuctl wrote on a host VM (kind "vm") or TPU VM (kind "tpu"): {} when none
+    def metadata_of(self, kind: str, zone: str, name: str) -> dict[str, str]: ...
+
+    # Accelerator duty cycle per node over the last window_s seconds: (table keyed by
+    # (node, zone), how it was read), or (None, why not) where the cloud has no such metric
+    def duty_cycles(self, window_s: float) -> tuple[dict[tuple[str, str | None], Any] | None, str]: ...
+
+    # Rehearsal: make a TPU PREEMPTED as the cloud would
+    def simulate_preemption(self, zone: str, name: str) -> TpuNode: ...
+
+
+def matches(labels: dict[str, str], selector: dict[str, str] | None) -> bool:
+    if not selector:
+        return True
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+@dataclass(frozen=True)
+class DutyCycle:
+    """A TPU's duty cycle from Cloud Monitoring: (sample time, percent busy), the busiest worker and
+    chip at each time. Monitoring samples every 60 s and publishes up to 3 minutes late."""
+
+    points: tuple[tuple[float, float], ...]
+
+    def last_busy(self, min_pct: float) -> float | None:
+        """The latest sample at or above ``min_pct``."""
+        busy = [t for t, v in self.points if v >= min_pct]
+        return max(busy) if busy else None
+
+    @property
+    def first(self) -> float | None:
+        return min((t for t, _ in self.points), default=None)
+
+    @property
+    def latest(self) -> tuple[float, float] | None:
+        return max(self.points, default=None)

@@ -1,0 +1,280 @@
+"""Buckets as directories: the local provider's ``gs://BUCKET`` and plain local paths.
+
+A write goes to a hidden partial file beside its target (``.tpuctl-partial.NAME.RANDOM``), is
+re-read and compared by CRC32C with the bytes read from the source, then renamed into place: an
+interrupted copy never leaves a file that looks complete, and listings skip partials. Bulk copies
+are not fsynced (a killed process loses nothing the page cache holds; after a power loss the next
+stage re-verifies every file by CRC32C); small records written with ``write_bytes`` are.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from ...basics.errors import NotAvailable, UsageError
+from . import crc, iam
+from .base import (
+    OBJECT_ROLE,
+    PARTIAL_PREFIX,
+    Bucket,
+    ChecksumMismatch,
+    ObjectInfo,
+    Progress,
+    TransferJob,
+    no_progress,
+)
+
+
+def check_name(name: str) -> list[str]:
+    """The path segments of an object name that can live on a filesystem; UsageError if not."""
+    segs = name.split("/")
+    if (not name or name.startswith("/") or "\x00" in name
+            or any(s in ("", ".", "..") for s in segs)):
+        raise UsageError(f"object name {name!r} cannot be a local file",
+                         hint="exclude it with --exclude, or rename it in the bucket")
+    return segs
+
+
+def partial_path(dest: Path) -> Path:
+    base = dest.name if len(dest.name) < 180 else hashlib.sha1(dest.name.encode()).hexdigest()
+    return dest.parent / f"{PARTIAL_PREFIX}{base}.{uuid.uuid4().hex[:8]}"
+
+
+class CopyJob(TransferJob):
+    """One local file to another: copy to a partial file, verify by re-reading, rename."""
+
+    def __init__(self, src: Path, dest: Path, label: str, progress: Progress = no_progress):
+        try:
+            size = src.stat().st_size
+        except FileNotFoundError:
+            size = 0  # reported by prepare
+        super().__init__(label, size, progress)
+        self.src, self.dest = src, dest
+        self.tmp: Path | None = None
+        self.crc = 0
+
+    def prepare(self) -> list[Callable[[], None]]:
+        return [self._copy]
+
+    def _copy(self) -> None:
+        st = os.stat(self.src)
+        before = (st.st_size, st.st_mtime_ns)
+        self.dest.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = partial_path(self.dest)
+        crc_value, size = 0, 0
+        with open(self.src, "rb", buffering=0) as fin, open(self.tmp, "wb", buffering=0) as fout:
+            while True:
+                self.check_cancelled()
+                block = fin.read(crc.BLOCK)
+                if not block:
+                    break
+                crc_value = crc.extend(crc_value, block)
+                view = memoryview(block)
+                while view:
+                    view = view[fout.write(view):]
+                size += len(block)
+                self.progress(len(block))
+        self.crc, self.size, self.sent = crc_value, size, size
+        st = os.stat(self.src)
+        if (st.st_size, st.st_mtime_ns) != before:
+            raise ChecksumMismatch(f"{self.src} changed while it was being copied")
+
+    def finish(self) -> ObjectInfo:
+        assert self.tmp is not None
+        landed = crc.of_file(self.tmp)
+        if landed != self.crc:
+            self.abort()
+            raise ChecksumMismatch(f"{self.label}: the copy's CRC32C {crc.to_b64(landed)} differs from "
+                                   f"the source's {crc.to_b64(self.crc)}")
+        os.replace(self.tmp, self.dest)
+        self.tmp = None
+        st = self.dest.stat()
+        return ObjectInfo(self.label, st.st_size, self.crc, st.st_mtime_ns)
+
+    def abort(self) -> None:
+        if self.tmp is not None:
+            try:
+                self.tmp.unlink()
+            except FileNotFoundError:
+                pass
+            self.tmp = None
+
+
+class LocalBucket(Bucket):
+    """A directory tree; ``meta_path`` (local provider buckets only) holds location and IAM."""
+
+    kind = "local"
+
+    def __init__(self, root: str | Path, *, url: str | None = None, meta_path: Path | None = None):
+        self.root = Path(root)
+        self.url = url or str(self.root)
+        self.meta_path = meta_path
+
+    def describe(self) -> str:
+        return f"{self.url} (directory {self.root})" if self.url != str(self.root) else str(self.root)
+
+    def path(self, name: str) -> Path:
+        return self.root.joinpath(*check_name(name))
+
+    # -- the bucket itself
+    def exists(self) -> bool:
+        return self.root.is_dir()
+
+    def create(self, location: str) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        if self.meta_path is not None:
+            meta = self._meta()
+            meta.setdefault("location", location)
+            meta["uniform_bucket_level_access"] = True
+            self._save_meta(meta)
+
+    def grant_object_access(self, member: str) -> bool:
+        iam.check_member(member)
+        if self.meta_path is None:
+            raise NotAvailable(f"{self.root} is a plain directory and has no access policy",
+                               hint="grant access on a gs:// bucket")
+        meta = self._meta()
+        stored = [{"role": r, "members": m} for r, m in (meta.get("iam") or {}).items()]
+        bindings, changed = iam.with_member(stored, OBJECT_ROLE, member)
+        if changed:
+            meta["iam"] = {b["role"]: sorted(b["members"]) for b in bindings}
+            self._save_meta(meta)
+        return changed
+
+    def policy(self) -> dict[str, list[str]]:
+        return dict(self._meta().get("iam") or {})
+
+    def _meta(self) -> dict:
+        assert self.meta_path is not None
+        try:
+            return json.loads(self.meta_path.read_text())
+        except FileNotFoundError:
+            return {}
+
+    def _save_meta(self, meta: dict) -> None:
+        assert self.meta_path is not None
+        self.meta_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = partial_path(self.meta_path)
+        tmp.write_text(json.dumps(meta, indent=2, sort_keys=True))
+        os.replace(tmp, self.meta_path)
+
+    # -- objects
+    def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
+        base = prefix.rpartition("/")[0]
+        start = self.root.joinpath(*check_name(base)) if base else self.root
+        if not start.is_dir():
+            return
+        root = str(self.root)
+        seen: set[tuple[int, int]] = set()
+        for dirpath, dirnames, filenames in os.walk(start, followlinks=True):
+            st = os.stat(dirpath)
+            if (st.st_dev, st.st_ino) in seen:  # a symlink loop
+                dirnames[:] = []
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            dirnames.sort()
+            for fn in sorted(filenames):
+                if fn.startswith(PARTIAL_PREFIX):
+                    continue
+                full = os.path.join(dirpath, fn)
+                name = os.path.relpath(full, root).replace(os.sep, "/")
+                if not name.startswith(prefix):
+                    continue
+                try:
+                    fst = os.stat(full)
+                except OSError:  # a broken symlink
+                    continue
+                if not _is_regular(fst):
+                    continue
+                yield ObjectInfo(name, fst.st_size, None, fst.st_mtime_ns)
+
+    def stat(self, name: str) -> ObjectInfo | None:
+        path = self.path(name)
+        try:
+            st = path.stat()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        if not _is_regular(st):
+            return None
+        return ObjectInfo(name, st.st_size, crc.of_file(path), st.st_mtime_ns)
+
+    def read_bytes(self, name: str) -> bytes:
+        from .base import ObjectNotFound
+
+        try:
+            return self.path(name).read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
+            raise ObjectNotFound(f"{self.url}/{name} does not exist") from None
+
+    def write_bytes(self, name: str, data: bytes) -> ObjectInfo:
+        dest = self.path(name)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = partial_path(dest)
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            want = crc.value(data)
+            if crc.of_file(tmp) != want:
+                raise ChecksumMismatch(f"{self.url}/{name}: written file does not match")
+            os.replace(tmp, dest)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+        st = dest.stat()
+        return ObjectInfo(name, st.st_size, want, st.st_mtime_ns)
+
+    def delete(self, name: str) -> bool:
+        path = self.path(name)
+        try:
+            path.unlink()
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        self._prune(path.parent)
+        return True
+
+    def _prune(self, directory: Path) -> None:
+        """Remove directories left empty, up to the root: buckets have no empty folders."""
+        root = self.root.resolve()
+        while directory.resolve() != root and root in directory.resolve().parents:
+            try:
+                directory.rmdir()
+            except OSError:
+                return
+            directory = directory.parent
+
+    def upload_job(self, path: Path, name: str, *, part_size: int,
+                   progress: Progress = no_progress) -> TransferJob:
+        return CopyJob(Path(path), self.path(name), name, progress)
+
+    def download_job(self, info: ObjectInfo, path: Path, *, part_size: int,
+                     progress: Progress = no_progress) -> TransferJob:
+        return CopyJob(self.path(info.name), Path(path), info.name, progress)
+
+    def clean_internal(self, prefix: str) -> int:
+        base = prefix.rstrip("/")
+        start = self.root.joinpath(*check_name(base)) if base else self.root
+        removed = 0
+        if not start.is_dir():
+            return 0
+        for dirpath, _dirs, filenames in os.walk(start):
+            for fn in filenames:
+                if fn.startswith(PARTIAL_PREFIX):
+                    try:
+                        os.unlink(os.path.join(dirpath, fn))
+                        removed += 1
+                    except FileNotFoundError:
+                        pass
+        return removed
+
+
+def _is_regular(st: os.stat_result) -> bool:
+    import stat
+
+    return stat.S_ISREG(st.st_mode)

@@ -1,0 +1,18 @@
+"""Clusters: a host VM and a TPU, found by label, brought up, recreated, viewed and taken down.
+
+The pure decisions (``cidr``: which block is free; ``failover``: which zone next) sit beside the
+modules that apply them through the provider protocol (``up``, ``down``, ``view``), the local spec
+cache (``cache``) and the cost ledger every lifetime change is written to (``ledger``).
+"""
+
+from __future__ import annotations
+
+from .cache import bucket_for, cache_dir, cache_spec, cached_names, cached_spec, uncache
+from .down import DownResult, down
+from .resources import LOCAL_DEFAULT_ZONE, Found, default_zone, find, tpu_hourly
+from .up import UpResult, recreate_tpu, up
+from .view import ClusterView, preempt, status
+
+__all__ = ["LOCAL_DEFAULT_ZONE", "ClusterView", "DownResult", "Found", "UpResult", "bucket_for", "cache_dir",
+           "cache_spec", "cached_names", "cached_spec", "default_zone", "down", "find", "preempt", "recreate_tpu",
+           "status", "tpu_hourly", "uncache", "up"]

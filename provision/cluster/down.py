@@ -1,0 +1,115 @@
+"""``down``: delete every labelled resource of a cluster, wait until it is gone, and say what it saves.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..basics.errors import NotFound, PartialFailure
+from ..catalog import prices
+from ..cloud.base import ClusterSpec, Provider, TpuState
+from ..cloud.operations import Backoff, OperationTimeout, wait_all, wait_until
+from . import ledger
+from .cache import cached_spec, uncache
+from .resources import LOCAL_DEFAULT_ZONE, find, noop, tpu_hourly
+
+Log = Callable[[str], None]
+
+
+
+@dataclass
+class DownResult:
+    name: str
+    deleted: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    saved_per_hour: float = 0.0
+    dry_run: bool = False
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": True, "cluster": self.name, "dry_run": self.dry_run, "deleted": self.deleted,
+                "kept": self.kept, "saves_usd_per_hour": round(self.saved_per_hour, 4),
+                "price_source": prices.describe_source(), "seconds": round(self.seconds, 2), "notes": self.notes}
+
+    def summary(self) -> str:
+        verb = "would delete" if self.dry_run else "deleted"
+        lines = [f"{verb}: {', '.join(self.deleted) or 'nothing'}"
+                 + (" (dry run: nothing was deleted)" if self.dry_run else "")]
+        if self.kept:
+            lines.append(f"kept: {', '.join(self.kept)}")
+        lines.extend(self.notes)
+        lines.append(f"saves ${self.saved_per_hour:.2f}/hour at list price")
+        return "\n".join(lines)
+
+
+def down(provider: Provider, name: str, *, zone: str | None = None, keep_vm: bool = False, dry_run: bool = False,
+         timeout: float = 900.0, log: Log = noop, backoff: Backoff | None = None) -> DownResult:
+    start = time.monotonic()
+    backoff = backoff or Backoff()
+    found = find(provider, name, zone)
+    result = DownResult(name=name, dry_run=dry_run)
+    if found.empty:
+        cached = cached_spec(provider, name)
+        if cached is None and provider.reserved_range(_stub_spec(name)) is None:
+            raise NotFound(f"no cluster named {name}", hint="run tpuctl status to list clusters")
+        if not dry_run:
+            provider.release_range(name)
+            uncache(provider, name)
+        result.notes.append(f"cluster {name} has no resources left; cleared its local record")
+        return result
+
+    targets: list[tuple[str, str, str, float]] = []
+    for node in found.tpus:
+        targets.append(("tpu", node.zone, node.name, tpu_hourly(node)))
+    for vm in found.vms:
+        if keep_vm:
+            result.kept.append(f"VM {vm.name} ({vm.zone})")
+        else:
+            targets.append(("vm", vm.zone, vm.name, prices.vm_hourly(vm.machine_type)))
+    for kind, z, n, hourly in targets:
+        result.deleted.append(f"{'TPU' if kind == 'tpu' else 'VM'} {n} ({z})")
+        result.saved_per_hour += hourly
+    if dry_run:
+        result.seconds = time.monotonic() - start
+        return result
+
+    ops = []
+    for kind, z, n, hourly in targets:
+        log(f"deleting {'TPU' if kind == 'tpu' else 'VM'} {n} in {z} (saves ${hourly:.2f}/hour)")
+        try:
+            ops.append(provider.delete_tpu(z, n) if kind == "tpu" else provider.delete_vm(z, n))
+        except NotFound:
+            continue
+    for node in found.tpus:
+        if node.state != TpuState.DELETING:
+            ledger.tpu_deleted(provider, name, node, by="down", hourly_usd=tpu_hourly(node))
+    ledger.cluster_down(provider, name)
+    try:
+        wait_all(provider, ops, timeout=timeout, backoff=backoff)
+    except OperationTimeout as exc:
+        raise PartialFailure(f"down timed out waiting for: {exc}",
+                             remaining=[op.describe() for op in exc.pending],
+                             hint=f"rerun tpuctl down {name}") from None
+    failed = [op for op in ops if op.error and op.error.code != 5]
+    if failed:
+        raise PartialFailure(f"down failed for {', '.join(op.describe() for op in failed)}: "
+                             f"{failed[0].error.message}",
+                             remaining=[f"{op.kind} {op.target} in {op.zone}" for op in failed],
+                             hint=f"rerun tpuctl down {name}")
+    # wait until they are really gone: a DELETING TPU still holds its range
+    for kind, z, n, _h in targets:
+        getter = provider.get_tpu if kind == "tpu" else provider.get_vm
+        wait_until(lambda g=getter, zz=z, nn=n: g(zz, nn) is None, timeout=timeout, backoff=backoff)
+    if not keep_vm or not found.vms:
+        uncache(provider, name)
+    provider.release_range(name)
+    result.seconds = time.monotonic() - start
+    return result
+
+
+def _stub_spec(name: str) -> ClusterSpec:
+    return ClusterSpec(name=name, accelerator_type="v2-8", zones=(LOCAL_DEFAULT_ZONE,))

@@ -1,0 +1,136 @@
+"""The cost ledger: one event per TPU lifetime change (created, deleted, preempted, cluster down),
+appended locally and copied into the cluster's bucket. :mod:`provision.billing.costs` reads it.
+
+Written by ``up``, ``down``, recreation and the reaper; never a reason for any of them to fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+
+def ledger_dir(provider: str, project: str | None) -> Path:
+    from ..basics.config import home
+
+    return home() / "ledger" / provider / (project or "-")
+
+
+def ledger_path(provider: str, project: str | None, cluster: str) -> Path:
+    return ledger_dir(provider, project) / f"{cluster}.jsonl"
+
+
+def event(kind: str, cluster: str, *, t: float | None = None, **data: Any) -> dict[str, Any]:
+    out = {"id": uuid.uuid4().hex[:16], "t": round(t if t is not None else time.time(), 3), "event": kind,
+           "cluster": cluster}
+    out.update({k: v for k, v in data.items() if v is not None})
+    return out
+
+
+def node_fields(node: Any) -> dict[str, Any]:
+    """What the ledger keeps of a TPU node (a :class:`~provision.cloud.base.TpuNode`)."""
+    return {"node": node.name, "zone": node.zone, "accelerator_type": node.accelerator_type,
+            "interruptible": bool(node.preemptible or node.spot), "created_at": node.created_at,
+            "state": node.state.value}
+
+
+def append(provider: str, project: str | None, entry: dict[str, Any]) -> None:
+    """Append one event to the cluster's local ledger (O_APPEND of one short line, under its lock)."""
+    from ..basics import statefile
+
+    path = ledger_path(provider, project, entry["cluster"])
+    line = (json.dumps(entry, sort_keys=True) + "\n").encode()
+    with statefile.locked(path):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+
+
+def record(provider: Any, kind: str, cluster: str, *, bucket: Any = None, **data: Any) -> dict[str, Any] | None:
+    """Record an event locally (and in ``bucket``, a :class:`provision.cloud.storage.Bucket`, when given).
+
+    Never raises: the ledger is an account of what happened, not a reason for ``up`` or ``down``
+    to fail. Returns the event, or None if it could not be written anywhere.
+    """
+    entry = event(kind, cluster, **data)
+    wrote = False
+    try:
+        append(provider.name, provider.project, entry)
+        wrote = True
+    except Exception as exc:  # noqa: BLE001 - see docstring
+        _warn(f"cost ledger: could not record {kind} for {cluster}: {exc}")
+    if bucket is not None:
+        try:
+            bucket.write_bytes(bucket_event_name(cluster, entry), json.dumps(entry, sort_keys=True).encode())
+            wrote = True
+        except Exception as exc:  # noqa: BLE001
+            _warn(f"cost ledger: could not copy {kind} for {cluster} to {getattr(bucket, 'url', 'the bucket')}: {exc}")
+    return entry if wrote else None
+
+
+def _warn(message: str) -> None:
+    import sys
+
+    print(f"tpuctl: warning: {message}", file=sys.stderr)
+
+
+def bucket_event_name(cluster: str, entry: dict[str, Any]) -> str:
+    return f"tpuctl/clusters/{cluster}/ledger/{int(entry['t'] * 1000):015d}-{entry['id']}.json"
+
+
+def read_local(provider: str, project: str | None, cluster: str | None = None) -> list[dict[str, Any]]:
+    root = ledger_dir(provider, project)
+    paths = [ledger_path(provider, project, cluster)] if cluster else sorted(root.glob("*.jsonl"))
+    out = []
+    for path in paths:
+        try:
+            text = path.read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue  # a torn last line after a crash: skip it
+    return out
+
+
+def read_bucket(bucket: Any, cluster: str) -> list[dict[str, Any]]:
+    out = []
+    for info in bucket.list(f"tpuctl/clusters/{cluster}/ledger/"):
+        try:
+            out.append(json.loads(bucket.read_bytes(info.name)))
+        except Exception:  # noqa: BLE001, S112 - a half-written or foreign object
+            continue
+    return out
+
+
+def merge(*sources: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    seen: dict[str, dict[str, Any]] = {}
+    for src in sources:
+        for e in src:
+            seen.setdefault(str(e.get("id") or id(e)), e)
+    return sorted(seen.values(), key=lambda e: (e.get("t", 0), e.get("event", "")))
+
+
+
+
+def tpu_created(provider: Any, cluster: str, node: Any, *, by: str = "up") -> None:
+    """A TPU this ``up`` (or recreate) created starts billing."""
+    record(provider, "tpu_created", cluster, by=by, **node_fields(node))
+
+
+def tpu_deleted(provider: Any, cluster: str, node: Any, *, by: str, hourly_usd: float, **data: Any) -> None:
+    record(provider, "tpu_deleted", cluster, by=by, hourly_usd=hourly_usd, **data, **node_fields(node))
+
+
+def cluster_down(provider: Any, cluster: str) -> None:
+    """``tpuctl down NAME``: the user ended the cluster (see billing.costs.savings)."""
+    record(provider, "cluster_down", cluster)

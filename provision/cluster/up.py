@@ -1,0 +1,533 @@
+"""``up`` and ``recreate_tpu``: plan from what the cloud says exists, then apply.
+
+The cloud is the source of truth. Every resource carries ``tpuctl-cluster=<name>``, so ``up``
+after a crash finds what the crashed run made and adopts it instead of creating a duplicate, and
+``down`` finds everything to delete whatever the local cache says. The VM and the TPU are created
+concurrently; a TPU stockout moves to the next allowed zone, a CIDR conflict to the next free
+block; a failure halfway deletes what this call created (unless ``--keep-on-failure``) and says
+exactly what, if anything, is still there.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..basics.errors import CloudError, NotFound, PartialFailure, TpuctlError, UsageError
+from ..basics.validate import region_of
+from ..catalog import prices
+from ..cloud.base import Arch, ClusterSpec, Operation, Provider, TpuNode, TpuState, Vm, VmState
+from ..cloud.failures import Failure, Kind, Scope, classify
+from ..cloud.operations import Backoff, OperationTimeout, wait_all, wait_until
+from . import cidr as cidrs
+from . import ledger
+from .cache import cache_spec
+from .failover import ZonePlan
+from .resources import find, noop, tpu_hourly
+
+Log = Callable[[str], None]
+
+CIDR_ATTEMPTS = 8
+
+
+
+@dataclass
+class UpResult:
+    spec: ClusterSpec
+    zone: str | None = None
+    cidr: str | None = None
+    vm: Vm | None = None
+    tpu: TpuNode | None = None
+    created: list[str] = field(default_factory=list)
+    adopted: list[str] = field(default_factory=list)
+    planned: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    dry_run: bool = False
+    seconds: float = 0.0
+
+    @property
+    def hourly(self) -> float:
+        acc = self.spec.accelerator
+        return round(prices.tpu_hourly(acc, preemptible=self.spec.interruptible)
+                     + prices.vm_hourly(self.spec.machine_type), 4)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": True, "cluster": self.spec.name, "provider": self.spec.provider, "project": self.spec.project,
+            "zone": self.zone, "dry_run": self.dry_run, "accelerator_type": self.spec.accelerator_type,
+            "arch": self.spec.arch.value, "preemptible": self.spec.preemptible, "spot": self.spec.spot,
+            "cidr": self.cidr, "vm": self.vm.to_dict() if self.vm else None,
+            "tpu": self.tpu.to_dict() if self.tpu else None, "created": self.created, "adopted": self.adopted,
+            "planned": self.planned, "notes": self.notes, "hourly_usd": self.hourly,
+            "price_source": prices.describe_source(), "seconds": round(self.seconds, 2),
+        }
+
+    def summary(self) -> str:
+        s = self.spec
+        kind = "spot" if s.spot else "preemptible" if s.preemptible else "on-demand"
+        lines = []
+        if self.dry_run:
+            lines.append(f"dry run: would create {', '.join(self.planned) or 'nothing'} "
+                         f"(nothing was created)")
+        else:
+            tpu = self.tpu
+            state = f"{tpu.state.value}/{tpu.health.value}" if tpu else "-"
+            lines.append(f"cluster {s.name} is up in {self.zone}: TPU {s.accelerator_type} ({s.arch.value}, {kind}) "
+                         f"{state}" + (f", range {self.cidr}" if self.cidr else "")
+                         + (f", host VM {s.machine_type}" if s.machine_type else ", no host VM"))
+            if self.created:
+                lines.append(f"created: {', '.join(self.created)}")
+            if self.adopted:
+                lines.append(f"already there (adopted): {', '.join(self.adopted)}")
+        lines.extend(self.notes)
+        lines.append(f"list price: ${self.hourly:.2f}/hour while it exists; tpuctl down {s.name} deletes it")
+        return "\n".join(lines)
+
+
+@dataclass
+class _Attempt:
+    """Mutable state of one ``up`` call: what it created, so a failure can undo exactly that."""
+
+    created_vm: tuple[str, str] | None = None     # (zone, name)
+    created_tpu: tuple[str, str] | None = None
+    reserved: str | None = None
+    had: str | None = None        # the cluster's range reservation before this call
+
+
+def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_failure: bool = False,
+       timeout: float = 1800.0, log: Log = noop, backoff: Backoff | None = None) -> UpResult:
+    start = time.monotonic()
+    backoff = backoff or Backoff()
+    acc = spec.accelerator
+    result = UpResult(spec=spec, dry_run=dry_run)
+    found = find(provider, spec.name)
+
+    # --- plan: adopt what exists, refuse what conflicts ------------------------------------
+    vm = found.vm
+    tpu = found.tpu
+    if tpu is not None and tpu.state == TpuState.DELETING:
+        log(f"TPU {tpu.name} in {tpu.zone} is being deleted; waiting for it to go before recreating")
+        if not dry_run:
+            wait_until(lambda: provider.get_tpu(tpu.zone, tpu.name) is None, timeout=timeout, backoff=backoff)
+        tpu = None
+    if tpu is not None:
+        if tpu.accelerator_type != spec.accelerator_type or tpu.arch != spec.arch:
+            raise UsageError(
+                f"cluster {spec.name} already has a {tpu.accelerator_type} TPU ({tpu.arch.value}) in {tpu.zone}",
+                hint=f"use --accelerator-type {tpu.accelerator_type} --arch {tpu.arch.value}, "
+                     f"or tpuctl down {spec.name} first")
+        if tpu.interruptible != spec.interruptible:
+            raise UsageError(
+                f"cluster {spec.name} already has a {'preemptible' if tpu.interruptible else 'on-demand'} TPU",
+                hint=f"match it, or tpuctl down {spec.name} first")
+    if vm is not None and vm.state == VmState.STOPPING:
+        log(f"host VM {vm.name} in {vm.zone} is being deleted; waiting for it to go")
+        if not dry_run:
+            wait_until(lambda: provider.get_vm(vm.zone, vm.name) is None, timeout=timeout, backoff=backoff)
+        vm = None
+
+    want_vm = spec.machine_type is not None
+    zones = list(spec.zones)
+    if tpu is not None and not tpu.dead:
+        zones = [tpu.zone]
+    elif tpu is not None:
+        # recreating after a preemption: its old zone first, then the user's failover order
+        zones = [tpu.zone] + [z for z in zones if z != tpu.zone]
+    if (tpu is None or tpu.dead) and vm is not None and spec.arch == Arch.NODE:
+        # a TPU Node is reached from its host: keep it in the host's region
+        same_region = [z for z in zones if region_of(z) == region_of(vm.zone)]
+        if not same_region:
+            raise UsageError(f"host VM {vm.name} is in {vm.zone}, outside the zones given",
+                             hint=f"pass --zone {vm.zone}, or tpuctl down {spec.name} first")
+        zones = sorted(same_region, key=lambda z: z != vm.zone)
+
+    dead = tpu is not None and tpu.dead
+    need_tpu = tpu is None or dead
+    if need_tpu:
+        offered = [z for z in zones if provider.offered(z, acc.name)]
+        if not offered:
+            where = ", ".join(zones)
+            raise UsageError(f"{acc.name} is not offered in {where}",
+                             hint=f"pick a zone that offers it (gcloud compute tpus accelerator-types list "
+                                  f"--zone ZONE), e.g. --zone {_suggest_zone(acc.generation.name)}")
+        zones = offered
+    need_vm = want_vm and vm is None
+
+    # --- CIDR: a user's block is checked before anything is created ---------------------------
+    block: str | None = None
+    attempt_had: str | None = None
+    if spec.arch == Arch.NODE and need_tpu:
+        prefix = acc.node_cidr_prefix
+        old = tpu.cidr_block if tpu is not None else None
+        reserved = provider.reserved_range(spec)
+        attempt_had = reserved
+        if spec.cidr:
+            requested = cidrs.check_requested(ipaddress.ip_network(spec.cidr), prefix, provider.used_ranges(spec))
+            block = str(requested)
+        elif old or reserved:
+            block = old or reserved   # a recreated TPU gets its old block back
+        else:
+            block = str(cidrs.allocate(prefix, provider.used_ranges(spec), _pool(provider)))
+    elif tpu is not None:
+        block = tpu.cidr_block
+
+    zone0 = zones[0]
+    if tpu is not None and not dead:
+        result.adopted.append(f"TPU {tpu.name} ({tpu.zone}, {tpu.state.value})")
+    if vm is not None:
+        result.adopted.append(f"VM {vm.name} ({vm.zone}, {vm.state.value})")
+    if dead:
+        result.planned.append(f"TPU {spec.name} in {tpu.zone} (replacing the {tpu.state.value} one)")
+    elif need_tpu:
+        result.planned.append(f"TPU {spec.name} {acc.name} in {zone0}" + (f" with range {block}" if block else ""))
+    if need_vm:
+        result.planned.append(f"VM {spec.name} {spec.machine_type} in {zone0 if spec.arch == Arch.NODE or not tpu else tpu.zone}")
+
+    if dry_run:
+        result.zone = tpu.zone if tpu else (vm.zone if vm and spec.arch == Arch.NODE else zone0)
+        result.cidr = block
+        result.vm, result.tpu = vm, tpu
+        result.seconds = time.monotonic() - start
+        return result
+
+    attempt = _Attempt(had=attempt_had)
+    try:
+        _apply(provider, spec, result, attempt, vm=vm, tpu=tpu, dead=dead, need_vm=need_vm, zones=zones,
+               block=block, timeout=timeout, log=log, backoff=backoff)
+    except BaseException as exc:
+        _fail(provider, spec, attempt, exc, keep_on_failure=keep_on_failure, log=log, backoff=backoff)
+        raise  # _fail raises; this is for type checkers
+    cache_spec(provider, spec, zone=result.zone, cidr=result.cidr)
+    if result.tpu is not None and any(c.startswith("TPU ") for c in result.created):
+        ledger.tpu_created(provider, spec.name, result.tpu)
+    result.seconds = time.monotonic() - start
+    return result
+
+
+def _suggest_zone(generation: str) -> str:
+    return {"v2": "us-central1-b", "v3": "europe-west4-a", "v4": "us-central2-b", "v5litepod": "us-west4-a",
+            "v5p": "us-east5-a", "v6e": "us-east5-b"}.get(generation, "us-central1-b")
+
+
+def _pool(provider: Provider) -> cidrs.IPv4Network:
+    return getattr(provider, "cidr_pool", None) or cidrs.DEFAULT_POOL
+
+
+def _apply(provider: Provider, spec: ClusterSpec, result: UpResult, attempt: _Attempt, *, vm: Vm | None,
+           tpu: TpuNode | None, dead: bool, need_vm: bool, zones: list[str], block: str | None,
+           timeout: float, log: Log, backoff: Backoff) -> None:
+    deadline = time.monotonic() + timeout
+    plan = ZonePlan(tuple(zones))
+
+    if dead and tpu is not None:
+        log(f"deleting {tpu.state.value} TPU {tpu.name} in {tpu.zone} to recreate it")
+        op = provider.delete_tpu(tpu.zone, tpu.name)
+        wait_all(provider, [op], timeout=_left(deadline), backoff=backoff)
+        wait_until(lambda: provider.get_tpu(tpu.zone, tpu.name) is None, timeout=_left(deadline), backoff=backoff)
+        tpu = None
+
+    zone = zones[0] if tpu is None else tpu.zone
+    ops: list[Operation] = []
+    vm_op: Operation | None = None
+    tpu_op: Operation | None = None
+    if need_vm:
+        # the host does not depend on the TPU's range: start it first, it runs while we reserve
+        vm_zone = zone
+        log(f"creating host VM {spec.name} ({spec.machine_type}) in {vm_zone}")
+        vm_op = provider.create_vm(spec, vm_zone)
+        attempt.created_vm = (vm_zone, spec.name)
+        ops.append(vm_op)
+    if block and spec.arch == Arch.NODE and tpu is None:
+        block = _reserve(provider, spec, block, attempt, log, had=attempt.had)
+    if tpu is None:
+        tpu_op, zone, block = _start_tpu(provider, spec, plan, block, attempt, log)
+        ops.append(tpu_op)
+
+    # Poll every pending operation together; a failed TPU create moves to the next zone or block.
+    delays = backoff.delays()
+    cidr_tries = 0
+    while True:
+        if vm_op is not None and not vm_op.done:
+            vm_op = provider.poll(vm_op)
+            if vm_op.done:
+                if vm_op.error:
+                    f = classify(code=vm_op.error.code, message=vm_op.error.message)
+                    raise CloudError(f"creating host VM {spec.name} failed: {vm_op.error.message}",
+                                     kind=f.kind.value, hint=f.hint, zone=vm_op.zone)
+                log(f"host VM {spec.name} created in {vm_op.zone}")
+        if tpu_op is not None and not tpu_op.done:
+            tpu_op = provider.poll(tpu_op)
+            if tpu_op.done and tpu_op.error:
+                f = classify(code=tpu_op.error.code, message=tpu_op.error.message)
+                log(f"creating TPU {spec.name} in {tpu_op.zone} failed: {f.kind.value}: {tpu_op.error.message}")
+                _forget_failed_tpu(provider, spec, tpu_op.zone, attempt, deadline, backoff)
+                if f.kind == Kind.CIDR_CONFLICT and spec.arch == Arch.NODE and not spec.cidr \
+                        and cidr_tries < CIDR_ATTEMPTS:
+                    cidr_tries += 1
+                    bad = block
+                    used = provider.used_ranges(spec) + ([cidrs.Used.of(bad, "conflict reported by the API")]
+                                                         if bad else [])
+                    block = str(cidrs.allocate(spec.accelerator.node_cidr_prefix, used, _pool(provider)))
+                    log(f"range {bad} conflicts with something on the network; trying {block}")
+                    block = _reserve(provider, spec, block, attempt, log, had=attempt.had)
+                    tpu_op, zone, block = _start_tpu(provider, spec, plan, block, attempt, log,
+                                                     zone=tpu_op.zone)
+                    continue
+                if f.kind == Kind.CIDR_CONFLICT and spec.cidr:
+                    raise UsageError(f"--cidr {spec.cidr} conflicts with a range on network {spec.network}",
+                                     hint="pick another block, or omit --cidr to let tpuctl choose one")
+                plan.record(tpu_op.zone, f)
+                nxt = plan.next_zone()
+                if f.scope in (Scope.ZONE, Scope.REGION) and nxt is not None:
+                    log(f"moving on to zone {nxt} ({plan.explain()})")
+                    if (spec.arch == Arch.NODE and attempt.created_vm
+                            and region_of(attempt.created_vm[0]) != region_of(nxt)):
+                        # the host must be near its TPU Node: move the VM we made with it
+                        vm_op = _move_vm(provider, spec, attempt, nxt, vm_op, deadline, log, backoff)
+                    tpu_op, zone, block = _start_tpu(provider, spec, plan, block, attempt, log)
+                    continue
+                raise _exhausted(spec, f, plan)
+            if tpu_op.done:
+                log(f"TPU {spec.name} created in {tpu_op.zone}")
+        if (vm_op is None or vm_op.done) and (tpu_op is None or tpu_op.done):
+            break
+        if time.monotonic() >= deadline:
+            pending = [o for o in (vm_op, tpu_op) if o is not None and not o.done]
+            raise OperationTimeout(pending)
+        time.sleep(min(next(delays), _left(deadline)))
+
+    # Operations done: the TPU must also be READY and healthy before anyone trains on it.
+    tpu_zone = tpu.zone if tpu is not None else zone
+    node = _wait_ready(provider, spec.name, tpu_zone, deadline, log, backoff)
+    result.tpu = node
+    result.zone = node.zone
+    result.cidr = node.cidr_block or block
+    if spec.machine_type:
+        host_zone = attempt.created_vm[0] if attempt.created_vm else (vm.zone if vm else tpu_zone)
+        result.vm = provider.get_vm(host_zone, spec.name)
+        if result.vm is None:
+            raise CloudError(f"host VM {spec.name} disappeared in {host_zone}", kind="not_found", zone=host_zone)
+    if attempt.created_vm:
+        result.created.append(f"VM {spec.name} ({attempt.created_vm[0]})")
+    if attempt.created_tpu:
+        result.created.append(f"TPU {spec.name} ({attempt.created_tpu[0]})")
+
+
+def _left(deadline: float) -> float:
+    return max(0.0, deadline - time.monotonic())
+
+
+def _reserve(provider: Provider, spec: ClusterSpec, block: str, attempt: _Attempt, log: Log,
+             had: str | None = None) -> str:
+    """Claim the block where every tpuctl sees it; on a race take the next free one.
+
+    ``had`` is the cluster's reservation before this call (kept if this call fails)."""
+    for skip in range(CIDR_ATTEMPTS):
+        if provider.reserve_range(spec, block):
+            if block != had and attempt.reserved is None:
+                attempt.reserved = block   # ours to release if this call fails
+            return block
+        log(f"range {block} was just claimed by another tpuctl; taking the next free block")
+        used = provider.used_ranges(spec)
+        block = str(cidrs.allocate(spec.accelerator.node_cidr_prefix, used, _pool(provider), skip=skip % 2))
+    raise CloudError("could not reserve a TPU range: other tpuctl runs keep claiming the same blocks",
+                     kind="conflict", hint="retry in a minute")
+
+
+def _start_tpu(provider: Provider, spec: ClusterSpec, plan: ZonePlan, block: str | None, attempt: _Attempt,
+               log: Log, zone: str | None = None) -> tuple[Operation, str, str | None]:
+    while True:
+        zone = zone or plan.next_zone()
+        if zone is None:
+            raise _exhausted(spec, plan.stopped, plan)
+        kind = "spot" if spec.spot else "preemptible" if spec.preemptible else "on-demand"
+        log(f"creating TPU {spec.name} ({spec.accelerator_type}, {spec.arch.value}, {kind}) in {zone}"
+            + (f" with range {block}" if block else ""))
+        try:
+            op = provider.create_tpu(spec.with_zone(zone), zone, block)
+        except CloudError as exc:
+            f = Failure(Kind(exc.kind) if exc.kind in {k.value for k in Kind} else Kind.UNKNOWN,
+                        _scope_of(exc.kind), exc.message, exc.hint)
+            if f.scope in (Scope.ZONE, Scope.REGION):
+                log(f"creating TPU in {zone} failed: {f.kind.value}: {exc.message}")
+                plan.record(zone, f)
+                zone = None
+                continue
+            raise
+        attempt.created_tpu = (zone, spec.name)
+        return op, zone, block
+
+
+def _scope_of(kind: str) -> Scope:
+    return {"stockout": Scope.ZONE, "quota": Scope.REGION, "transient": Scope.CALL}.get(kind, Scope.CLOUD)
+
+
+def _exhausted(spec: ClusterSpec, failure: Failure | None, plan: ZonePlan) -> CloudError:
+    if failure is not None and failure.scope == Scope.CLOUD:
+        return CloudError(f"creating TPU {spec.name} failed: {failure.message}", kind=failure.kind.value,
+                          hint=failure.hint)
+    zones = ",".join(plan.zones)
+    return CloudError(f"no zone could create a {spec.accelerator_type} TPU ({plan.explain()})",
+                      kind="stockout", hint=f"add zones to --zone (tried {zones}), or retry later")
+
+
+def _forget_failed_tpu(provider: Provider, spec: ClusterSpec, zone: str, attempt: _Attempt, deadline: float,
+                       backoff: Backoff) -> None:
+    """A failed create may leave a node record behind (in the cloud, a failed node): delete it."""
+    node = provider.get_tpu(zone, spec.name)
+    if node is not None:
+        try:
+            op = provider.delete_tpu(zone, spec.name)
+            wait_all(provider, [op], timeout=_left(deadline), backoff=backoff)
+        except NotFound:
+            pass
+        wait_until(lambda: provider.get_tpu(zone, spec.name) is None, timeout=_left(deadline), backoff=backoff)
+    attempt.created_tpu = None
+
+
+def _move_vm(provider: Provider, spec: ClusterSpec, attempt: _Attempt, zone: str, vm_op: Operation | None,
+             deadline: float, log: Log, backoff: Backoff) -> Operation:
+    old_zone = attempt.created_vm[0]
+    log(f"moving host VM {spec.name} from {old_zone} to {zone}, next to its TPU")
+    if vm_op is not None and not vm_op.done:
+        wait_all(provider, [vm_op], timeout=_left(deadline), backoff=backoff)
+    op = provider.delete_vm(old_zone, spec.name)
+    attempt.created_vm = None
+    wait_all(provider, [op], timeout=_left(deadline), backoff=backoff)
+    new = provider.create_vm(spec.with_zone(zone), zone)
+    attempt.created_vm = (zone, spec.name)
+    return new
+
+
+def _wait_ready(provider: Provider, name: str, zone: str, deadline: float, log: Log, backoff: Backoff) -> TpuNode:
+    seen: dict[str, TpuNode | None] = {"node": None}
+
+    def ready() -> bool:
+        node = provider.get_tpu(zone, name)
+        seen["node"] = node
+        if node is None:
+            raise CloudError(f"TPU {name} disappeared from {zone} while starting", kind="not_found", zone=zone)
+        if node.dead:
+            raise CloudError(f"TPU {name} was {node.state.value} while starting", kind="stockout", zone=zone)
+        return node.usable
+
+    if not wait_until(ready, timeout=_left(deadline), backoff=backoff):
+        node = seen["node"]
+        state = f"{node.state.value}/{node.health.value}" if node else "missing"
+        raise OperationTimeout([Operation(name="-", zone=zone, verb="wait for READY", kind="tpu",
+                                          target=f"{name} (still {state})")])
+    node = seen["node"]
+    assert node is not None
+    return node
+
+
+def _fail(provider: Provider, spec: ClusterSpec, attempt: _Attempt, exc: BaseException, *,
+          keep_on_failure: bool, log: Log, backoff: Backoff) -> None:
+    """Undo what this call created (or keep it, on request) and raise one error that says what remains."""
+    if isinstance(exc, OperationTimeout):
+        cause = f"timed out waiting for: {exc}"
+    elif isinstance(exc, KeyboardInterrupt):
+        cause = "interrupted"
+    elif isinstance(exc, TpuctlError):
+        cause = exc.one_line()
+    else:
+        cause = f"{type(exc).__name__}: {exc}"
+    made = []
+    if attempt.created_tpu:
+        made.append(("tpu",) + attempt.created_tpu)
+    if attempt.created_vm:
+        made.append(("vm",) + attempt.created_vm)
+    if keep_on_failure:
+        remaining = [_describe_remaining(spec, kind, zone, name) for kind, zone, name in made]
+        if attempt.reserved:
+            remaining.append(f"range reservation {attempt.reserved} (freed by tpuctl down {spec.name})")
+        raise PartialFailure(f"up failed: {cause}", remaining=remaining,
+                             hint=f"kept as asked (--keep-on-failure); rerun tpuctl up {spec.name} to finish, "
+                                  f"or tpuctl down {spec.name}") from (None if isinstance(exc, TpuctlError) else exc)
+    if made:
+        log(f"up failed ({cause}); rolling back what this call created")
+    remaining = _rollback(provider, spec, made, log=log, backoff=backoff)
+    if attempt.reserved and not any(k == "tpu" for k, _z, _n in remaining):
+        try:
+            provider.release_range(spec.name)
+        except Exception as rexc:  # noqa: BLE001 - reported below, never hidden
+            remaining.append(("range", "-", f"{attempt.reserved} ({rexc})"))
+    if remaining:
+        raise PartialFailure(f"up failed: {cause}; rollback incomplete",
+                             remaining=[_describe_remaining(spec, k, z, n) for k, z, n in remaining],
+                             hint=f"run tpuctl down {spec.name} to delete them") from None
+    if isinstance(exc, KeyboardInterrupt):
+        raise TpuctlError(f"up interrupted; rolled back: {_list(made) or 'nothing had been created'}") from None
+    if isinstance(exc, TpuctlError):
+        if made:
+            exc.message = f"{exc.message}; rolled back {_list(made)}, nothing remains"
+        raise exc
+    if isinstance(exc, OperationTimeout):
+        raise CloudError(f"up timed out waiting for {exc}; rolled back {_list(made) or 'nothing'}",
+                         kind="timeout", hint="retry with a longer --timeout or in another zone") from None
+    raise exc
+
+
+def _list(made: list[tuple[str, str, str]]) -> str:
+    return ", ".join(f"{k.upper() if k == 'vm' else 'TPU'} {n} ({z})" for k, z, n in made)
+
+
+def _describe_remaining(spec: ClusterSpec, kind: str, zone: str, name: str) -> str:
+    if kind == "tpu":
+        cmd = (f"gcloud compute tpus tpu-vm delete {name} --zone {zone}" if spec.arch == Arch.VM
+               else f"gcloud compute tpus delete {name} --zone {zone}")
+        return f"TPU {name} in {zone} (billed; delete with tpuctl down {spec.name} or {cmd})"
+    if kind == "vm":
+        return f"VM {name} in {zone} (billed; delete with tpuctl down {spec.name} or " \
+               f"gcloud compute instances delete {name} --zone {zone})"
+    return f"{kind} {name}"
+
+
+def _rollback(provider: Provider, spec: ClusterSpec, made: list[tuple[str, str, str]], *, log: Log,
+              backoff: Backoff) -> list[tuple[str, str, str]]:
+    ops, remaining = [], []
+    for kind, zone, name in made:
+        try:
+            op = provider.delete_tpu(zone, name) if kind == "tpu" else provider.delete_vm(zone, name)
+            ops.append((kind, zone, name, op))
+        except NotFound:
+            continue
+        except Exception as exc:  # noqa: BLE001 - a failed rollback is reported, not raised over the cause
+            log(f"could not delete {kind} {name} in {zone}: {exc}")
+            remaining.append((kind, zone, name))
+    try:
+        wait_all(provider, [op for *_r, op in ops], timeout=600, backoff=backoff)
+    except Exception as exc:  # noqa: BLE001
+        log(f"waiting for rollback deletions failed: {exc}")
+        return remaining + [(k, z, n) for k, z, n, _op in ops]
+    for kind, zone, name, op in ops:
+        if op.error and op.error.code != 5:
+            remaining.append((kind, zone, name))
+        else:
+            log(f"rolled back {kind} {name} in {zone}")
+    return remaining
+
+
+def recreate_tpu(provider: Provider, spec: ClusterSpec, *, timeout: float = 1800.0, log: Log = noop,
+                 backoff: Backoff | None = None) -> UpResult:
+    """Delete the cluster's TPU whatever its state, then bring it back: same name, type and range.
+
+    The range reservation survives the deletion, so the new node gets its old block back; a
+    stockout moves it to the next allowed zone as ``up`` does.
+    """
+    backoff = backoff or Backoff()
+    for node in find(provider, spec.name).tpus:
+        if node.state != TpuState.DELETING:
+            log(f"deleting TPU {node.name} in {node.zone} ({node.state.value})")
+            try:
+                op = provider.delete_tpu(node.zone, node.name)
+                ledger.tpu_deleted(provider, spec.name, node, by="recreate", hourly_usd=tpu_hourly(node))
+                wait_all(provider, [op], timeout=timeout, backoff=backoff)
+            except NotFound:
+                pass
+        wait_until(lambda n=node: provider.get_tpu(n.zone, n.name) is None, timeout=timeout, backoff=backoff)
+        spec = spec.with_zone(node.zone) if node.zone in spec.zones else spec
+    return up(provider, spec, timeout=timeout, log=log, backoff=backoff)

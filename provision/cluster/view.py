@@ -1,0 +1,94 @@
+"""``status`` and ``simulate preempt``: what each cluster is, runs and costs now.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..basics.errors import NotFound, UsageError
+from ..basics.validate import CLUSTER_LABEL, format_duration
+from ..catalog import prices
+from ..cloud.base import Provider, TpuNode, TpuState, Vm, VmState
+from .resources import find, tpu_hourly
+
+Log = Callable[[str], None]
+
+
+
+@dataclass
+class ClusterView:
+    name: str
+    provider: str
+    zone: str | None
+    vm: Vm | None
+    tpu: TpuNode | None
+    run: dict[str, Any] | None = None
+
+    HEADERS = ("CLUSTER", "ZONE", "VM", "TPU", "STATE", "HEALTH", "RANGE", "PREEMPTIBLE", "RUN", "UPTIME", "$/HOUR")
+
+    @property
+    def hourly(self) -> float:
+        total = tpu_hourly(self.tpu) if self.tpu else 0.0
+        if self.vm and self.vm.state not in (VmState.STOPPED, VmState.TERMINATED):
+            total += prices.vm_hourly(self.vm.machine_type)
+        return round(total, 4)
+
+    @property
+    def uptime_seconds(self) -> float | None:
+        created = self.tpu.created_at if self.tpu and self.tpu.created_at else None
+        return time.time() - created if created else None
+
+    def row(self) -> list[Any]:
+        t = self.tpu
+        run = None
+        if self.run:
+            run = f"{self.run.get('run_id', '?')} ({self.run.get('status')})"
+        up_s = self.uptime_seconds
+        return [
+            self.name, self.zone, self.vm.state.value if self.vm else None,
+            f"{t.accelerator_type} ({t.arch.value})" if t else None,
+            t.state.value if t else None, t.health.value if t else None, t.cidr_block if t else None,
+            ("spot" if t.spot else "yes" if t.preemptible else "no") if t else None, run,
+            format_duration(up_s) if up_s is not None else None, f"{self.hourly:.2f}",
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "provider": self.provider, "zone": self.zone,
+                "vm": self.vm.to_dict() if self.vm else None, "tpu": self.tpu.to_dict() if self.tpu else None,
+                "run": self.run, "uptime_seconds": round(self.uptime_seconds, 1) if self.uptime_seconds else None,
+                "hourly_usd": self.hourly}
+
+
+def status(provider: Provider, *, name: str | None = None, zone: str | None = None,
+           run_lookup: Callable[[str], dict[str, Any] | None] | None = None) -> list[ClusterView]:
+    selector = {CLUSTER_LABEL: name} if name else None
+    vms = [v for v in provider.list_vms(zone, selector) if CLUSTER_LABEL in v.labels]
+    tpus = [t for t in provider.list_tpus(zone, selector) if CLUSTER_LABEL in t.labels]
+    names = sorted({v.labels[CLUSTER_LABEL] for v in vms} | {t.labels[CLUSTER_LABEL] for t in tpus})
+    views = []
+    for n in names:
+        vm = next((v for v in vms if v.labels[CLUSTER_LABEL] == n), None)
+        tpu = next((t for t in tpus if t.labels[CLUSTER_LABEL] == n), None)
+        z = tpu.zone if tpu else vm.zone if vm else None
+        run = run_lookup(n) if run_lookup else None
+        views.append(ClusterView(name=n, provider=provider.name, zone=z, vm=vm, tpu=tpu, run=run))
+    return views
+
+
+# ---- rehearsal -----------------------------------------------------------------------------------
+
+def preempt(provider: Provider, name: str) -> TpuNode:
+    found = find(provider, name)
+    if found.tpu is None:
+        raise NotFound(f"cluster {name} has no TPU", hint=f"run tpuctl up {name} first")
+    node = found.tpu
+    if node.state != TpuState.READY:
+        raise UsageError(f"TPU {node.name} is {node.state.value}, not READY",
+                         hint="preempt a READY TPU (wait for tpuctl up to finish)")
+    if not node.interruptible:
+        raise UsageError(f"TPU {node.name} is on-demand and cannot be preempted",
+                         hint=f"create it with tpuctl up {name} --preemptible (or --spot)")
+    return provider.simulate_preemption(node.zone, node.name)

@@ -1,0 +1,147 @@
+"""What every command shares: provider options, --json/--dry-run, output and error reporting.
+
+Human-readable progress goes to stderr, so stdout carries only the command's result: a table, or
+with ``--json`` exactly one JSON document (errors included), which scripts can parse.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from ..basics.errors import TpuctlError
+
+if TYPE_CHECKING:
+    from ..basics.config import Target
+    from ..cloud.base import Provider
+
+_state: dict[str, Any] = {"json": False, "quiet": False, "emitted": False}
+
+
+def begin_output(*, as_json: bool) -> None:
+    """A new command starts: errors raised before its --json wrapper ran still honour --json."""
+    _state.update(json=as_json, emitted=False, quiet=False)
+
+
+def json_mode() -> bool:
+    """Whether the command in progress prints its result as one JSON document."""
+    return bool(_state["json"])
+
+
+def provider_options(fn: Callable) -> Callable:
+    """``--provider`` and ``--project``, accepted on every command that touches a cloud."""
+    fn = click.option("--project", metavar="ID", default=None,
+                      help="GCP project (default: TPUCTL_PROJECT, the config file, gcloud's config).")(fn)
+    fn = click.option("--provider", type=click.Choice(["local", "gcp"]), default=None,
+                      help="Where to act (default: TPUCTL_PROVIDER, the config file, gcp if a project "
+                           "is configured, else local).")(fn)
+    return fn
+
+
+def json_option(fn: Callable) -> Callable:
+    @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+    @functools.wraps(fn)
+    def wrapper(*args: Any, as_json: bool, **kwargs: Any) -> Any:
+        _state["json"] = as_json
+        _state["emitted"] = False
+        return fn(*args, as_json=as_json, **kwargs)
+
+    return wrapper
+
+
+def dry_run_option(fn: Callable) -> Callable:
+    return click.option("--dry-run", is_flag=True,
+                        help="Say what would be created or deleted, and change nothing.")(fn)
+
+
+def resolve_target(provider: str | None, project: str | None, zone: str | None = None) -> Target:
+    from ..basics.config import resolve
+
+    return resolve(provider=provider, project=project, zone=zone)
+
+
+def open_provider(target: Target) -> Provider:
+    """Build the provider for a resolved target; cloud libraries load only here."""
+    from ..cloud import get_provider
+
+    return get_provider(target)
+
+
+def say(message: str) -> None:
+    """Progress for a person: stderr, so stdout stays the command's result."""
+    if not _state["quiet"]:
+        from ..basics.redact import redact
+
+        click.echo(redact(message), err=True)
+
+
+def acting_on(target: Target, verb: str, zone: str | None = None) -> None:
+    """Every command says which provider, project and zone it acts on (DESIGN.md)."""
+    if zone:
+        import dataclasses
+
+        target = dataclasses.replace(target, zone=zone)
+    say(f"tpuctl {verb}: {target.describe()}")
+
+
+def emit_json(data: Any) -> None:
+    """Print the command's one JSON document; an error after it adds only a stderr line."""
+    from ..basics.redact import redact_data
+
+    data = redact_data(json.loads(json.dumps(data, default=_json_default)))
+    click.echo(json.dumps(data, indent=2, sort_keys=True))
+    _state["emitted"] = True
+
+
+def _json_default(obj: Any) -> Any:
+    if hasattr(obj, "to_dict"):
+        return obj.to_dict()
+    if hasattr(obj, "value"):
+        return obj.value
+    return str(obj)
+
+
+def report_error(exc: TpuctlError) -> int:
+    """Print a one-line error (and, with --json, a JSON error document); return the exit code."""
+    line = exc.one_line()
+    from ..basics.redact import redact
+
+    line = redact(line)
+    if _state["json"] and not _state["emitted"]:
+        doc: dict[str, Any] = {"ok": False, "error": line, "exit_code": exc.exit_code}
+        remaining = getattr(exc, "remaining", None)
+        if remaining:
+            doc["remaining"] = [redact(r) for r in remaining]
+        emit_json(doc)
+    click.echo(f"tpuctl: error: {line}", err=True)
+    return exc.exit_code
+
+
+def not_yet(capability: str) -> None:
+    """Raise the plain 'not there yet' error for a capability a later release fills in."""
+    from ..basics.errors import NotAvailable
+
+    raise NotAvailable(f"{capability} is not available in this version of tpuctl yet",
+                       hint="nothing was created or changed")
+
+
+def parse_sets(items: Sequence[str]) -> list[tuple[str, str]]:
+    """``--set key=value`` pairs, checked for shape here and for meaning by the job spec loader."""
+    from ..basics.errors import UsageError
+
+    out = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key or not all(part.isidentifier() for part in key.split(".")):
+            raise UsageError(f"invalid --set {item!r}", hint="use --set key=value, such as --set num_train_steps=1000")
+        out.append((key, value))
+    return out
+
+
+def is_tty() -> bool:
+    return sys.stderr.isatty()

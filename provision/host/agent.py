@@ -1,0 +1,237 @@
+"""What runs on a host: the attempt wrapper, and the agent daemon of GCP hosts.
+
+No inbound port and no ssh: hosts pull their work from the bucket. The supervisor (on the laptop
+or on the host VM) writes ``attempts/<n>/command.json`` and points ``clusters/<c>/current.json``
+at it; each host's agent notices and runs the attempt wrapper, which
+
+- fetches the job spec (and the user's code) from the run directory,
+- runs ``python -m jobs run`` in its own process group, its log streamed to ``log-<worker>.txt``,
+- writes ``alive-<worker>.json`` every few seconds (the supervisor's "is it still there"),
+- turns a ``stop.json`` request into SIGTERM (the job checkpoints and exits 42),
+- writes ``exit-<worker>.json`` with the exit code, last.
+
+A preemption kills the wrapper with its job: no exit record and a stale heartbeat is how the
+supervisor tells "lost with its host" from "exited".
+
+The local provider runs the same wrapper, started by the supervisor directly (the "VM" is this
+machine); on GCP the agent daemon (``tpuctl agent``, started by the host's startup script) does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ..runs.store import ALIVE_EVERY_S
+
+# the only variables a command from the bucket may set for the job (never LD_PRELOAD, PATH, ...)
+JOB_ENV_KEYS = frozenset({"TPU_NAME", "TPUCTL_TPU_ZONE", "TPUCTL_DEVICE"})
+STOP_GRACE_S = 60.0
+LOG_TAIL_BYTES = 4 << 20   # the bucket keeps the last 4 MiB of a log; the host keeps all of it
+
+
+def _store(bucket_url: str, provider: str, project: str, run_id: str):
+    from ..basics.config import Target
+    from ..cloud.storage import open_bucket
+    from ..runs.store import RunStore
+
+    target = Target(provider=provider, project=project, zone=None)
+    return RunStore(open_bucket(bucket_url, target), run_id)
+
+
+def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: int, worker: str,
+                workdir: Path | None = None) -> int:
+    """Run attempt ``n`` of ``run_id`` on this host; returns (and records) the job's exit code."""
+    store = _store(bucket_url, provider, project, run_id)
+    prefix = store.attempt_prefix(n)
+    command = store.read_json(f"{prefix}/command.json")
+    if command is None:
+        print(f"tpuctl agent: attempt {n} of {run_id} has no command", file=sys.stderr)
+        return 2
+    work = Path(workdir or Path(tempfile.gettempdir()) / "tpuctl-work" / run_id)
+    work.mkdir(parents=True, exist_ok=True)
+    spec_path = work / "spec.yaml"
+    spec_path.write_bytes(store.bucket.read_bytes(f"{store.prefix}/spec.yaml"))
+    env = dict(os.environ)
+    env.update({k: str(v) for k, v in (command.get("env") or {}).items() if k in JOB_ENV_KEYS})
+    env["TPUCTL_RUN_ID"] = run_id
+    env["TPUCTL_ATTEMPT"] = str(n)
+    env["TPUCTL_WORKER"] = worker
+    if command.get("code"):
+        code_dir = work / "code"
+        for info in store.bucket.list(f"{store.prefix}/code/"):
+            rel = info.name[len(f"{store.prefix}/code/"):]
+            target = (code_dir / rel).resolve()
+            if not target.is_relative_to(code_dir.resolve()):
+                print(f"tpuctl agent: skipping code object outside the code directory: {rel!r}", file=sys.stderr)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            store.bucket.download_file(info.name, target)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(code_dir), env.get("PYTHONPATH", "")) if p)
+    argv = [sys.executable, "-m", "jobs", "run", str(spec_path)]
+    for item in command.get("sets") or []:
+        argv += ["--set", item]
+
+    log_path = work / f"attempt-{n}-{worker}.log"
+    log = open(log_path, "ab", buffering=0)
+    log.write(f"[tpuctl] attempt {n} of run {run_id} on {socket.gethostname()} (worker {worker})\n".encode())
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(work),
+                            start_new_session=False)
+    stop_sent = threading.Event()
+    done = threading.Event()
+
+    def sync() -> None:
+        """Heartbeat, log upload and stop requests, until the job ends."""
+        while not done.wait(ALIVE_EVERY_S):
+            _upload_log(store, prefix, worker, log_path)
+            with contextlib.suppress(Exception):
+                store.write_json(f"{prefix}/alive-{worker}.json", {"time": time.time(), "pid": proc.pid,
+                                                                     "host": socket.gethostname()})
+            if not stop_sent.is_set() and store.read_json(f"{prefix}/stop.json") is not None:
+                stop_sent.set()
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(signal.SIGTERM)
+                threading.Timer(STOP_GRACE_S, lambda: proc.poll() is None and proc.kill()).start()
+
+    with contextlib.suppress(Exception):
+        store.write_json(f"{prefix}/alive-{worker}.json", {"time": time.time(), "pid": proc.pid,
+                                                            "host": socket.gethostname()})
+    syncer = threading.Thread(target=sync, daemon=True)
+    syncer.start()
+
+    def forward(signum: int, _frame: Any) -> None:
+        # a host shutting down (or the supervisor stopping this run) reaches the job as SIGTERM
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        code = proc.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    done.set()
+    syncer.join(timeout=ALIVE_EVERY_S + 5)
+    log.write(f"[tpuctl] attempt {n} exited with code {code}\n".encode())
+    log.close()
+    _upload_log(store, prefix, worker, log_path)
+    store.write_json(f"{prefix}/exit-{worker}.json", {"code": code, "time": time.time(),
+                                                       "host": socket.gethostname()})
+    return code
+
+
+def _upload_log(store: Any, prefix: str, worker: str, path: Path) -> None:
+    with contextlib.suppress(Exception):
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            if size > LOG_TAIL_BYTES:
+                fh.seek(size - LOG_TAIL_BYTES)
+            data = fh.read()
+        store.bucket.write_bytes(f"{prefix}/log-{worker}.txt", data)
+
+
+# ---- the agent daemon (GCP hosts) ----------------------------------------------------------------
+
+def agent_loop(cluster: str, bucket_url: str, project: str, worker: str, role: str, *, poll_s: float = 5.0,
+               once: bool = False, autodown_s: float | None = None) -> None:
+    """Run the attempts the cluster's current run asks for; on the host VM, also supervise and reap.
+
+    ``role`` is ``host`` (the always-on VM: takes over supervision on request, enforces autodown)
+    or ``worker`` (a TPU VM worker: only runs attempts). Autodown (``autodown_s``, else the VM's
+    ``tpuctl-autodown-seconds`` metadata) runs the reaper for this cluster in a background thread.
+    """
+    from ..basics.config import Target
+    from ..cloud.storage import open_bucket
+    from ..runs.store import current_name
+
+    if role == "host" and not once:
+        from .autodown import start_host_autodown
+
+        start_host_autodown(cluster, bucket_url, project, autodown_s)
+    target = Target(provider="gcp", project=project, zone=None)
+    bucket = open_bucket(bucket_url, target)
+    running: dict[tuple[str, int], subprocess.Popen] = {}
+    supervising: dict[str, subprocess.Popen] = {}
+    while True:
+        try:
+            current = json.loads(bucket.read_bytes(current_name(cluster)))
+        except Exception:  # noqa: BLE001 - nothing assigned yet, or a transient read error
+            current = None
+        if current:
+            run_id, n = _checked(current.get("run_id")), _attempt_number(current.get("attempt"))
+            runs_here = role == "worker" or current.get("runs_on") == "host"
+            key = (run_id, n)
+            if run_id and n and runs_here and key not in running:
+                store_prefix = f"tpuctl/runs/{run_id}/attempts/{n}"
+                started = any(True for _ in bucket.list(f"{store_prefix}/alive-{worker}"))
+                if not started:
+                    running[key] = subprocess.Popen(
+                        [sys.executable, "-m", "provision.host.agent", "attempt", "--bucket", bucket_url,
+                         "--provider", "gcp", "--project", project, "--run", run_id, "--attempt", str(n),
+                         "--worker", worker])
+            want = _checked(current.get("supervise_on_host"))
+            if role == "host" and want and (want not in supervising or supervising[want].poll() is not None):
+                supervising[want] = subprocess.Popen(
+                    [sys.executable, "-m", "provision", "supervise", want, "--where", "host", "--provider", "gcp",
+                     "--project", project, "--bucket", bucket_url])
+        for key in [k for k, p in running.items() if p.poll() is not None]:
+            running.pop(key)
+        if once:
+            return
+        time.sleep(poll_s)
+
+
+def _checked(run_id: Any) -> str | None:
+    """A run id read from the bucket, or None if it is not one (it goes into paths and argv)."""
+    from ..basics.errors import UsageError
+    from ..basics.validate import run_id as valid_run_id
+
+    if not isinstance(run_id, str):
+        return None
+    try:
+        return valid_run_id(run_id)
+    except UsageError:
+        return None
+
+
+def _attempt_number(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 1_000_000 else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m provision.host.agent")
+    sub = parser.add_subparsers(dest="command", required=True)
+    a = sub.add_parser("attempt", help="run one attempt of a run on this host")
+    for name in ("--bucket", "--provider", "--project", "--run", "--worker"):
+        a.add_argument(name, required=name != "--worker", default="0" if name == "--worker" else None)
+    a.add_argument("--attempt", type=int, required=True)
+    d = sub.add_parser("daemon", help="the host agent")
+    d.add_argument("--cluster", required=True)
+    d.add_argument("--bucket", required=True)
+    d.add_argument("--project", required=True)
+    d.add_argument("--worker", default=socket.gethostname())
+    d.add_argument("--role", choices=["host", "worker"], default="host")
+    d.add_argument("--poll", type=float, default=5.0, help="seconds between looks at the bucket")
+    d.add_argument("--autodown", type=float, default=None, metavar="SECONDS",
+                   help="host: delete the cluster's TPU once idle this long (default: the VM's metadata)")
+    args = parser.parse_args(argv)
+    if args.command == "attempt":
+        return run_attempt(args.bucket, args.provider, args.project, args.run, args.attempt, args.worker)
+    agent_loop(args.cluster, args.bucket, args.project, args.worker, args.role, poll_s=args.poll,
+               autodown_s=args.autodown)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

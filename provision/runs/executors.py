@@ -1,0 +1,166 @@
+"""Starting and watching a run's attempts on the cluster's hosts.
+
+Both executors speak the same bucket protocol (:mod:`provision.host.agent`): a command goes into the
+run directory, hosts write heartbeats and exit records next to it. They differ in who starts the
+wrapper: on the local provider the supervisor does (this machine is the host), on GCP the agent
+daemon of each host does, having noticed ``clusters/<c>/current.json`` change.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, Protocol
+
+from ..cloud.base import Arch, TpuNode
+from .policy import JobPhase
+from .store import ALIVE_EVERY_S, RunRecord, RunStore, current_name
+
+# A host heartbeat older than this means the wrapper died with its host.
+ALIVE_STALE_S = 6 * ALIVE_EVERY_S
+# A GCP host may need minutes to boot, install the wheel and notice the command.
+GCP_START_GRACE_S = 900.0
+LOCAL_START_GRACE_S = 60.0
+
+
+class Executor(Protocol):
+    def start(self, rec: RunRecord, n: int, tpu: TpuNode, command: dict[str, Any]) -> None: ...
+    def poll(self, rec: RunRecord, n: int) -> tuple[JobPhase, int | None]: ...
+    def stop(self, rec: RunRecord, n: int, grace: float = 60.0) -> None: ...
+
+
+def combine_exits(exits: dict[str, dict[str, Any]], expected: int) -> int | None:
+    """One exit code for a multi-host attempt: any failure wins, 42 first; 0 only when all are 0."""
+    codes = [e.get("code") for e in exits.values()]
+    if 42 in codes:
+        return 42
+    bad = [c for c in codes if c not in (0, None)]
+    if bad:
+        return bad[0]
+    if len(codes) >= expected and codes:
+        return 0
+    return None
+
+
+class _BucketWatcher:
+    """What both executors read back: exit records and heartbeats."""
+
+    store: RunStore
+    start_grace_s: float
+
+    def _expected(self, rec: RunRecord) -> int:
+        return int((rec.attempt or {}).get("workers", 1))
+
+    def _phase_from_bucket(self, rec: RunRecord, n: int) -> tuple[JobPhase, int | None]:
+        code = combine_exits(self.store.exits(n), self._expected(rec))
+        if code is not None:
+            return JobPhase.EXITED, code
+        alive = self.store.alive(n)
+        now = time.time()
+        if alive and now - max(a.get("time", 0) for a in alive.values()) < ALIVE_STALE_S:
+            return JobPhase.RUNNING, None
+        started = (rec.attempt or {}).get("started_at", now)
+        if not alive and now - started < self.start_grace_s:
+            return JobPhase.RUNNING, None
+        return JobPhase.LOST, None
+
+    def stop(self, rec: RunRecord, n: int, grace: float = 60.0) -> None:
+        """Ask the attempt to stop (SIGTERM: the job checkpoints, exits 42) and wait for its exit."""
+        if combine_exits(self.store.exits(n), self._expected(rec)) is not None:
+            return
+        self.store.write_json(f"{self.store.attempt_prefix(n)}/stop.json", {"time": time.time()})
+        deadline = time.time() + grace + 2 * ALIVE_EVERY_S
+        while time.time() < deadline:
+            phase, _ = self.poll(rec, n)
+            if phase != JobPhase.RUNNING:
+                return
+            time.sleep(1.0)
+
+    def poll(self, rec: RunRecord, n: int) -> tuple[JobPhase, int | None]:  # pragma: no cover - overridden
+        return self._phase_from_bucket(rec, n)
+
+
+class LocalExecutor(_BucketWatcher):
+    """This machine is the host: the supervisor starts the attempt wrapper in a session of its own."""
+
+    start_grace_s = LOCAL_START_GRACE_S
+
+    def __init__(self, provider: Any, store: RunStore):
+        self.provider = provider
+        self.store = store
+        self.procs: dict[int, subprocess.Popen] = {}
+        self.wake: threading.Event | None = None   # set by the supervisor: signalled when a job ends
+
+    def start(self, rec: RunRecord, n: int, tpu: TpuNode, command: dict[str, Any]) -> None:
+        self.store.write_json(f"{self.store.attempt_prefix(n)}/command.json", command)
+        log_dir = self.provider.root / "jobs" / "logs"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        with open(log_dir / f"{rec.run_id}-{n}.wrapper.log", "ab") as err:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "provision.host.agent", "attempt", "--bucket", rec.bucket, "--provider", "local",
+                 "--project", rec.project, "--run", rec.run_id, "--attempt", str(n), "--worker", "0"],
+                stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True)
+        self.procs[n] = proc
+        self.provider.register_job(tpu.zone, tpu.name, proc.pid, rec.run_id)
+        threading.Thread(target=self._watch, args=(proc,), daemon=True).start()
+
+    def _watch(self, proc: subprocess.Popen) -> None:
+        """A job that ends (finished, failed, or killed with its TPU) wakes the supervisor at once."""
+        proc.wait()
+        if self.wake is not None:
+            self.wake.set()
+
+    def poll(self, rec: RunRecord, n: int) -> tuple[JobPhase, int | None]:
+        proc = self.procs.get(n)
+        if proc is not None and proc.poll() is None:
+            return JobPhase.RUNNING, None
+        phase, code = self._phase_from_bucket(rec, n)
+        if phase == JobPhase.RUNNING and proc is not None:
+            # our own child is gone, so nothing will write an exit record any more
+            return JobPhase.LOST, None
+        if phase == JobPhase.RUNNING:
+            # a supervisor that took over: the wrapper is not its child; trust its pid record
+            zone = (rec.attempt or {}).get("zone", rec.zone)
+            job = self.provider.job(zone, rec.cluster)
+            if job is None or job.get("run_id") != rec.run_id:
+                alive = self.store.alive(n)
+                if alive or time.time() - (rec.attempt or {}).get("started_at", 0) > self.start_grace_s:
+                    return JobPhase.LOST, None
+        return phase, code
+
+    def stop(self, rec: RunRecord, n: int, grace: float = 60.0) -> None:
+        super().stop(rec, n, grace)
+        zone = (rec.attempt or {}).get("zone", rec.zone)
+        job = self.provider.job(zone, rec.cluster)
+        if job and job.get("run_id") == rec.run_id and job.get("pgid"):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(job["pgid"], signal.SIGKILL)
+        proc = self.procs.get(n)
+        if proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=10)
+
+
+class BucketExecutor(_BucketWatcher):
+    """GCP: the hosts' agents run the attempt; the supervisor only writes and reads the bucket."""
+
+    start_grace_s = GCP_START_GRACE_S
+
+    def __init__(self, store: RunStore, arch: Arch):
+        self.store = store
+        self.arch = arch
+
+    def start(self, rec: RunRecord, n: int, tpu: TpuNode, command: dict[str, Any]) -> None:
+        self.store.write_json(f"{self.store.attempt_prefix(n)}/command.json", command)
+        current = self.store.read_json(current_name(rec.cluster)) or {}
+        current.update({"run_id": rec.run_id, "attempt": n, "tpu_created_at": tpu.created_at,
+                        "runs_on": "host" if self.arch == Arch.NODE else "workers", "time": time.time()})
+        self.store.write_json(current_name(rec.cluster), current)
+
+    def poll(self, rec: RunRecord, n: int) -> tuple[JobPhase, int | None]:
+        return self._phase_from_bucket(rec, n)

@@ -1,0 +1,124 @@
+"""Pure recovery policy: what the supervisor does next, given what it observed.
+
+No I/O here: the supervisor observes the TPU (state, health) and the job (phase, exit code), and
+this module decides. The rules, in order:
+
+1. The job exited 0: the run is done, whatever happens to the TPU afterwards.
+2. The TPU is gone, PREEMPTED or TERMINATED, unhealthy past a grace period, or the job exited 42
+   (preempted or infrastructure failure): recreate the TPU (same name, type and range) and restart
+   the job, which resumes from its newest checkpoint. This counts as a preemption.
+3. Any other exit code is a job error: restart on the same TPU, within ``max_failures``.
+4. A TPU on its way to READY: wait. A READY, healthy TPU without a job: start it.
+
+Preemptions are expected on preemptible TPUs, so their budget is unbounded unless the user sets
+``--max-preemptions``; job errors have a small budget of their own.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from ..cloud.base import DEAD_TPU_STATES, Health, TpuState
+
+EXIT_FINISHED = 0
+EXIT_RETRY = 42
+
+# A TPU that reports READY but unhealthy may recover on its own (health checks lag); give it this
+# long before treating it like a preempted one.
+UNHEALTHY_GRACE_S = 120.0
+UNHEALTHY = frozenset({Health.TIMEOUT, Health.UNHEALTHY_TENSORFLOW, Health.UNHEALTHY_MAINTENANCE})
+
+
+class JobPhase(str, enum.Enum):
+    NOT_STARTED = "not_started"   # no attempt on the current TPU yet
+    RUNNING = "running"
+    EXITED = "exited"             # an exit code is known
+    LOST = "lost"                 # the process vanished without an exit code (killed with its host)
+
+
+class Action(str, enum.Enum):
+    WAIT = "wait"
+    START_JOB = "start_job"
+    RECREATE_TPU = "recreate_tpu"
+    FINISH = "finish"
+    GIVE_UP = "give_up"
+
+
+@dataclass(frozen=True)
+class Observed:
+    tpu_state: TpuState | None          # None: the TPU does not exist
+    tpu_health: Health = Health.HEALTH_UNSPECIFIED
+    unhealthy_for_s: float = 0.0
+    job: JobPhase = JobPhase.NOT_STARTED
+    exit_code: int | None = None
+    preemptions: int = 0
+    failures: int = 0
+    max_preemptions: int | None = None
+    max_failures: int = 3
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Action
+    reason: str
+    counts_as: str | None = None        # "preemption" or "failure": the caller increments that count
+
+
+def decide(o: Observed) -> Decision:
+    if o.job == JobPhase.EXITED and o.exit_code == EXIT_FINISHED:
+        return Decision(Action.FINISH, "the job finished (exit 0)")
+
+    infra = _infrastructure_problem(o)
+    if infra is not None:
+        if o.max_preemptions is not None and o.preemptions + 1 > o.max_preemptions:
+            return Decision(Action.GIVE_UP, f"{infra}, and --max-preemptions {o.max_preemptions} is used up",
+                            counts_as="preemption")
+        return Decision(Action.RECREATE_TPU, infra, counts_as="preemption")
+
+    ready = o.tpu_state == TpuState.READY and o.tpu_health not in UNHEALTHY
+    if o.job in (JobPhase.EXITED, JobPhase.LOST) and not ready:
+        # decide (and count) once the TPU can take a job again
+        return Decision(Action.WAIT, f"the job stopped; waiting for the TPU "
+                                     f"({o.tpu_state.value if o.tpu_state else 'missing'}, {o.tpu_health.value})")
+
+    if o.job == JobPhase.EXITED:
+        code = o.exit_code
+        if o.failures + 1 > o.max_failures:
+            return Decision(Action.GIVE_UP, f"the job failed with exit code {code}, and --max-failures "
+                                            f"{o.max_failures} is used up", counts_as="failure")
+        return Decision(Action.START_JOB, f"the job failed with exit code {code}; restarting it",
+                        counts_as="failure")
+
+    if o.job == JobPhase.LOST:
+        # The process died without an exit code on a TPU that is still READY and healthy: its host
+        # restarted or something killed it. That is an infrastructure event, not a bug in the job.
+        if o.max_preemptions is not None and o.preemptions + 1 > o.max_preemptions:
+            return Decision(Action.GIVE_UP, "the job vanished without an exit code, and --max-preemptions "
+                                            f"{o.max_preemptions} is used up", counts_as="preemption")
+        return Decision(Action.START_JOB, "the job vanished without an exit code; restarting it",
+                        counts_as="preemption")
+
+    if not ready:
+        return Decision(Action.WAIT, f"the TPU is {o.tpu_state.value if o.tpu_state else 'missing'}"
+                                     f" ({o.tpu_health.value})")
+    if o.job == JobPhase.NOT_STARTED:
+        return Decision(Action.START_JOB, "the TPU is READY")
+    return Decision(Action.WAIT, "training")
+
+
+def _infrastructure_problem(o: Observed) -> str | None:
+    if o.tpu_state is None:
+        return "the TPU is gone"
+    if o.tpu_state in DEAD_TPU_STATES:
+        return f"the TPU was {o.tpu_state.value}"
+    if o.tpu_state == TpuState.READY and o.tpu_health in UNHEALTHY and o.unhealthy_for_s >= UNHEALTHY_GRACE_S:
+        return f"the TPU has been {o.tpu_health.value} for {int(o.unhealthy_for_s)}s"
+    if o.job == JobPhase.EXITED and o.exit_code == EXIT_RETRY:
+        return "the job exited 42 (preempted or lost its TPU)"
+    return None
+
+
+def poll_interval(base_s: float, rand: float) -> float:
+    """Poll at most every ``base_s`` seconds, with up to 20 % jitter below it (``rand`` in [0, 1))."""
+    return base_s * (0.8 + 0.2 * rand)

@@ -1,0 +1,274 @@
+"""Runs: the record of one ``tpuctl train``, kept in the bucket beside its checkpoints.
+
+A run's directory holds everything needed to resume it from anywhere (the laptop, the host VM):
+
+    tpuctl/runs/<run_id>/run.json            the RunRecord: status, counts, supervisor lease
+    tpuctl/runs/<run_id>/spec.yaml           the job spec as the job sees it (overrides applied)
+    tpuctl/runs/<run_id>/tpuctl/<wheel>      the exact tpuctl that started it
+    tpuctl/runs/<run_id>/code/...            the user's code (--code)
+    tpuctl/runs/<run_id>/events.jsonl        preempted, recreated, resumed at step N, steps lost ...
+    tpuctl/runs/<run_id>/attempts/<n>/       command.json, exit-<worker>.json, alive-<worker>.json,
+                                             log-<worker>.txt, stop.json
+    tpuctl/clusters/<cluster>/current.json   which run (and attempt) the cluster's hosts should run
+
+The supervisor is the only writer of run.json and events.jsonl; hosts write only under
+attempts/. A small index under ``$TPUCTL_HOME/runs`` lets ``logs``, ``status`` and ``cost`` find a
+run's bucket from its id; the bucket stays the source of truth.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import socket
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..basics import statefile
+from ..basics.config import home
+from ..basics.errors import NotFound, UsageError
+from ..cloud.storage import LOCAL_DEFAULT_BUCKET
+
+RUNS_PREFIX = "tpuctl/runs"
+# A host agent refreshes an attempt's alive record this often; the supervisor reads it.
+ALIVE_EVERY_S = 5.0
+CLUSTERS_PREFIX = "tpuctl/clusters"
+
+LIVE = ("starting", "running", "recovering")
+ENDED = ("finished", "failed", "gave_up", "stopped")
+
+
+def new_run_id(cluster: str, now: float | None = None) -> str:
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now or time.time()))
+    return f"{cluster[:40].rstrip('-')}-{stamp}-{secrets.token_hex(2)}"
+
+
+@dataclass
+class RunRecord:
+    run_id: str
+    cluster: str
+    provider: str
+    project: str
+    zone: str
+    bucket: str                       # gs://BUCKET
+    model_dir: str
+    num_train_steps: int
+    save_checkpoints_steps: int
+    job: str = ""
+    status: str = "starting"
+    reason: str | None = None
+    created_at: float = field(default_factory=time.time)
+    updated_at: float = field(default_factory=time.time)
+    ended_at: float | None = None
+    attempts: int = 0
+    preemptions: int = 0
+    failures: int = 0
+    steps_lost: int = 0
+    seconds_lost: float = 0.0
+    max_preemptions: int | None = None
+    max_failures: int = 3
+    # the attempt on the current TPU: {"n", "tpu_created_at", "started_at", "zone"}
+    attempt: dict[str, Any] | None = None
+    # an outage being recovered from: {"detected_at", "step", "checkpoint_step", "cause"}
+    recovering: dict[str, Any] | None = None
+    # the supervisor holding the lease: {"owner", "host", "pid", "where", "heartbeat_at"}
+    supervisor: dict[str, Any] | None = None
+    last_progress: dict[str, Any] | None = None
+    # seconds spent per state, for tpuctl cost: training, waiting (after a preemption), idle
+    seconds_by_state: dict[str, float] = field(default_factory=dict)
+    code: bool = False
+    wheel: str | None = None
+
+    @property
+    def live(self) -> bool:
+        return self.status in LIVE
+
+    @property
+    def prefix(self) -> str:
+        return f"{RUNS_PREFIX}/{self.run_id}"
+
+    @property
+    def step(self) -> int | None:
+        return (self.last_progress or {}).get("step")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunRecord:
+        known = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+class RunStore:
+    """A run's files in its bucket (any :class:`provision.cloud.storage.Bucket`)."""
+
+    def __init__(self, bucket: Any, run_id: str):
+        self.bucket = bucket
+        self.run_id = run_id
+        self.prefix = f"{RUNS_PREFIX}/{run_id}"
+
+    # -- the record and its events (single writer: the supervisor) ---------------------------
+    def load(self) -> RunRecord:
+        try:
+            return RunRecord.from_dict(json.loads(self.bucket.read_bytes(f"{self.prefix}/run.json")))
+        except NotFound:
+            raise NotFound(f"run {self.run_id} not found in {self.bucket.url}",
+                           hint="check the run id with tpuctl status") from None
+
+    def save(self, rec: RunRecord) -> None:
+        from ..basics.redact import redact_data
+
+        rec.updated_at = time.time()
+        self.bucket.write_bytes(f"{self.prefix}/run.json", _dumps(redact_data(rec.to_dict())))
+
+    def event(self, kind: str, **data: Any) -> dict[str, Any]:
+        from ..basics.redact import redact_data
+
+        entry = redact_data({"time": round(time.time(), 3), "event": kind, **data})
+        name = f"{self.prefix}/events.jsonl"
+        try:
+            old = self.bucket.read_bytes(name)
+        except NotFound:
+            old = b""
+        self.bucket.write_bytes(name, old + json.dumps(entry, sort_keys=True).encode() + b"\n")
+        return entry
+
+    def events(self) -> list[dict[str, Any]]:
+        try:
+            raw = self.bucket.read_bytes(f"{self.prefix}/events.jsonl")
+        except NotFound:
+            return []
+        return [json.loads(line) for line in raw.decode().splitlines() if line.strip()]
+
+    # -- attempts (written by hosts) -------------------------------------------------------------
+    def attempt_prefix(self, n: int) -> str:
+        return f"{self.prefix}/attempts/{n}"
+
+    def write_json(self, name: str, data: Any) -> None:
+        self.bucket.write_bytes(name, _dumps(data))
+
+    def read_json(self, name: str) -> Any | None:
+        try:
+            return json.loads(self.bucket.read_bytes(name))
+        except NotFound:
+            return None
+
+    def exits(self, n: int) -> dict[str, dict[str, Any]]:
+        """Exit records of attempt ``n`` by worker."""
+        return self._by_worker(n, "exit")
+
+    def alive(self, n: int) -> dict[str, dict[str, Any]]:
+        """Heartbeats of attempt ``n`` by worker."""
+        return self._by_worker(n, "alive")
+
+    def _by_worker(self, n: int, kind: str) -> dict[str, dict[str, Any]]:
+        out = {}
+        for info in self.bucket.list(f"{self.attempt_prefix(n)}/{kind}-"):
+            worker = info.name.rsplit(f"/{kind}-", 1)[1].removesuffix(".json")
+            data = self.read_json(info.name)
+            if data is not None:
+                out[worker] = data
+        return out
+
+    def log_workers(self, n: int) -> list[str]:
+        """Workers that wrote a log for attempt ``n`` (one per host of the slice)."""
+        prefix = f"{self.attempt_prefix(n)}/log-"
+        return sorted(i.name[len(prefix):].removesuffix(".txt") for i in self.bucket.list(prefix))
+
+    def log(self, n: int, worker: str = "0") -> bytes:
+        try:
+            return self.bucket.read_bytes(f"{self.attempt_prefix(n)}/log-{worker}.txt")
+        except NotFound:
+            return b""
+
+
+def current_name(cluster: str) -> str:
+    return f"{CLUSTERS_PREFIX}/{cluster}/current.json"
+
+
+def cluster_spec_name(cluster: str) -> str:
+    """The cluster's spec as `up` made it, so a supervisor elsewhere recreates the TPU the same way."""
+    return f"{CLUSTERS_PREFIX}/{cluster}/spec.json"
+
+
+def agent_name(cluster: str) -> str:
+    """Which tpuctl wheel the cluster's hosts install (read by templates/host-startup.sh)."""
+    return f"{CLUSTERS_PREFIX}/{cluster}/agent.json"
+
+
+def _dumps(data: Any) -> bytes:
+    return (json.dumps(data, indent=1, sort_keys=True, default=str) + "\n").encode()
+
+
+# ---- the local index: run id -> where its record lives ------------------------------------------
+
+def _index_path(run_id: str):
+    return home() / "runs" / f"{run_id}.json"
+
+
+def remember(rec: RunRecord) -> None:
+    statefile.write_json(_index_path(rec.run_id), {
+        "run_id": rec.run_id, "cluster": rec.cluster, "provider": rec.provider, "project": rec.project,
+        "bucket": rec.bucket, "created_at": rec.created_at})
+
+
+def _checked_ref(ref: str) -> str:
+    """A run id or cluster name given on the command line (it becomes a file name here)."""
+    import re
+
+    if not isinstance(ref, str) or not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,119}", ref):
+        raise UsageError(f"invalid run id {ref!r:.70}",
+                         hint="use a run id printed by tpuctl train, or a cluster name")
+    return ref
+
+
+def lookup(run_id: str) -> dict[str, Any]:
+    entry = statefile.read_json(_index_path(_checked_ref(run_id)))
+    if entry is None:
+        raise NotFound(f"no run {run_id} is known on this machine",
+                       hint="use a run id printed by tpuctl train here, or a cluster name for its latest run")
+    return entry
+
+
+def known_runs(cluster: str | None = None) -> list[dict[str, Any]]:
+    root = home() / "runs"
+    if not root.is_dir():
+        return []
+    entries = [statefile.read_json(p) for p in root.glob("*.json")]
+    entries = [e for e in entries if e and (cluster is None or e.get("cluster") == cluster)]
+    return sorted(entries, key=lambda e: e.get("created_at", 0))
+
+
+def latest_for(cluster: str) -> dict[str, Any] | None:
+    runs = known_runs(cluster)
+    return runs[-1] if runs else None
+
+
+def resolve_run(ref: str) -> dict[str, Any]:
+    """A run id, or a cluster name meaning its latest run."""
+    entry = statefile.read_json(_index_path(_checked_ref(ref)))
+    if entry is not None:
+        return entry
+    latest = latest_for(ref)
+    if latest is not None:
+        return latest
+    raise NotFound(f"no run or cluster {ref!r} is known on this machine",
+                   hint="pass a run id printed by tpuctl train, or the cluster's name")
+
+
+def supervisor_identity(where: str) -> dict[str, Any]:
+    import os
+
+    return {"owner": secrets.token_hex(6), "host": socket.gethostname(), "pid": os.getpid(), "where": where,
+            "heartbeat_at": time.time()}
+
+
+def check_bucket_for(provider: str, bucket: str | None) -> str:
+    if bucket:
+        return bucket
+    if provider == "local":
+        return LOCAL_DEFAULT_BUCKET
+    raise UsageError("a run needs a bucket for its checkpoints and records",
+                     hint="pass --bucket gs://BUCKET to tpuctl train (or to tpuctl up)")

@@ -1,0 +1,360 @@
+"""The supervisor: observe the TPU and the job, let :mod:`provision.runs.policy` decide, act, repeat.
+
+It polls at most every ``poll_s`` seconds (10 by default, with jitter below it), recreates the
+TPU after a preemption (same name, type and range; zone failover as in ``up``), restarts the job
+(which resumes from its newest checkpoint), and writes every event to the run's event log:
+preempted, recreated, resumed at step N, steps and seconds lost.
+
+Exactly one supervisor drives a run. It holds a lease in ``supervisor.json`` (separate from
+run.json, so the heartbeat thread never races the main loop's writes), renewed every few seconds;
+another supervisor takes over only when the lease is released (a handover to the host VM) or
+stale. The same code runs in the foreground of ``tpuctl train`` on a laptop, detached on the
+host VM, and on the local provider.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .. import cluster as clusters
+from ..basics.errors import TpuctlError
+from ..cloud.base import ClusterSpec, Health, Provider, TpuNode
+from .executors import Executor
+from .policy import Action, Decision, JobPhase, Observed, decide, poll_interval
+from .store import RunRecord, RunStore, current_name, supervisor_identity
+
+LEASE_RENEW_S = 5.0
+# a lease not renewed for this long belongs to a dead supervisor (it renews every 5 s)
+LEASE_STALE_S = 30.0
+LEASE_NAME = "supervisor.json"
+
+
+class LeaseLost(TpuctlError):
+    pass
+
+
+@dataclass
+class Lease:
+    store: RunStore
+    identity: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return f"{self.store.prefix}/{LEASE_NAME}"
+
+    def holder(self) -> dict[str, Any] | None:
+        return self.store.read_json(self.name)
+
+    def acquire(self, *, force: bool = False, wait: float = 0.0, log: Callable[[str], None] | None = None) -> None:
+        """Take the lease: free, released, stale, or ``force``; ``wait`` for a lease that may be a dead one's."""
+        deadline = time.time() + wait
+        told = False
+        while True:
+            cur = self.holder()
+            if not cur or force or cur.get("released") or cur.get("owner") == self.identity["owner"]:
+                break
+            age = time.time() - cur.get("heartbeat_at", 0)
+            if age >= LEASE_STALE_S:
+                break
+            if time.time() < deadline:
+                if log and not told:
+                    log(f"run {self.store.run_id} was supervised by {cur.get('where')} on {cur.get('host')} "
+                        f"{int(age)}s ago; waiting up to {int(LEASE_STALE_S - age)}s to be sure it is gone")
+                    told = True
+                time.sleep(1.0)
+                continue
+            raise TpuctlError(
+                f"run {self.store.run_id} is already supervised by {cur.get('where')} on {cur.get('host')} "
+                f"(pid {cur.get('pid')}, heartbeat {int(age)}s ago)",
+                hint=f"follow it with tpuctl logs {self.store.run_id} -f")
+        self.renew()
+
+    def renew(self) -> None:
+        self.identity["heartbeat_at"] = time.time()
+        self.identity.pop("released", None)
+        self.store.write_json(self.name, self.identity)
+
+    def still_ours(self) -> bool:
+        cur = self.holder()
+        return cur is None or cur.get("owner") == self.identity["owner"]
+
+    def release(self, note: str = "") -> None:
+        data = dict(self.identity, released=True, released_at=time.time(), note=note)
+        self.store.write_json(self.name, data)
+
+
+def read_progress(model_dir: str, provider_name: str, project: str) -> dict[str, Any] | None:
+    """The job's progress record, from a local model_dir or a bucket."""
+    import json
+
+    if model_dir.startswith("gs://"):
+        from ..basics.config import Target
+        from ..basics.validate import bucket_url
+        from ..cloud.storage import open_bucket
+
+        url = bucket_url(model_dir)
+        bucket = open_bucket(url, Target(provider=provider_name, project=project, zone=None))
+        try:
+            raw = bucket.read_bytes(f"{url.prefix}/progress.json" if url.prefix else "progress.json")
+        except Exception:  # noqa: BLE001 - not written yet, or a transient read: no progress this poll
+            return None
+    else:
+        from pathlib import Path
+
+        try:
+            raw = (Path(model_dir) / "progress.json").read_bytes()
+        except OSError:
+            return None
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def progress_line(p: dict[str, Any]) -> str:
+    parts = [f"step {p.get('step')}/{p.get('num_train_steps')}"]
+    if p.get("loss") is not None:
+        parts.append(f"loss {p['loss']:.4f}")
+    if p.get("examples_per_sec"):
+        parts.append(f"{p['examples_per_sec']:.1f} examples/s")
+    if p.get("checkpoint_step") is not None:
+        parts.append(f"checkpoint {p['checkpoint_step']}")
+    return "  " + ", ".join(parts)
+
+
+class Supervisor:
+    def __init__(self, provider: Provider, spec: ClusterSpec, store: RunStore, executor: Executor,
+                 command: Callable[[RunRecord, int, TpuNode], dict[str, Any]], *, where: str,
+                 poll_s: float = 10.0, log: Callable[[str], None] = print,
+                 rand: Callable[[], float] = random.random):
+        self.provider = provider
+        self.spec = spec
+        self.store = store
+        self.executor = executor
+        self.command = command
+        self.poll_s = poll_s
+        self.log = log
+        self.rand = rand
+        self.lease = Lease(store, supervisor_identity(where))
+        self.rec = store.load()
+        self._stop = threading.Event()
+        # set to look again before the poll interval is up: by an executor that sees its job die,
+        # by stop_loop(), and after an action whose outcome should be acted on at once
+        self._wake = threading.Event()
+        if hasattr(executor, "wake"):
+            executor.wake = self._wake
+        self._unhealthy_since: float | None = None
+        self._last_tick = time.time()
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    def run(self, *, take_over: bool = False, wait_for_lease: float = 0.0) -> RunRecord:
+        self.lease.acquire(force=take_over, wait=wait_for_lease, log=self.log)
+        self.rec.supervisor = dict(self.lease.identity)
+        beat = threading.Thread(target=self._heartbeat, daemon=True)
+        beat.start()
+        try:
+            while True:
+                if self.step():
+                    return self.rec
+                self._wake.wait(poll_interval(self.poll_s, self.rand()))
+                self._wake.clear()
+                if self._stop.is_set():
+                    return self.rec
+        finally:
+            self._stop.set()
+
+    def stop_loop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(LEASE_RENEW_S):
+            try:
+                if not self.lease.still_ours():
+                    self._stop.set()
+                    return
+                self.lease.renew()
+            except Exception as exc:  # noqa: BLE001 - a missed heartbeat is retried next tick
+                self.log(f"supervisor heartbeat failed: {exc}")
+
+    # ---- one observation and one action ----------------------------------------------------------
+    def observe(self) -> tuple[TpuNode | None, JobPhase, int | None]:
+        rec = self.rec
+        tpu = self.provider.get_tpu(rec.zone, rec.cluster)
+        att = rec.attempt
+        if att is None:
+            return tpu, JobPhase.NOT_STARTED, None
+        phase, code = self.executor.poll(rec, att["n"])
+        if tpu is not None and not tpu.dead and att.get("tpu_created_at") not in (None, tpu.created_at):
+            # the attempt ran on an earlier incarnation of this TPU
+            return tpu, JobPhase.NOT_STARTED, None
+        return tpu, phase, code
+
+    def step(self) -> bool:
+        """One poll; True when the run has ended (finished or given up)."""
+        if not self.lease.still_ours():
+            self.log(f"run {self.rec.run_id} was taken over by another supervisor; stopping here")
+            return True
+        tpu, phase, code = self.observe()
+        self._account(tpu, phase)
+        self._read_progress()
+        health = tpu.health if tpu else Health.HEALTH_UNSPECIFIED
+        sick = tpu is not None and health in (Health.TIMEOUT, Health.UNHEALTHY_TENSORFLOW,
+                                              Health.UNHEALTHY_MAINTENANCE)
+        now = time.time()
+        self._unhealthy_since = (self._unhealthy_since or now) if sick else None
+        rec = self.rec
+        obs = Observed(tpu_state=tpu.state if tpu else None, tpu_health=health,
+                       unhealthy_for_s=now - self._unhealthy_since if self._unhealthy_since else 0.0,
+                       job=phase, exit_code=code, preemptions=rec.preemptions, failures=rec.failures,
+                       max_preemptions=rec.max_preemptions, max_failures=rec.max_failures)
+        d = decide(obs)
+        if d.action == Action.WAIT:
+            self.store.save(rec)
+            return False
+        return self._act(d, tpu, code)
+
+    def _act(self, d: Decision, tpu: TpuNode | None, code: int | None) -> bool:
+        rec = self.rec
+        if d.counts_as == "preemption":
+            rec.preemptions += 1
+        elif d.counts_as == "failure":
+            rec.failures += 1
+        if d.action == Action.FINISH:
+            if rec.recovering:
+                # finished without a new step (it resumed at the last checkpoint, the final step)
+                p = rec.last_progress or {}
+                self._close_recovery(p, p.get("time") or time.time())
+            rec.status, rec.ended_at = "finished", time.time()
+            self._event("finished", step=rec.step, reason=d.reason)
+            self._clear_current()
+            self.store.save(rec)
+            return True
+        if d.action == Action.GIVE_UP:
+            rec.status, rec.ended_at, rec.reason = "gave_up", time.time(), d.reason
+            if rec.attempt:
+                self.executor.stop(rec, rec.attempt["n"], grace=30)
+            self._event("gave_up", reason=d.reason, exit_code=code, preemptions=rec.preemptions,
+                        failures=rec.failures)
+            self._clear_current()
+            self.store.save(rec)
+            return True
+        if d.action == Action.RECREATE_TPU:
+            self._begin_recovery(d.reason, tpu)
+            if rec.attempt:
+                self.executor.stop(rec, rec.attempt["n"], grace=30)
+            rec.attempt = None
+            self.store.save(rec)
+            started = time.time()
+            try:
+                result = clusters.recreate_tpu(self.provider, self.spec.with_zone(rec.zone),
+                                               log=lambda m: self.log(f"  {m}"))
+            except TpuctlError as exc:
+                # stockouts in every zone, quota: keep the run and try again next poll
+                self._event("recreate_failed", error=exc.one_line())
+                self.log(f"recreating the TPU failed: {exc.one_line()}; retrying")
+                self.store.save(rec)
+                return False
+            rec.zone = result.zone or rec.zone
+            self._event("recreated", zone=rec.zone, cidr=result.cidr, seconds=round(time.time() - started, 1))
+            self.store.save(rec)
+            self._wake.set()    # the TPU is READY: start the job now, not a poll later
+            return False
+        if d.action == Action.START_JOB:
+            if d.counts_as == "failure":
+                self._event("job_failed", attempt=(rec.attempt or {}).get("n"), exit_code=code, reason=d.reason)
+            elif d.counts_as == "preemption":
+                self._begin_recovery(d.reason, tpu)
+            assert tpu is not None
+            if rec.attempt:
+                # the whole group restarts: on a multi-host slice the other workers of the failed
+                # attempt may still be running (xpk restarts a job the same way)
+                self.executor.stop(rec, rec.attempt["n"], grace=30)
+            n = rec.attempts + 1
+            rec.attempts = n
+            rec.attempt = {"n": n, "tpu_created_at": tpu.created_at, "started_at": time.time(), "zone": tpu.zone,
+                           "workers": self._workers(tpu)}
+            rec.status = "recovering" if rec.recovering else "running"
+            self.executor.start(rec, n, tpu, self.command(rec, n, tpu))
+            self._event("attempt_started", attempt=n, zone=tpu.zone)
+            self.store.save(rec)
+            return False
+        return False
+
+    def _workers(self, tpu: TpuNode) -> int:
+        from ..catalog.accelerators import parse
+        from ..cloud.base import Arch
+
+        return parse(tpu.accelerator_type).hosts if tpu.arch == Arch.VM and self.provider.name != "local" else 1
+
+    def _begin_recovery(self, reason: str, tpu: TpuNode | None) -> None:
+        rec = self.rec
+        p = rec.last_progress or {}
+        if rec.recovering is None:
+            rec.recovering = {"detected_at": time.time(), "step": p.get("step") or 0,
+                              "checkpoint_step": p.get("checkpoint_step") or 0, "cause": reason}
+        rec.status = "recovering"
+        self._event("preempted", cause=reason, tpu_state=tpu.state.value if tpu else "missing",
+                    step=p.get("step"), checkpoint_step=p.get("checkpoint_step"))
+
+    def _read_progress(self) -> None:
+        rec = self.rec
+        p = read_progress(rec.model_dir, rec.provider, rec.project)
+        if not p or (p.get("run_id") not in (None, rec.run_id)):
+            return
+        before = (rec.last_progress or {}).get("step")
+        rec.last_progress = {k: p.get(k) for k in ("step", "num_train_steps", "loss", "examples_per_sec",
+                                                    "steps_per_sec", "time", "started_at", "status",
+                                                    "checkpoint_step", "resumed_from_step", "step_time",
+                                                    "metrics")}
+        if p.get("step") != before and p.get("step") is not None:
+            self.log(progress_line(rec.last_progress))
+        r = rec.recovering
+        # resumed = a process started after the outage has trained a step (its record carries
+        # the previous run's step until it restores, so the step alone says nothing)
+        started = p.get("started_at") or 0
+        if r and started > r["detected_at"] and (p.get("step_time") or 0) >= started and \
+                (p.get("step") or 0) > (p.get("resumed_from_step") or 0):
+            self._close_recovery(p, p["step_time"])
+
+    def _close_recovery(self, p: dict[str, Any], first_step_at: float) -> None:
+        """The outage is over: count the steps and seconds it cost, and say so in the event log."""
+        rec = self.rec
+        r = rec.recovering
+        resumed = p.get("resumed_from_step") or 0
+        lost_steps = max(0, (r.get("step") or 0) - resumed)
+        lost_s = max(0.0, first_step_at - r["detected_at"])
+        rec.steps_lost += lost_steps
+        rec.seconds_lost += lost_s
+        rec.recovering = None
+        rec.status = "running"
+        self._event("resumed", step=resumed, steps_lost=lost_steps, seconds_lost=round(lost_s, 1))
+
+    def _account(self, tpu: TpuNode | None, phase: JobPhase) -> None:
+        now = time.time()
+        dt = max(0.0, now - self._last_tick)
+        self._last_tick = now
+        if self.rec.recovering:
+            state = "waiting"
+        elif tpu is not None and tpu.state.value == "READY" and phase == JobPhase.RUNNING:
+            state = "training"
+        else:
+            state = "starting"
+        self.rec.seconds_by_state[state] = round(self.rec.seconds_by_state.get(state, 0.0) + dt, 2)
+
+    def _event(self, kind: str, **data: Any) -> None:
+        entry = self.store.event(kind, **{k: v for k, v in data.items() if v is not None})
+        details = " ".join(f"{k}={v}" for k, v in entry.items() if k not in ("time", "event"))
+        self.log(f"[{self.rec.run_id}] {kind} {details}".rstrip())
+
+    def _clear_current(self) -> None:
+        name = current_name(self.rec.cluster)
+        cur = self.store.read_json(name)
+        if cur and cur.get("run_id") == self.rec.run_id:
+            self.store.write_json(name, {"run_id": None, "ended": self.rec.run_id, "time": time.time()})

@@ -1,0 +1,243 @@
+"""Starting a run: resolve the job spec, stage what the hosts need, hand it to a supervisor.
+
+``tpuctl train`` does, in order and before anything is billed beyond the cluster that exists:
+check the cluster and the spec (one-line errors, exit 2), give the run a stable id, stage the
+resolved spec, the user's code and the exact tpuctl (a wheel) into the run directory, write the
+run record, then supervise in the foreground or hand the run to the host (``--detach``).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..basics.config import Target, home
+from ..basics.errors import NotFound, UsageError
+from ..cloud.base import Arch, ClusterSpec, Provider, TpuNode
+from . import store as runs
+from .store import RunRecord, RunStore
+
+PATH_KEYS_HINT = "stage it with tpuctl stage PATH gs://BUCKET/PATH and pass the gs:// path"
+
+
+@dataclass
+class Prepared:
+    record: RunRecord
+    spec_yaml: bytes
+    cluster: ClusterSpec
+    code_dir: Path | None
+
+
+def local_path_for(url: str) -> str:
+    """A gs:// URL as the local provider stores it: a bucket directory under TPUCTL_HOME."""
+    from ..basics.validate import bucket_url
+    from ..cloud.storage import local_buckets_dir
+
+    u = bucket_url(url)
+    return str(local_buckets_dir() / u.bucket / u.prefix) if u.prefix else str(local_buckets_dir() / u.bucket)
+
+
+def _local_path_value(value: str) -> bool:
+    """A string that names files on this machine (an existing path, or a glob that matches)."""
+    if "\n" in value or not ("/" in value or "." in value):
+        return False
+    if any(ch in value for ch in "*?["):
+        return bool(glob.glob(value))
+    return os.path.exists(value)
+
+
+def localize_spec(data: dict[str, Any], provider: str, allow_local: bool = False) -> dict[str, Any]:
+    """Make every path in a spec valid where the job will run.
+
+    Local provider: gs:// paths become bucket directories, relative paths become absolute (the
+    job runs in another directory). GCP: a path that exists only on this machine is an error.
+    """
+    out = dict(data)
+    for key, value in data.items():
+        if not isinstance(value, str) or not value:
+            continue
+        if value.startswith("gs://"):
+            if provider == "local":
+                out[key] = local_path_for(value)
+            continue
+        if not _local_path_value(value):
+            continue
+        if provider != "local":
+            if allow_local:      # a filesystem the hosts mount at the same path (NFS, Filestore)
+                out[key] = os.path.abspath(value)
+                continue
+            raise UsageError(f"{key} is a path on this machine ({value}); the TPU host cannot read it",
+                             hint=PATH_KEYS_HINT + " (or pass --allow-local-paths if the hosts mount it too)")
+        out[key] = os.path.join(os.path.abspath(os.path.dirname(value) or "."), os.path.basename(value))
+    return out
+
+
+def resolve_spec(job_spec: str, sets: list[tuple[str, str]], model_dir_default: str, provider: str,
+                 allow_local: bool = False) -> dict[str, Any]:
+    """Load and check the job spec (jobs.spec needs no TensorFlow); returns the resolved mapping."""
+    try:
+        from jobs import spec as jobspec
+    except ImportError as exc:  # pragma: no cover - jobs ships in the same distribution
+        raise UsageError(f"the job side is not installed ({exc})", hint="pip install 'tpuctl[train]'") from None
+    try:
+        raw = jobspec.read_yaml(job_spec)     # bounded in size, depth and aliases
+    except jobspec.SpecError as exc:
+        raise UsageError(str(exc)) from None
+    overrides = list(sets)
+    if not raw.get("model_dir") and not any(k == "model_dir" for k, _ in overrides):
+        overrides.append(("model_dir", model_dir_default))
+    # the spec loader checks local files exist: give it the paths as the job will see them
+    localized_raw = localize_spec(raw, provider, allow_local)
+    localized_sets = [(k, localize_spec({k: v}, provider, allow_local)[k]) for k, v in overrides]
+    try:
+        spec = jobspec.from_dict(localized_raw, localized_sets, source=job_spec)
+    except jobspec.SpecError as exc:
+        raise UsageError(str(exc)) from None
+    return spec.to_dict()
+
+
+def prepare(provider: Provider, target: Target, cluster: ClusterSpec, tpu: TpuNode, *, job_spec: str,
+            sets: list[tuple[str, str]], bucket: str, code: str | None, max_preemptions: int | None,
+            max_failures: int, allow_local: bool = False) -> Prepared:
+    import yaml
+
+    run_id = runs.new_run_id(cluster.name)
+    model_default = f"{bucket.rstrip('/')}/{runs.RUNS_PREFIX}/{run_id}/model"
+    if target.provider == "local":
+        model_default = local_path_for(model_default)
+    resolved = resolve_spec(job_spec, sets, model_default, target.provider, allow_local)
+    code_dir = None
+    if code:
+        code_dir = Path(code)
+        if not code_dir.is_dir():
+            raise UsageError(f"--code {code} is not a directory", hint="pass the directory of your job code")
+    rec = RunRecord(run_id=run_id, cluster=cluster.name, provider=target.provider, project=target.project or "",
+                    zone=tpu.zone, bucket=bucket, model_dir=str(resolved["model_dir"]),
+                    num_train_steps=int(resolved["num_train_steps"]),
+                    save_checkpoints_steps=int(resolved["save_checkpoints_steps"]), job=str(resolved["job"]),
+                    max_preemptions=max_preemptions, max_failures=max_failures, code=code_dir is not None)
+    spec_yaml = yaml.safe_dump(resolved, sort_keys=True).encode()
+    return Prepared(record=rec, spec_yaml=spec_yaml, cluster=cluster, code_dir=code_dir)
+
+
+def stage_run(store: RunStore, prep: Prepared, log: Any) -> None:
+    """Put the resolved spec, the user's code and the exact tpuctl into the run directory."""
+    from .wheel import build_wheel
+
+    rec = prep.record
+    store.bucket.write_bytes(f"{store.prefix}/spec.yaml", prep.spec_yaml)
+    if prep.code_dir is not None:
+        count = 0
+        for path in sorted(prep.code_dir.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts and not path.name.startswith("."):
+                store.bucket.upload_file(path, f"{store.prefix}/code/{path.relative_to(prep.code_dir).as_posix()}")
+                count += 1
+        log(f"staged {count} code files from {prep.code_dir}")
+    wheel = build_wheel(home() / "wheels")
+    wheel_object = f"{store.prefix}/tpuctl/{wheel.name}"
+    store.bucket.upload_file(wheel, wheel_object)
+    rec.wheel = f"{rec.bucket.rstrip('/')}/{wheel_object}"
+    # what a host's bootstrap installs before it runs the agent (templates/host-startup.sh)
+    store.write_json(runs.agent_name(rec.cluster), {"wheel_object": wheel_object, "run_id": rec.run_id})
+    store.write_json(runs.cluster_spec_name(rec.cluster), prep.cluster.to_dict())
+    store.save(rec)
+    store.event("created", cluster=rec.cluster, zone=rec.zone, job=rec.job, model_dir=rec.model_dir,
+                num_train_steps=rec.num_train_steps, wheel=wheel.name)
+    runs.remember(rec)
+
+
+def attempt_command(rec: RunRecord, n: int, tpu: TpuNode) -> dict[str, Any]:
+    """What a host runs for attempt ``n``: the staged spec, with the TPU to reach."""
+    env: dict[str, str] = {}
+    if rec.provider == "local":
+        env["TPUCTL_DEVICE"] = "gpu" if (tpu.device or "").startswith("gpu") else "cpu"
+    elif tpu.arch == Arch.NODE:
+        env["TPU_NAME"] = tpu.name
+        env["TPUCTL_TPU_ZONE"] = tpu.zone
+    else:
+        env["TPU_NAME"] = "local"
+    return {"sets": [], "env": env, "code": rec.code, "attempt": n}
+
+
+def open_store(entry_or_rec: Any, target: Target) -> RunStore:
+    from ..cloud.storage import open_bucket
+
+    bucket = entry_or_rec["bucket"] if isinstance(entry_or_rec, dict) else entry_or_rec.bucket
+    run_id = entry_or_rec["run_id"] if isinstance(entry_or_rec, dict) else entry_or_rec.run_id
+    return RunStore(open_bucket(bucket, target), run_id)
+
+
+def make_executor(provider: Provider, store: RunStore, arch: Arch) -> Any:
+    from .executors import BucketExecutor, LocalExecutor
+
+    if provider.name == "local":
+        return LocalExecutor(provider, store)
+    return BucketExecutor(store, arch)
+
+
+def cluster_spec_for(provider: Provider, name: str, tpu: TpuNode | None, bucket: str | None = None) -> ClusterSpec:
+    """The cluster's spec: this machine's cache, else the copy a run saved in the bucket, else the TPU's.
+
+    ``bucket`` (the run's) is recorded in the spec, so a TPU recreated after a preemption carries
+    it in its metadata and its hosts find their work.
+    """
+    import dataclasses
+
+    from ..cluster import cached_spec
+
+    cached = cached_spec(provider, name) or (_bucket_spec(provider, name, bucket) if bucket else None)
+    if cached:
+        spec = ClusterSpec.from_dict(cached)
+        return dataclasses.replace(spec, bucket=bucket) if bucket else spec
+    if tpu is None:
+        raise NotFound(f"cluster {name} has no TPU", hint=f"run tpuctl up {name} first")
+    return ClusterSpec(name=name, accelerator_type=tpu.accelerator_type, zones=(tpu.zone,), provider=provider.name,
+                       project=provider.project, arch=tpu.arch, preemptible=tpu.preemptible, spot=tpu.spot,
+                       machine_type=None if tpu.arch == Arch.VM else "n1-standard-2",
+                       runtime_version=tpu.version if tpu.arch == Arch.VM else None,
+                       tensorflow_version=tpu.version if tpu.arch == Arch.NODE else None,
+                       cidr=None, network=tpu.network or "default", bucket=bucket,
+                       labels={k: v for k, v in tpu.labels.items() if not k.startswith("tpuctl-")
+                               or k == "tpuctl-keep"})
+
+
+def _bucket_spec(provider: Provider, name: str, bucket: str) -> dict[str, Any] | None:
+    """The spec a run saved beside itself (a host VM has no local cache of what the laptop made)."""
+    import json
+
+    from ..basics.errors import TpuctlError
+    from ..cloud.storage import open_bucket
+
+    try:
+        b = open_bucket(bucket, Target(provider=provider.name, project=provider.project, zone=None))
+        data = json.loads(b.read_bytes(runs.cluster_spec_name(name)))
+    except (TpuctlError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def hand_over(provider: Provider, target: Target, store: RunStore, rec: RunRecord, cluster: ClusterSpec) -> str:
+    """Let the host supervise: on the local provider a detached process here, on GCP the host VM's agent."""
+    if provider.name == "local":
+        log_path = home() / "runs" / f"{rec.run_id}.supervisor.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "ab") as out:
+            subprocess.Popen([sys.executable, "-m", "provision", "supervise", rec.run_id, "--where", "host",
+                              "--provider", "local"], stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                             start_new_session=True, env=dict(os.environ))
+        return f"a detached supervisor on this machine (log: {log_path})"
+    if not cluster.machine_type:
+        raise UsageError("this cluster has no host VM to supervise the run",
+                         hint=f"create it with a host VM (tpuctl up {cluster.name} without --no-vm), or train in "
+                              f"the foreground")
+    name = runs.current_name(rec.cluster)
+    cur = store.read_json(name) or {}
+    cur.update({"supervise_on_host": rec.run_id, "time": time.time()})
+    store.write_json(name, cur)
+    return f"the host VM {cluster.name}'s agent"
