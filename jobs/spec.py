@@ -579,7 +579,7 @@ def _check_vocab(spec: JobSpec, bert: Any) -> None:
     """vocab.txt gives ids as google-research/bert's loader does (one per line, blank lines
     included); they must fit the embedding table, and do_lower_case must match the model."""
     from .bert.casing import check as check_case
-    from .bert.tokenization import vocab_lines
+    from .bert.vocab import vocab_lines
 
     bert_dir = spec.bert_dir
     path = os.path.join(bert_dir, "vocab.txt")

@@ -18,6 +18,11 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Iterable
 
+from .vocab import vocab_from_lines, vocab_lines
+
+__all__ = ["CLS", "MASK", "PAD", "SEP", "UNK", "FullTokenizer", "basic_tokenize", "load_vocab",
+           "open_text", "read_bytes", "vocab_from_lines", "vocab_lines", "wordpiece"]
+
 UNK, CLS, SEP, MASK, PAD = "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[PAD]"
 
 # CJK Unified Ideographs blocks and their extensions / compatibility blocks. Hangul, kana and
@@ -46,30 +51,6 @@ def read_bytes(path: str) -> bytes:
             return f.read()
     with open(path, "rb") as f:
         return f.read()
-
-
-def vocab_lines(data: bytes | str) -> list[str]:
-    """The tokens of vocab.txt, one per line, in line order: line ``i`` is token id ``i``.
-
-    As google-research/bert's ``load_vocab`` reads the file: lines end at ``\n`` only (a
-    U+2028 or a lone ``\r`` inside a line does not end it), invalid UTF-8 is dropped, and each
-    line is ``strip()``ped -- so a blank or whitespace-only line (the U+2028 line of the Chinese
-    vocabulary) becomes the empty token and still takes its id, and every later id stays put.
-    """
-    text = data.decode("utf-8", "ignore") if isinstance(data, bytes) else data
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # the newline that ends the last line does not start another one
-    return [line.strip() for line in lines]
-
-
-def vocab_from_lines(lines: Iterable[str]) -> dict[str, int]:
-    """token -> id; a token on several lines keeps the id of its last line (as the original's
-    dict assignment does)."""
-    vocab: dict[str, int] = {}
-    for index, token in enumerate(lines):
-        vocab[token] = index
-    return vocab
 
 
 def load_vocab(path: str) -> dict[str, int]:

@@ -46,3 +46,60 @@ def test_ids_round_trip():
     ids = t.convert_tokens_to_ids(["[CLS]", "hello", "not-in-vocab", "[SEP]"])
     assert ids == [2, 15, 1, 3]
     assert t.convert_ids_to_tokens(ids) == ["[CLS]", "hello", "[UNK]", "[SEP]"]
+
+
+# -- vocab.txt: ids are line numbers, exactly as google-research/bert's load_vocab gives them --
+
+def original_load_vocab(data: bytes) -> dict[str, int]:
+    """The original loader's behaviour, written out independently: read a line up to "\\n"
+    (tf.gfile's readline), stop at end of file, strip it, and number it; a later line with the
+    same token overwrites the earlier id."""
+    import io
+
+    vocab: dict[str, int] = {}
+    reader = io.BytesIO(data)
+    index = 0
+    while True:
+        line = reader.readline().decode("utf-8", "ignore")
+        if not line:
+            break
+        vocab[line.strip()] = index
+        index += 1
+    return vocab
+
+
+# Blank, whitespace-only (U+2028, the Chinese vocabulary's line; a no-break space), repeated and
+# CR-containing lines between ordinary tokens: every one of them takes an id.
+AWKWARD_VOCAB = ("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\n\nworld\n\u2028\n##ing\n"
+                 "hello\n \t\n中\n\u00a0\ncafe\nab\rcd\n,\nrun\n")
+
+
+def test_awkward_vocab_gives_the_original_ids(tmp_path):
+    path = tmp_path / "vocab.txt"
+    path.write_bytes(AWKWARD_VOCAB.encode("utf-8"))
+    tok = FullTokenizer(vocab_file=str(path), do_lower_case=True)
+    original = original_load_vocab(path.read_bytes())
+    assert tok.vocab == original
+    lines = AWKWARD_VOCAB.encode().split(b"\n")[:-1]
+    assert len(lines) == 18 and tok.vocab_size == 18
+    # Every later token keeps its line number: nothing shifts after the blank lines.
+    assert tok.vocab["world"] == 7 and tok.vocab["##ing"] == 9 and tok.vocab["中"] == 12
+    assert tok.vocab["cafe"] == 14 and tok.vocab[","] == 16 and tok.vocab["run"] == 17
+    assert tok.vocab["hello"] == 10  # a repeated token: its last line, as the original
+    assert tok.vocab["ab\rcd"] == 15  # a lone CR does not end a line for the original either
+    ids = tok.convert_tokens_to_ids(tok.tokenize("Hello, WORLD runing café 中 unknown"))
+    assert ids == [original[t] for t in ["hello", ",", "world", "run", "##ing", "cafe", "中",
+                                          "[UNK]"]]
+    # convert_ids_to_tokens inverts every line number, the earlier "hello" line included.
+    assert tok.convert_ids_to_tokens(range(18)) == [line.decode().strip() for line in lines]
+    assert tok.convert_ids_to_tokens(ids) == ["hello", ",", "world", "run", "##ing", "cafe", "中",
+                                              "[UNK]"]
+
+
+def test_vocab_without_final_newline_and_with_trailing_blank_line(tmp_path):
+    for text, count in (("a\nb", 2), ("a\nb\n", 2), ("a\nb\n\n", 3), ("\n", 1), ("", 0)):
+        path = tmp_path / "v.txt"
+        path.write_text(text, encoding="utf-8")
+        tok = FullTokenizer(vocab_file=str(path))
+        assert tok.vocab == original_load_vocab(text.encode()), text
+        assert tok.vocab_size == count, text
