@@ -461,7 +461,8 @@ class GcpProvider:
             if getattr(res.status, "name", str(res.status)) == "DONE":
                 op.done = True
                 if res.error and res.error.errors:
-                    op.error = OperationError(*compute_operation_failure(res.error))
+                    op.error = OperationError(*compute_operation_failure(
+                        type(res).to_dict(res, preserving_proto_field_name=False)))
         elif scheme == "queued":
             self._poll_queued(op, ref)
         else:  # pragma: no cover - operations are only made here

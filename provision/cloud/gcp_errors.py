@@ -101,14 +101,22 @@ def is_stale_fingerprint(exc: BaseException) -> bool:
     return "fingerprint" in str(getattr(exc, "message", exc)).lower()
 
 
-def compute_operation_failure(error: Any) -> tuple[int, str]:
-    """(google.rpc code, message) for a Compute Engine operation's ``error.errors[]``."""
-    errors = list(getattr(error, "errors", None) or [])
+def compute_operation_failure(operation: dict[str, Any]) -> tuple[int, str]:
+    """(google.rpc code, message) for a finished Compute Engine operation, read from its JSON.
+
+    A failed operation says why in ``error.errors[{code, message}]`` and, for the HTTP status
+    the request would have had, ``httpErrorStatusCode`` / ``httpErrorMessage``.
+    """
+    errors = list((operation.get("error") or {}).get("errors") or [])
+    http = operation.get("httpErrorStatusCode")
+    http_code = _HTTP_CODES.get(http, 2) if isinstance(http, int) else 2
     if not errors:
+        if http:
+            return http_code, redact(f"operation failed: HTTP {http} {operation.get('httpErrorMessage') or ''}".strip())
         return 2, "operation failed without details"
-    first = errors[0]
-    code_name = getattr(first, "code", "") or ""
-    message = redact(getattr(first, "message", "") or code_name)
+    first = errors[0] if isinstance(errors[0], dict) else {}
+    code_name = str(first.get("code") or "")
+    message = redact(str(first.get("message") or code_name))
     kind, _scope = _COMPUTE_CODES.get(code_name, (None, None))
     if kind == Kind.STOCKOUT:
         return 8, f"{code_name}: {message}"
@@ -120,7 +128,11 @@ def compute_operation_failure(error: Any) -> tuple[int, str]:
         return 5, message
     if kind == Kind.PERMISSION:
         return 7, message
-    return 2, f"{code_name}: {message}" if code_name else message
+    return http_code, f"{code_name}: {message}" if code_name else message
+
+
+# HTTP status of a failed Compute operation -> google.rpc code, for error codes not listed above
+_HTTP_CODES = {400: 3, 403: 7, 404: 5, 409: 6, 412: 9, 429: 8}
 
 
 def credentials_error(exc: BaseException, *, emulator_hint: bool = False) -> Any:
