@@ -4,6 +4,8 @@ Input: TFRecord shards with the original features (``input_ids``, ``input_mask``
 ``segment_ids``, ``masked_lm_positions``, ``masked_lm_ids``, ``masked_lm_weights``,
 ``next_sentence_labels``), written by create_pretraining_data.py or by
 :mod:`jobs.bert.pretraining_data` -- or a text corpus that the job turns into shards first.
+The shards are read as one epoch stream (:mod:`jobs.data`): step N trains on the same examples
+whether or not the run was interrupted before it.
 
 Loss: masked-LM cross-entropy averaged over the real (weight 1) predictions, plus the
 next-sentence cross-entropy averaged over the batch. The heads use the original variables

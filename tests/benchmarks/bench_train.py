@@ -12,7 +12,12 @@ batch size and precision, on the same machine, each in a fresh process:
   independent of our code, needs nothing beyond the Keras that TensorFlow ships, and measures
   what the runner's own loop costs or saves against the standard path.
 
-Reported: sequences/s, and model FLOP/s as a fraction of the hardware's peak, with 85.9 GFLOP
+Variants: each implementation in float32, in bfloat16 (mixed precision) and in bfloat16 with
+XLA (the runner compiles its whole train step, AdamW included; ``model.fit`` gets
+``jit_compile=True``). On a GPU all three run; on a CPU only float32 by default (bfloat16 is
+emulated there and says nothing). ``BENCH_TRAIN_VARIANTS=fp32,bf16,bf16_xla,fp32_xla`` chooses.
+
+Reported: sequences/s, and model FLOP/s as a fraction of the hardware's peak (MFU), with 85.9 GFLOP
 per sequence (6 x 110M parameters x 128 tokens + attention; ``BertConfig.train_flops_per_sequence``).
 The CPU peak is derived from /proc/cpuinfo (cores x clock x FLOP/cycle of the widest FMA units:
 AVX-512 64, AVX2 32 fp32 FLOP/cycle/core, assuming two FMA ports) and also measured as a large
@@ -22,7 +27,7 @@ peak from a table of dense bf16 tensor-core figures (``GPU_PEAK_BF16``), falling
 measured matmul.
 
 ``python -m tests.benchmarks train`` runs it (a few minutes on 2 cores); environment overrides:
-``BENCH_TRAIN_BATCH``, ``BENCH_TRAIN_STEPS``.
+``BENCH_TRAIN_BATCH``, ``BENCH_TRAIN_STEPS``, ``BENCH_TRAIN_VARIANTS``.
 """
 
 from __future__ import annotations
@@ -48,20 +53,37 @@ GPU_PEAK_BF16 = {"H200": 989e12, "H100 SXM": 989e12, "H100 80GB HBM3": 989e12,
                  "L4": 121e12, "A10": 125e12, "V100": 125e12, "T4": 65e12}
 
 
+VARIANTS = {"fp32": ("float32", False), "bf16": ("bfloat16", False),
+            "bf16_xla": ("bfloat16", True), "fp32_xla": ("float32", True)}
+IMPLEMENTATIONS = ("runner", "keras_fit")
+
+
 def run() -> dict:
-    results = {impl: _child(impl) for impl in ("runner", "keras_fit")}
     peak = _child("peak")
+    default = "fp32,bf16,bf16_xla" if peak["device_type"] == "gpu" else "fp32"
+    names = [v.strip() for v in (os.environ.get("BENCH_TRAIN_VARIANTS") or default).split(",") if v.strip()]
+    unknown = [v for v in names if v not in VARIANTS]
+    if unknown:
+        raise ValueError(f"BENCH_TRAIN_VARIANTS: unknown {unknown}; choose from {', '.join(VARIANTS)}")
     flops_per_seq = _flops_per_sequence()
     report = {"model": "BERT-base", "seq_length": SEQ, "predictions_per_seq": PREDICTIONS,
-              "gflop_per_sequence": round(flops_per_seq / 1e9, 1), **peak}
-    for impl, r in results.items():
-        flops = r["sequences_per_sec"] * flops_per_seq
-        r["model_tflops"] = round(flops / 1e12, 4)
-        r["fraction_of_peak"] = round(flops / peak["peak_flops"], 4)
-        r["fraction_of_measured_matmul"] = round(flops / peak["measured_matmul_flops"], 4)
-        report[impl] = r
-    report["runner_vs_reference"] = round(results["runner"]["sequences_per_sec"]
-                                          / results["keras_fit"]["sequences_per_sec"], 3)
+              "gflop_per_sequence": round(flops_per_seq / 1e9, 1), **peak, "variants": {}}
+    for variant in names:
+        precision, xla = VARIANTS[variant]
+        row = {}
+        for impl in IMPLEMENTATIONS:
+            r = _child(impl, precision, xla)
+            flops = r["sequences_per_sec"] * flops_per_seq
+            r["model_tflops"] = round(flops / 1e12, 4)
+            r["fraction_of_peak"] = round(flops / peak["peak_flops"], 4)  # MFU
+            r["fraction_of_measured_matmul"] = round(flops / peak["measured_matmul_flops"], 4)
+            row[impl] = r
+        row["runner_vs_reference"] = round(row["runner"]["sequences_per_sec"]
+                                           / row["keras_fit"]["sequences_per_sec"], 3)
+        report["variants"][variant] = row
+    first = report["variants"][names[0]]  # the keys earlier reports had
+    report.update(runner=first["runner"], keras_fit=first["keras_fit"],
+                  runner_vs_reference=first["runner_vs_reference"])
     return report
 
 
@@ -72,12 +94,12 @@ def _flops_per_sequence() -> float:
     return BertConfig.from_dict(BASE).train_flops_per_sequence(SEQ)
 
 
-def _child(mode: str) -> dict:
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.run([sys.executable, "-m", "tests.benchmarks.bench_train", mode], cwd=REPO,
-                          env=env, capture_output=True, text=True, timeout=1800, check=False)
+def _child(mode: str, precision: str = "auto", xla: bool = False) -> dict:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TPUCTL_XLA="1" if xla else "0")
+    proc = subprocess.run([sys.executable, "-m", "tests.benchmarks.bench_train", mode, precision],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=1800, check=False)
     if proc.returncode != 0:
-        raise RuntimeError(f"{mode} failed: {proc.stderr.strip()[-1500:]}")
+        raise RuntimeError(f"{mode} {precision} xla={xla} failed: {proc.stderr.strip()[-1500:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -109,7 +131,8 @@ def _synthetic_batch(batch: int):
 def _device():
     from jobs import distribute
 
-    return distribute.select("auto")
+    precision = sys.argv[2] if len(sys.argv) > 2 else "auto"
+    return distribute.select(precision)
 
 
 def _bench_runner() -> dict:
@@ -128,7 +151,8 @@ def _bench_runner() -> dict:
     (work / "none.tfrecord").write_text("")
     spec = from_dict({"job": "bert-pretrain", "model_dir": str(work / "run"), "bert_dir": str(work),
                       "input_files": str(work / "none.tfrecord"), "init_checkpoint": "none",
-                      "train_batch_size": batch, "num_train_steps": 1000})
+                      "train_batch_size": batch, "num_train_steps": 1000,
+                      "precision": device.precision})
     data = _synthetic_batch(batch)
 
     class Synthetic(PretrainJob):
@@ -137,7 +161,7 @@ def _bench_runner() -> dict:
 
             self.config = read_config(str(work))
 
-        def dataset(self, ctx, seed):
+        def dataset(self, ctx, position):
             per_replica = ctx.get_per_replica_batch_size(batch)
             return tf.data.Dataset.from_tensors({k: v[:per_replica] for k, v in data.items()}).repeat()
 
@@ -149,6 +173,7 @@ def _bench_runner() -> dict:
     runner.build()
     loop = runner.make_train_loop(tf.Variable(False), tf.Variable(0, dtype=tf.int64))
     iterator = iter(strategy.distribute_datasets_from_function(lambda ctx: job.dataset(ctx, 0)))
+    xla = "whole step XLA-compiled" if device.xla else "no XLA"
     start = time.perf_counter()
     float(loop(iterator, tf.constant(warm))[0].numpy())
     first = time.perf_counter() - start
@@ -156,7 +181,7 @@ def _bench_runner() -> dict:
     loss = float(loop(iterator, tf.constant(timed))[0].numpy()) / timed
     elapsed = time.perf_counter() - start
     return _result("runner", device, batch, timed, elapsed, first, loss,
-                   notes="jobs.runner train_loop, one host call for the timed steps")
+                   notes=f"jobs.runner train_loop, one host call for the timed steps, {xla}")
 
 
 def _bench_keras_fit() -> dict:
@@ -173,13 +198,14 @@ def _bench_keras_fit() -> dict:
     labels = {"mlm": data["masked_lm_ids"], "nsp": data["next_sentence_labels"]}
     dataset = tf.data.Dataset.from_tensors((features, labels)).repeat()
     spe = 1 if device.type == "cpu" else timed
+    jit = True if device.xla else ("auto" if device.type == "gpu" else False)
     with strategy.scope():
         model = _keras_bert()
         model.compile(optimizer=keras.optimizers.AdamW(learning_rate=1e-4, weight_decay=0.01,
                                                        epsilon=1e-6, global_clipnorm=1.0),
                       loss={"mlm": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                             "nsp": keras.losses.SparseCategoricalCrossentropy(from_logits=True)},
-                      steps_per_execution=spe)
+                      steps_per_execution=spe, jit_compile=jit)
     start = time.perf_counter()
     model.fit(dataset, epochs=1, steps_per_epoch=max(warm, spe), verbose=0)
     first = time.perf_counter() - start
@@ -230,7 +256,8 @@ def _keras_bert():
 
 def _result(name, device, batch, steps, elapsed, first, loss, notes) -> dict:
     return {"implementation": name, "device": device.name, "device_type": device.type,
-            "replicas": device.count, "precision": device.precision, "global_batch": batch,
+            "replicas": device.count, "precision": device.precision, "xla": device.xla,
+            "global_batch": batch,
             "timed_steps": steps, "seconds": round(elapsed, 3),
             "sequences_per_sec": round(steps * batch / elapsed, 3),
             "first_call_seconds": round(first, 2), "loss": round(loss, 3), "notes": notes}
