@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.tpuctl-installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test bench venv lint clean
+.PHONY: demo test bench venv lint clean test-lowest test-bootstrap bootstrap-rootfs
 
 venv: $(STAMP)
 
@@ -22,6 +22,42 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadgroup $(PYTEST_ARGS)
 
+# The lowest versions pyproject.toml allows for the direct dependencies (tests/lowest_deps.py
+# pins each `>=` floor with `==`; pip resolves the rest), in a venv of their own, running the GCP
+# (fake cloud) and staging integration tests. No TensorFlow: the train extra is not installed and
+# tf-marked tests are left out. Deselected: three fake-cloud checks that read the ErrorInfo of a
+# REST error through google-api-core's `reason`, which it parses over REST only from 2.44.0
+# (tpuctl classifies from the HTTP status and message, not from `reason`).
+LOWEST       ?= .venv-lowest
+LOWEST_STAMP := $(LOWEST)/.tpuctl-installed
+LOWEST_TESTS ?= tests/integration -m "not tf" \
+	--ignore=tests/integration/test_startup_script.py --ignore=tests/integration/test_bootstrap_debian12.py \
+	--deselect tests/integration/test_fakegcp_faults.py::test_permission_denied_names_the_permission \
+	--deselect "tests/integration/test_fakegcp_faults.py::test_disabled_api[tpu]" \
+	--deselect "tests/integration/test_fakegcp_faults.py::test_disabled_api[compute]"
+
+$(LOWEST_STAMP): pyproject.toml tests/lowest_deps.py
+	rm -rf $(LOWEST)
+	$(PYTHON) -m venv $(LOWEST)
+	$(LOWEST)/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(PYTHON) tests/lowest_deps.py > $(LOWEST)/constraints.txt
+	$(LOWEST)/bin/python -m pip install --quiet --disable-pip-version-check -c $(LOWEST)/constraints.txt -e '.[test]'
+	touch $@
+
+test-lowest: $(LOWEST_STAMP)
+	$(LOWEST)/bin/python tests/lowest_deps.py --check
+	$(LOWEST)/bin/python -m pytest -q -n 2 --dist loadgroup $(LOWEST_TESTS) $(PYTEST_ARGS)
+
+# templates/host-startup.sh for real in a Debian 12 userland without python3-venv (root: debootstrap,
+# chroot, mount). The rootfs is built once (about a minute) and cached; the tests run on overlays.
+BOOTSTRAP_ROOTFS ?= $(HOME)/.cache/tpuctl/debian12-rootfs
+
+bootstrap-rootfs:
+	bash tests/debian12_rootfs.sh "$(BOOTSTRAP_ROOTFS)"
+
+test-bootstrap: $(STAMP) bootstrap-rootfs
+	TPUCTL_BOOTSTRAP_ROOTFS="$(BOOTSTRAP_ROOTFS)" $(PY) -m pytest -q -s tests/integration/test_bootstrap_debian12.py $(PYTEST_ARGS)
+
 bench: $(STAMP)
 	$(PY) -m tests.benchmarks
 
@@ -30,4 +66,4 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) $(LOWEST) build dist *.egg-info .pytest_cache .hypothesis

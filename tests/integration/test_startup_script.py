@@ -1,119 +1,78 @@
 """templates/host-startup.sh under bash, against a loopback metadata server and bucket.
 
-The stub serves instance metadata and Cloud Storage objects the way Google's endpoints do;
-``TPUCTL_METADATA_URL``/``TPUCTL_STORAGE_URL`` point the script at it. A tiny wheel stands in for
-tpuctl: its ``tpuctl`` console script records the argv it was started with. A ``curl`` shim on
-PATH records every curl command line. Hostile metadata values (a cluster name with ``; touch``,
-``$(...)``, backticks, newlines; a bucket with ``$(...)``; a wheel path that escapes its
-directory) must never run anything: the script refuses (or, for the bucket, keeps waiting)."""
+The stub (tests/integration/bootstrap_stub.py) serves instance metadata and Cloud Storage objects
+the way Google's endpoints do and keeps what the script uploads; ``TPUCTL_METADATA_URL`` and
+``TPUCTL_STORAGE_URL`` point the script at it. A tiny wheel stands in for tpuctl: its ``tpuctl``
+console script records the argv it was started with. Shims on PATH record every curl command line
+and stand in for apt-get (the real one never runs here) and, for the python3-venv cases, for a
+python3 whose ``-m venv`` fails as Debian's and Ubuntu's do without python3-venv.
+
+Covered: the happy path and the bootstrap status it writes; hostile metadata values (a cluster name
+with ``; touch``, ``$(...)``, backticks, newlines; a bucket with ``$(...)``; a wheel path that
+escapes its directory) never run anything; python3-venv installed with apt when venv fails,
+through a busy apt lock; every failure (apt, pip, the bucket, an agent that keeps dying) stops the
+script within bounded time with a ``failed`` status carrying the log's last lines, scrubbed of
+secrets. tests/integration/test_bootstrap_debian12.py runs the same script in a real Debian 12."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import os
 import shutil
 import subprocess
-import threading
-import zipfile
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import sys
+import time
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
 
 import pytest
 
+from tests.integration.bootstrap_stub import (
+    RUN,
+    TOKEN,
+    WHEEL_OBJ,
+    Stub,
+    objects,
+    status_name,
+    stub_wheel,
+)
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "templates" / "host-startup.sh"
-TOKEN = "ya29.stubTOKENforTHEbootstrap0123456789"
-RUN = "bert-lab-20260101-000000-abcd"
-WHEEL_OBJ = f"tpuctl/runs/{RUN}/tpuctl/tpuctl-0.0.1-py3-none-any.whl"
+STATUS = status_name()
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None or shutil.which("curl") is None,
                                 reason="needs bash and curl")
 
+APT_SHIM = r"""#!/bin/bash
+# apt-get stand-in: records its argv; $APT_MODE says what install does
+printf '%s\n' "$*" >> "$APT_LOG"
+case "$*" in *" update"*|update*) exit 0 ;; esac
+n=$(grep -c ' install ' "$APT_LOG" || true)
+case "${APT_MODE:-unexpected}" in
+  ok) ;;
+  busy:*) if [ "$n" -le "${APT_MODE#busy:}" ]; then
+            echo "E: Could not get lock /var/lib/dpkg/lock-frontend. It is held by process 1234 (unattended-upgr)" >&2
+            exit 100
+          fi ;;
+  *) echo "E: Unable to locate package python3-venv" >&2; exit 100 ;;
+esac
+touch "$VENV_OK"
+echo "Setting up python3-venv ..."
+"""
 
-class Stub:
-    """Metadata server + Cloud Storage JSON API on one loopback port."""
-
-    def __init__(self, attributes: dict[str, str], objects: dict[str, bytes], project: str = "my-proj-1"):
-        self.attributes, self.objects, self.project = attributes, objects, project
-        self.storage_auth: list[str] = []
-        stub = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
-            def do_GET(self):
-                parts = urlsplit(self.path)
-                path = parts.path
-                body, status = b"", 404
-                if path.startswith("/computeMetadata/v1/"):
-                    if self.headers.get("Metadata-Flavor") != "Google":
-                        status = 403
-                    else:
-                        key = path[len("/computeMetadata/v1/"):]
-                        if key == "instance/attributes/":
-                            body, status = json.dumps(stub.attributes).encode(), 200
-                        elif key.startswith("instance/attributes/") and key[20:] in stub.attributes:
-                            body, status = stub.attributes[key[20:]].encode(), 200
-                        elif key == "project/project-id":
-                            body, status = stub.project.encode(), 200
-                        elif key == "instance/service-accounts/default/token":
-                            body, status = json.dumps({"access_token": TOKEN, "expires_in": 3599}).encode(), 200
-                elif path.startswith("/storage/v1/b/"):
-                    stub.storage_auth.append(self.headers.get("Authorization", ""))
-                    _, _, rest = path.partition("/storage/v1/b/")
-                    bucket, _, obj = rest.partition("/o/")
-                    name = f"{unquote(bucket)}/{unquote(obj)}"
-                    if name in stub.objects:
-                        body, status = stub.objects[name], 200
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+NO_ENSUREPIP_PYTHON = r"""#!/bin/bash
+# python3 as Debian and Ubuntu ship it without python3-venv: venv leaves a pip-less directory and fails
+if [ "${1:-}" = -m ] && [ "${2:-}" = venv ] && [ ! -e "$VENV_OK" ]; then
+  "$REAL_PYTHON" -m venv --without-pip "${@:3}"
+  echo "The virtual environment was not created successfully because ensurepip is not available." >&2
+  exit 1
+fi
+exec "$REAL_PYTHON" "$@"
+"""
 
 
-def _stub_wheel() -> bytes:
-    """A wheel whose ``tpuctl`` console script writes its argv to $TPUCTL_STUB_OUT."""
-    import io
-
-    files = {
-        "tpuctl_stub.py": b"import json, os, sys\n\ndef main():\n"
-                          b"    with open(os.environ['TPUCTL_STUB_OUT'], 'w') as f:\n"
-                          b"        json.dump(sys.argv[1:], f)\n",
-        "tpuctl-0.0.1.dist-info/METADATA": b"Metadata-Version: 2.1\nName: tpuctl\nVersion: 0.0.1\n",
-        "tpuctl-0.0.1.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-        "tpuctl-0.0.1.dist-info/entry_points.txt": b"[console_scripts]\ntpuctl = tpuctl_stub:main\n",
-    }
-    record = []
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as zf:
-        for name, data in files.items():
-            zf.writestr(name, data)
-            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-            record.append(f"{name},sha256={digest},{len(data)}")
-        record.append("tpuctl-0.0.1.dist-info/RECORD,,")
-        zf.writestr("tpuctl-0.0.1.dist-info/RECORD", "\n".join(record) + "\n")
-    return buf.getvalue()
-
-
-def _objects(bucket: str, wheel_obj: str = WHEEL_OBJ, cluster: str = "bert-lab") -> dict[str, bytes]:
-    return {f"{bucket}/tpuctl/clusters/{cluster}/agent.json": json.dumps({"wheel_object": wheel_obj,
-                                                                          "run_id": RUN}).encode(),
-            f"{bucket}/{WHEEL_OBJ}": _stub_wheel()}
-
-
-def _run(tmp_path: Path, stub: Stub, timeout: float = 60) -> tuple[int | None, str, Path]:
+def _run(tmp_path: Path, stub: Stub, timeout: float = 60, no_ensurepip: bool = False,
+         **env_extra: str) -> tuple[int | None, str, Path]:
     pwned = tmp_path / "pwned"
     shim_dir = tmp_path / "bin"
     shim_dir.mkdir(exist_ok=True)
@@ -121,17 +80,29 @@ def _run(tmp_path: Path, stub: Stub, timeout: float = 60) -> tuple[int | None, s
     shim = shim_dir / "curl"
     shim.write_text(f"#!/bin/bash\nprintf '%s\\n' \"$*\" >> {curl_log}\nexec {shutil.which('curl')} \"$@\"\n")
     shim.chmod(0o755)
+    (shim_dir / "apt-get").write_text(APT_SHIM)
+    (shim_dir / "apt-get").chmod(0o755)
     # the interpreter itself rather than a version manager's shim script (which costs ~0.2 s a call)
-    import sys
-
-    base = getattr(sys, "_base_executable", None) or sys.executable
-    if not (shim_dir / "python3").exists():
-        (shim_dir / "python3").symlink_to(os.path.realpath(base))
+    base = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
+    python = shim_dir / "python3"
+    if python.exists() or python.is_symlink():
+        python.unlink()
+    if no_ensurepip:
+        python.write_text(NO_ENSUREPIP_PYTHON)
+        python.chmod(0o755)
+    else:
+        python.symlink_to(base)
     env = {**os.environ, "PATH": f"{shim_dir}{os.pathsep}{os.environ['PATH']}",
            "TPUCTL_METADATA_URL": f"{stub.url}/computeMetadata/v1", "TPUCTL_STORAGE_URL": stub.url,
            "TPUCTL_VENV": str(tmp_path / "venv"), "TPUCTL_AGENT_LOG": str(tmp_path / "agent.log"),
-           "TPUCTL_AGENT_ONCE": "1", "TPUCTL_BOOTSTRAP_RETRY_S": "0.2", "TPUCTL_PIP_ARGS": "--no-index --no-deps",
-           "TPUCTL_STUB_OUT": str(tmp_path / "argv.json"), "PWNED": str(pwned), "TMPDIR": str(tmp_path)}
+           "TPUCTL_BOOTSTRAP_LOG": str(tmp_path / "bootstrap.log"),
+           "TPUCTL_AGENT_ONCE": "1", "TPUCTL_BOOTSTRAP_RETRY_S": "0.2", "TPUCTL_BOOTSTRAP_TRIES": "3",
+           "TPUCTL_BOOTSTRAP_POLL_S": "0.2", "TPUCTL_PIP_ARGS": "--no-index --no-deps",
+           "TPUCTL_STUB_OUT": str(tmp_path / "argv.jsonl"), "PWNED": str(pwned), "TMPDIR": str(tmp_path),
+           "APT_LOG": str(tmp_path / "apt.log"), "VENV_OK": str(tmp_path / "python3-venv-installed"),
+           "REAL_PYTHON": base}
+    env.update(env_extra)
+    env = {k: v for k, v in env.items() if v is not None}
     proc = subprocess.Popen(["bash", str(SCRIPT)], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
@@ -144,6 +115,11 @@ def _run(tmp_path: Path, stub: Stub, timeout: float = 60) -> tuple[int | None, s
     return code, out, curl_log
 
 
+def _agent_argv(tmp_path: Path) -> list[list[str]]:
+    path = tmp_path / "argv.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
 def _good_attributes(**changes: str) -> dict[str, str]:
     attrs = {"tpuctl-cluster": "bert-lab", "tpuctl-role": "worker", "tpuctl-bucket": "gs://my-runs",
              "agent-worker-number": "0", "startup-script": "#!/bin/bash"}
@@ -151,20 +127,49 @@ def _good_attributes(**changes: str) -> dict[str, str]:
     return {k: v for k, v in attrs.items() if v is not None}
 
 
-def test_bootstrap_installs_the_wheel_and_starts_the_agent_with_the_metadata_values(tmp_path):
-    stub = Stub(_good_attributes(), _objects("my-runs"))
+def _no_secrets(stub: Stub, *texts: str) -> None:
+    for _, body in stub.uploads:
+        assert TOKEN.encode() not in body
+    for text in texts:
+        assert TOKEN not in text
+
+
+def test_bootstrap_installs_the_wheel_starts_the_agent_and_reports_ok(tmp_path):
+    stub = Stub(_good_attributes(), objects("my-runs"))
     try:
         code, out, curl_log = _run(tmp_path, stub, timeout=240)
     finally:
         stub.close()
     assert code == 0, out
-    argv = json.loads((tmp_path / "argv.json").read_text())
-    assert argv == ["agent", "--cluster", "bert-lab", "--bucket", "gs://my-runs", "--project", "my-proj-1",
-                    "--worker", "0", "--role", "worker"]
-    # the bucket was read with the VM's token, which never appeared on a command line
+    assert _agent_argv(tmp_path) == [["agent", "--cluster", "bert-lab", "--bucket", "gs://my-runs", "--project",
+                                      "my-proj-1", "--worker", "0", "--role", "worker"]]
+    # the bucket was read and written with the VM's token, which never appeared on a command line
     assert stub.storage_auth and set(stub.storage_auth) == {f"Bearer {TOKEN}"}
     assert TOKEN not in curl_log.read_text()
     assert (tmp_path / "venv" / "bin" / "python").exists()
+    assert not (tmp_path / "apt.log").exists()           # venv worked: apt was never needed
+    states = stub.statuses(STATUS)
+    assert [s["state"] for s in states] == ["installing", "ok"], out
+    ok = states[-1]
+    assert ok["version"] == 1 and ok["step"] == "check"
+    assert (ok["cluster"], ok["role"], ok["worker"], ok["run_id"], ok["wheel_object"]) == (
+        "bert-lab", "worker", "0", RUN, WHEEL_OBJ)
+    assert ok["host"] and ok["time"].endswith("Z") and ok["started"] <= ok["time"]
+    assert any("installing tpuctl-0.0.1-py3-none-any.whl" in line for line in ok["log_tail"])
+    _no_secrets(stub, out, (tmp_path / "bootstrap.log").read_text())
+
+
+def test_the_host_vm_is_named_by_its_host_name_and_defaults_to_the_host_role(tmp_path):
+    stub = Stub(_good_attributes(**{"tpuctl-role": None, "agent-worker-number": None}), objects("my-runs"))
+    try:
+        code, out, _ = _run(tmp_path, stub, timeout=240)
+    finally:
+        stub.close()
+    assert code == 0, out
+    host = subprocess.run(["hostname"], check=True, capture_output=True, text=True).stdout.strip().split(".")[0]
+    argv = _agent_argv(tmp_path)[-1]
+    assert argv[argv.index("--role") + 1] == "host" and argv[argv.index("--worker") + 1] == host
+    assert stub.statuses(status_name(role="host", worker=host))[-1]["state"] == "ok"
 
 
 HOSTILE = [
@@ -180,7 +185,7 @@ HOSTILE = [
 
 @pytest.mark.parametrize("name, attrs", HOSTILE, ids=[h[0] for h in HOSTILE])
 def test_hostile_metadata_is_refused_and_never_runs(tmp_path, name, attrs):
-    stub = Stub(_good_attributes(**attrs), _objects("my-runs"))
+    stub = Stub(_good_attributes(**attrs), objects("my-runs"))
     try:
         code, out, _ = _run(tmp_path, stub, timeout=30)
     finally:
@@ -188,11 +193,12 @@ def test_hostile_metadata_is_refused_and_never_runs(tmp_path, name, attrs):
     assert code == 1, out
     assert "not starting the agent" in out
     assert not (tmp_path / "pwned").exists()
-    assert not (tmp_path / "argv.json").exists() and not (tmp_path / "venv").exists()
+    assert not (tmp_path / "argv.jsonl").exists() and not (tmp_path / "venv").exists()
+    assert not stub.uploads      # no bucket known yet: nothing written anywhere
 
 
 def test_hostile_project_id_is_refused(tmp_path):
-    stub = Stub(_good_attributes(), _objects("my-runs"), project="p$(touch $PWNED)roj")
+    stub = Stub(_good_attributes(), objects("my-runs"), project="p$(touch $PWNED)roj")
     try:
         code, out, _ = _run(tmp_path, stub, timeout=30)
     finally:
@@ -203,23 +209,131 @@ def test_hostile_project_id_is_refused(tmp_path):
 
 @pytest.mark.parametrize("bucket", ["gs://b$(touch $PWNED)", "gs://my-runs\n`touch $PWNED`"])
 def test_a_hostile_bucket_is_ignored_and_the_host_keeps_waiting(tmp_path, bucket):
-    stub = Stub(_good_attributes(**{"tpuctl-bucket": bucket}), _objects("my-runs"))
+    stub = Stub(_good_attributes(**{"tpuctl-bucket": bucket}), objects("my-runs"))
     try:
         code, out, _ = _run(tmp_path, stub, timeout=1.5)
     finally:
         stub.close()
     assert code is None, out          # still waiting for a valid tpuctl-bucket
     assert "ignoring tpuctl-bucket" in out
-    assert not (tmp_path / "pwned").exists() and not (tmp_path / "argv.json").exists()
+    assert not (tmp_path / "pwned").exists() and not (tmp_path / "argv.jsonl").exists()
     assert not stub.storage_auth      # no bucket was read
 
 
-@pytest.mark.parametrize("wheel_obj", ["$(touch $PWNED).whl", f"tpuctl/runs/{RUN}/tpuctl/../../../../x.whl", "-rf"])
+@pytest.mark.parametrize("wheel_obj", ["$(touch $PWNED).whl", f"tpuctl/runs/{RUN}/tpuctl/../../../../x.whl", "-rf",
+                                       f"{WHEEL_OBJ}\n$(touch $PWNED)"])
 def test_a_hostile_wheel_path_in_the_bucket_is_refused(tmp_path, wheel_obj):
-    stub = Stub(_good_attributes(), _objects("my-runs", wheel_obj=wheel_obj))
+    stub = Stub(_good_attributes(), objects("my-runs", wheel_obj=wheel_obj))
     try:
         code, out, _ = _run(tmp_path, stub, timeout=30)
     finally:
         stub.close()
     assert code == 1 and "wheel_object" in out, out
     assert not (tmp_path / "pwned").exists() and not (tmp_path / "venv").exists()
+    failed = stub.statuses(STATUS)[-1]
+    assert (failed["state"], failed["step"]) == ("failed", "agent.json") and "wheel_object" in failed["message"]
+    assert failed["wheel_object"] is None
+
+
+def test_no_run_yet_means_waiting_for_agent_json_not_failing(tmp_path):
+    stub = Stub(_good_attributes(), {})
+    try:
+        code, out, _ = _run(tmp_path, stub, timeout=3)
+    finally:
+        stub.close()
+    assert code is None, out          # waits for tpuctl train, however long
+    assert "waiting for tpuctl train" in out
+    assert not stub.uploads
+
+
+def test_a_bucket_that_keeps_failing_stops_the_bootstrap_with_a_failed_status(tmp_path):
+    stub = Stub(_good_attributes(), objects("my-runs"))
+    stub.fail["my-runs/tpuctl/clusters/bert-lab/agent.json"] = 503
+    t0 = time.monotonic()
+    try:
+        code, out, _ = _run(tmp_path, stub, timeout=60)
+    finally:
+        stub.close()
+    assert code == 1, out
+    assert time.monotonic() - t0 < 30
+    reads = [r for r in stub.storage_requests if r == ("GET", "my-runs/tpuctl/clusters/bert-lab/agent.json")]
+    assert len(reads) == 3            # TPUCTL_BOOTSTRAP_TRIES
+    failed = stub.statuses(STATUS)[-1]
+    assert (failed["state"], failed["step"]) == ("failed", "agent.json")
+    assert any("HTTP 503" in line for line in failed["log_tail"])
+    assert not (tmp_path / "venv").exists()
+
+
+def test_python3_venv_is_installed_with_apt_when_venv_fails_waiting_for_a_busy_apt(tmp_path):
+    stub = Stub(_good_attributes(), objects("my-runs"))
+    try:
+        code, out, _ = _run(tmp_path, stub, timeout=240, no_ensurepip=True, APT_MODE="busy:1")
+    finally:
+        stub.close()
+    assert code == 0, out
+    apt = (tmp_path / "apt.log").read_text().splitlines()
+    installs = [line for line in apt if " install " in line]
+    assert len(installs) == 2 and all(line.endswith("install --no-install-recommends python3-venv") for line in installs)
+    assert all("DPkg::Lock::Timeout=" in line for line in apt)      # waits for unattended-upgrades
+    assert any(line.endswith(" update") for line in apt)             # refreshed the lists before retrying
+    assert (tmp_path / "venv" / "bin" / "pip").exists()
+    assert _agent_argv(tmp_path) and stub.statuses(STATUS)[-1]["state"] == "ok"
+    # the venv sees the system's packages (the image's TensorFlow)
+    cfg = (tmp_path / "venv" / "pyvenv.cfg").read_text()
+    assert "include-system-site-packages = true" in cfg
+
+
+def test_apt_that_cannot_install_python3_venv_fails_in_bounded_time(tmp_path):
+    stub = Stub(_good_attributes(), objects("my-runs"))
+    t0 = time.monotonic()
+    try:
+        code, out, _ = _run(tmp_path, stub, timeout=120, no_ensurepip=True, APT_MODE="broken")
+    finally:
+        stub.close()
+    assert code == 1, out
+    assert time.monotonic() - t0 < 60
+    installs = [line for line in (tmp_path / "apt.log").read_text().splitlines() if " install " in line]
+    assert len(installs) == 3
+    failed = stub.statuses(STATUS)[-1]
+    assert (failed["state"], failed["step"]) == ("failed", "venv")
+    assert any("Unable to locate package python3-venv" in line for line in failed["log_tail"])
+    assert not _agent_argv(tmp_path) and not (tmp_path / "venv").exists()
+
+
+def test_a_wheel_that_cannot_install_fails_with_the_pip_error_and_no_secret(tmp_path):
+    wheel = stub_wheel(requires=("tpuctl-no-such-dependency>=99",))
+    stub = Stub(_good_attributes(), objects("my-runs", wheel=wheel))
+    # an image's private mirror with a password in its URL: pip's error must not carry it out
+    mirror = "http://mirror-user:s3cr3t-Passw0rd@127.0.0.1:9/simple"
+    t0 = time.monotonic()
+    try:
+        code, out, _ = _run(tmp_path, stub, timeout=180, TPUCTL_PIP_TRIES="2",
+                            TPUCTL_PIP_ARGS=f"--index-url {mirror} --retries 0 --timeout 2")
+    finally:
+        stub.close()
+    assert code == 1, out
+    assert time.monotonic() - t0 < 120
+    assert "pip install tpuctl-0.0.1-py3-none-any.whl failed 2 times" in out
+    failed = stub.statuses(STATUS)[-1]
+    assert (failed["state"], failed["step"]) == ("failed", "pip")
+    assert any("tpuctl-no-such-dependency" in line for line in failed["log_tail"]), failed["log_tail"]
+    assert "s3cr3t-Passw0rd" not in json.dumps(failed) and "s3cr3t-Passw0rd" not in out
+    assert not _agent_argv(tmp_path)
+    _no_secrets(stub, out)
+
+
+def test_an_agent_that_keeps_dying_is_given_up_with_its_log_tail(tmp_path):
+    stub = Stub(_good_attributes(), objects("my-runs"))
+    t0 = time.monotonic()
+    try:
+        code, out, _ = _run(tmp_path, stub, timeout=120, TPUCTL_AGENT_ONCE=None, TPUCTL_STUB_EXIT="3",
+                            TPUCTL_AGENT_QUICK_DEATHS="3")
+    finally:
+        stub.close()
+    assert code == 1, out
+    assert time.monotonic() - t0 < 90
+    assert len(_agent_argv(tmp_path)) == 3          # started three times, then given up: no endless loop
+    states = stub.statuses(STATUS)
+    assert [s["state"] for s in states] == ["installing", "ok", "failed"]
+    assert states[-1]["step"] == "agent" and "last exit code 3" in states[-1]["message"]
+    assert any("stub agent: failing with exit code 3" in line for line in states[-1]["log_tail"])
