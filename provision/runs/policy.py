@@ -7,8 +7,10 @@ this module decides. The rules, in order:
 2. The TPU is gone, PREEMPTED or TERMINATED, unhealthy past a grace period, or the job exited 42
    (preempted or infrastructure failure): recreate the TPU (same name, type and range) and restart
    the job, which resumes from its newest checkpoint. This counts as a preemption.
-3. Any other exit code is a job error: restart on the same TPU, within ``max_failures``.
-4. A TPU on its way to READY: wait. A READY, healthy TPU without a job: start it.
+3. The job exited 2: its spec or inputs cannot run (the job said why in one line, before its first
+   step). Restarting cannot fix that, and each try bills a TPU: give up at once.
+4. Any other exit code is a job error: restart on the same TPU, within ``max_failures``.
+5. A TPU on its way to READY: wait. A READY, healthy TPU without a job: start it.
 
 Preemptions are expected on preemptible TPUs, so their budget is unbounded unless the user sets
 ``--max-preemptions``; job errors have a small budget of their own.
@@ -23,6 +25,7 @@ from ..cloud.base import DEAD_TPU_STATES, Health, TpuState
 
 EXIT_FINISHED = 0
 EXIT_RETRY = 42
+EXIT_BAD_SPEC = 2
 
 # A TPU that reports READY but unhealthy may recover on its own (health checks lag); give it this
 # long before treating it like a preempted one.
@@ -75,6 +78,10 @@ def decide(o: Observed) -> Decision:
             return Decision(Action.GIVE_UP, f"{infra}, and --max-preemptions {o.max_preemptions} is used up",
                             counts_as="preemption")
         return Decision(Action.RECREATE_TPU, infra, counts_as="preemption")
+
+    if o.job == JobPhase.EXITED and o.exit_code == EXIT_BAD_SPEC:
+        return Decision(Action.GIVE_UP, "the job's spec or inputs cannot run (exit 2; its log says why): "
+                                        "fix the spec and train again", counts_as="failure")
 
     ready = o.tpu_state == TpuState.READY and o.tpu_health not in UNHEALTHY
     if o.job in (JobPhase.EXITED, JobPhase.LOST) and not ready:

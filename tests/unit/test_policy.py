@@ -73,13 +73,25 @@ def test_pending_tpu_waits_and_ready_tpu_starts_the_job():
     assert decide(obs()).action == Action.WAIT
 
 
+def test_a_spec_that_cannot_run_stops_at_once_whatever_the_failure_budget():
+    """Exit 2 on a billed TPU (issue 14): a retry cannot fix a spec, and each one bills."""
+    for failures, budget in ((0, 3), (0, 100), (2, 3)):
+        d = decide(obs(job=JobPhase.EXITED, exit_code=2, failures=failures, max_failures=budget))
+        assert (d.action, d.counts_as) == (Action.GIVE_UP, "failure")
+        assert "fix the spec" in d.reason
+    # even while the TPU is still coming back from something else, waiting would not help
+    assert decide(obs(tpu_state=TpuState.CREATING, job=JobPhase.EXITED, exit_code=2)).action == Action.GIVE_UP
+    # but a TPU that died under the job is still a preemption (the job's exit code says nothing then)
+    assert decide(obs(tpu_state=TpuState.PREEMPTED, job=JobPhase.EXITED, exit_code=2)).action == Action.RECREATE_TPU
+
+
 def test_lost_job_on_healthy_tpu_restarts():
     d = decide(obs(job=JobPhase.LOST))
     assert (d.action, d.counts_as) == (Action.START_JOB, "preemption")
 
 
 def test_every_combination_yields_a_decision_with_a_reason():
-    codes = [None, 0, 1, 42, -9, 137]
+    codes = [None, 0, 1, 2, 42, -9, 137]
     for state, health, job, code in itertools.product(list(TpuState) + [None], list(Health), list(JobPhase), codes):
         d = decide(Observed(tpu_state=state, tpu_health=health, job=job, exit_code=code, unhealthy_for_s=999))
         assert d.reason
