@@ -23,7 +23,7 @@ from .up import complete_cluster
 @json_option
 def command(name: str | None, zone: str | None, provider: str | None, project: str | None, as_json: bool) -> None:
     """Show clusters: VM state, TPU type/state/health/CIDR, run, uptime and hourly price."""
-    from .. import cluster as cluster
+    from .. import cluster
     from ..basics import validate
     from ..catalog import prices
 
@@ -52,6 +52,13 @@ def command(name: str | None, zone: str | None, provider: str | None, project: s
     if runs:
         click.echo("")
         click.echo(table([_run_row(r) for r in runs], RUN_HEADERS))
+        for r in runs:
+            for b in r.get("bootstrap_failed") or []:
+                click.echo(f"{r['cluster']}: host bootstrap failed: {b['role']}-{b['worker']} at {b['step']}: "
+                           f"{b['message']} (its log: tpuctl-bootstrap.log on that host; last line: "
+                           f"{(b['log_tail'] or ['-'])[-1]})")
+            if r["status"] == "gave_up" and r.get("reason"):
+                click.echo(f"{r['run_id']} stopped: {r['reason']}")
     click.echo(f"\nprices: {prices.describe_source()}")
 
 
@@ -71,6 +78,7 @@ def _run_row(r: dict) -> list:
 def run_summary(cluster_name: str, target) -> dict | None:
     """The latest run of a cluster this machine started, as its record in the bucket says."""
     from ..basics.errors import TpuctlError
+    from ..cluster import bootstrap
     from ..runs import store as runs
     from ..runs import training
 
@@ -78,12 +86,19 @@ def run_summary(cluster_name: str, target) -> dict | None:
     if entry is None or entry.get("provider") != target.provider:
         return None
     try:
-        rec = training.open_store(entry, target).load()
+        store = training.open_store(entry, target)
+        rec = store.load()
     except TpuctlError:
         return None
     p = rec.last_progress or {}
+    since = (rec.attempt or {}).get("tpu_created_at")
+    try:
+        down = bootstrap.failed(bootstrap.read(store.bucket, rec.cluster), workers_since=since)
+    except TpuctlError:
+        down = []
     return {"run_id": rec.run_id, "cluster": rec.cluster, "status": rec.status, "step": p.get("step"),
             "num_train_steps": rec.num_train_steps, "loss": p.get("loss"),
             "examples_per_sec": p.get("examples_per_sec"), "preemptions": rec.preemptions,
             "failures": rec.failures, "steps_lost": rec.steps_lost, "seconds_lost": round(rec.seconds_lost, 1),
-            "attempts": rec.attempts, "model_dir": rec.model_dir}
+            "attempts": rec.attempts, "model_dir": rec.model_dir, "reason": rec.reason,
+            "bootstrap_failed": [b.to_dict() for b in down]}

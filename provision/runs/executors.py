@@ -18,6 +18,7 @@ import time
 from typing import Any, Protocol
 
 from ..cloud.base import Arch, TpuNode
+from ..cluster import bootstrap
 from .policy import JobPhase
 from .store import ALIVE_EVERY_S, RunRecord, RunStore, current_name
 
@@ -32,6 +33,7 @@ class Executor(Protocol):
     def start(self, rec: RunRecord, n: int, tpu: TpuNode, command: dict[str, Any]) -> None: ...
     def poll(self, rec: RunRecord, n: int) -> tuple[JobPhase, int | None]: ...
     def stop(self, rec: RunRecord, n: int, grace: float = 60.0) -> None: ...
+    def blocked(self, rec: RunRecord) -> str | None: ...
 
 
 def combine_exits(exits: dict[str, dict[str, Any]], expected: int) -> int | None:
@@ -83,6 +85,10 @@ class _BucketWatcher:
 
     def poll(self, rec: RunRecord, n: int) -> tuple[JobPhase, int | None]:  # pragma: no cover - overridden
         return self._phase_from_bucket(rec, n)
+
+    def blocked(self, rec: RunRecord) -> str | None:
+        """This machine starts the attempts itself: nothing to bootstrap."""
+        return None
 
 
 class LocalExecutor(_BucketWatcher):
@@ -164,3 +170,13 @@ class BucketExecutor(_BucketWatcher):
 
     def poll(self, rec: RunRecord, n: int) -> tuple[JobPhase, int | None]:
         return self._phase_from_bucket(rec, n)
+
+    def blocked(self, rec: RunRecord) -> str | None:
+        """A host whose bootstrap failed will never start the attempt: say so instead of waiting
+        out the start grace (15 minutes of a billed TPU)."""
+        since = (rec.attempt or {}).get("tpu_created_at")
+        try:
+            down = bootstrap.failed(bootstrap.read(self.store.bucket, rec.cluster), workers_since=since)
+        except Exception:  # noqa: BLE001 - an unreadable bucket is judged by the heartbeats as before
+            return None
+        return "; ".join(s.line() for s in down) or None

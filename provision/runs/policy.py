@@ -9,6 +9,7 @@ this module decides. The rules, in order:
    the job, which resumes from its newest checkpoint. This counts as a preemption.
 3. The job exited 2: its spec or inputs cannot run (the job said why in one line, before its first
    step). Restarting cannot fix that, and each try bills a TPU: give up at once.
+   Likewise when a host's bootstrap failed: no agent will ever start the job there.
 4. Any other exit code is a job error: restart on the same TPU, within ``max_failures``.
 5. A TPU on its way to READY: wait. A READY, healthy TPU without a job: start it.
 
@@ -59,6 +60,8 @@ class Observed:
     failures: int = 0
     max_preemptions: int | None = None
     max_failures: int = 3
+    # why no attempt can ever start on this TPU as it is (a host's bootstrap failed), or None
+    blocked: str | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,10 @@ def decide(o: Observed) -> Decision:
             return Decision(Action.GIVE_UP, f"{infra}, and --max-preemptions {o.max_preemptions} is used up",
                             counts_as="preemption")
         return Decision(Action.RECREATE_TPU, infra, counts_as="preemption")
+
+    if o.blocked and o.job in (JobPhase.NOT_STARTED, JobPhase.RUNNING, JobPhase.LOST):
+        return Decision(Action.GIVE_UP, f"{o.blocked}; nothing can run there until it is fixed "
+                                        "(see tpuctl status, then tpuctl down and up again)", counts_as="failure")
 
     if o.job == JobPhase.EXITED and o.exit_code == EXIT_BAD_SPEC:
         return Decision(Action.GIVE_UP, "the job's spec or inputs cannot run (exit 2; its log says why): "

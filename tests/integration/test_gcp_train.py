@@ -31,6 +31,7 @@ STEPS = 800
 def cloud(fakegcp_env, gcs_env, monkeypatch):
     monkeypatch.setenv("TPUCTL_DEVICE", "cpu")
     bucket = gcs_env.create_bucket()
+    fakegcp_env.allow_tpu_nodes()     # these runs use TPU Nodes: a project that kept Node access
     return fakegcp_env, f"gs://{bucket}"
 
 
@@ -143,3 +144,44 @@ def test_hosts_created_without_a_bucket_learn_it_from_their_metadata(cloud, tiny
         f"print(c.bucket('{bucket[5:]}').blob('tpuctl/clusters/lab/current.json').download_as_text())")],
         capture_output=True, text=True, check=True).stdout)
     assert store["supervise_on_host"] == r.json()["run_id"]
+
+
+def _put_object(bucket: str, name: str, data: dict) -> None:
+    """Write an object as a host would (google-cloud-storage against fake-gcs-server)."""
+    subprocess.run([sys.executable, "-c", (
+        "import sys\nfrom google.cloud import storage\nfrom google.auth.credentials import AnonymousCredentials\n"
+        f"c=storage.Client(project='tpuctl-test', credentials=AnonymousCredentials(), client_options={{'api_endpoint': '{os.environ['STORAGE_EMULATOR_HOST']}'}})\n"
+        f"c.bucket('{bucket[5:]}').blob('{name}').upload_from_string(sys.stdin.read())")],
+        input=json.dumps(data), text=True, check=True)
+
+
+def test_a_failed_host_bootstrap_stops_the_run_at_once_and_status_says_why(cloud, tiny_bert, tmp_path):
+    """A TPU VM worker whose startup script gave up (here: pip could not install the wheel) will never
+    start the job: `train` stops with the host's own words instead of waiting out the 15-minute start
+    grace on a billed TPU, and `status` shows the failure. The object is the one templates/host-startup.sh
+    writes (docs/reliability.md#host-bootstrap; tests/integration/test_startup_script.py runs the script)."""
+    fake, bucket = cloud
+    assert run_tpuctl_process("up", "lab", "--zone", "us-central1-b", "--arch", "vm", "--no-vm").code == 0
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    _put_object(bucket, "tpuctl/clusters/lab/bootstrap/worker-0.json", {
+        "version": 1, "cluster": "lab", "role": "worker", "worker": "0", "host": "t1v-n-lab-w-0", "state": "failed",
+        "step": "pip", "message": "pip install tpuctl-0.1.0-py3-none-any.whl failed 3 times", "started": now,
+        "time": now, "run_id": None, "wheel_object": None,
+        "log_tail": ["ERROR: No matching distribution found for tenacity>=8.2.0"]})
+    started = time.time()
+    r = run_tpuctl_process("train", "lab", "--job", "templates/bert-finetune-tiny.yaml", "--set", f"bert_dir={tiny_bert}",
+                           "--set", f"train_file={tiny_bert}/train.tsv", "--set", f"model_dir={tmp_path}/m",
+                           "--allow-local-paths", "--bucket", bucket, "--poll", "1", "--json", timeout=240)
+    assert r.code == 1, r.err[-2000:]
+    assert time.time() - started < 120
+    run = r.json()["run"]
+    assert run["status"] == "gave_up" and run["attempts"] == 1
+    assert "host bootstrap failed: worker-0 at pip: pip install tpuctl-0.1.0-py3-none-any.whl failed 3 times" \
+        in run["reason"]
+    assert "host bootstrap failed: worker-0 at pip" in r.err
+    st = run_tpuctl_process("status", "lab")
+    assert st.code == 0, st.err
+    assert "lab: host bootstrap failed: worker-0 at pip" in st.out and "No matching distribution" in st.out
+    doc = run_tpuctl_process("status", "lab", "--json").json()["clusters"][0]["run"]
+    assert doc["bootstrap_failed"][0]["step"] == "pip"
+    assert run_tpuctl_process("down", "lab").code == 0

@@ -113,3 +113,13 @@ def test_multi_host_exit_codes_combine_as_a_group():
     assert combine_exits({"w0": {"code": 0}, "w1": {"code": 0}}, expected=2) == 0
     assert combine_exits({"w0": {"code": 0}, "w1": {"code": 1}}, expected=4) == 1   # one failure fails all
     assert combine_exits({"w0": {"code": 1}, "w1": {"code": 42}}, expected=2) == 42  # infrastructure first
+
+
+def test_a_host_that_cannot_bootstrap_ends_a_waiting_run():
+    why = "host bootstrap failed: worker-1 at pip: pip install failed 3 times"
+    for job in (JobPhase.RUNNING, JobPhase.LOST):
+        d = decide(obs(job=job, blocked=why))
+        assert (d.action, d.counts_as) == (Action.GIVE_UP, "failure") and why in d.reason
+    # a job that already ended says more than a host's old bootstrap status
+    assert decide(obs(job=JobPhase.EXITED, exit_code=0, blocked=why)).action == Action.FINISH
+    assert decide(obs(job=JobPhase.EXITED, exit_code=42, blocked=why)).action == Action.RECREATE_TPU
