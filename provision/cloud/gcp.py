@@ -1,14 +1,21 @@
-"""Google Cloud: host VMs on Compute Engine, TPU Nodes (Cloud TPU v1) and TPU VMs (v2).
+"""Google Cloud: host VMs on Compute Engine, TPU VMs (Cloud TPU v2) and TPU Nodes (v1).
 
-Translation only: every decision lives in the pure core. Calls go through :meth:`GcpProvider._call`,
-the one place that retries (tenacity, random exponential backoff with jitter) the errors
-:mod:`provision.cloud.failures` calls transient and turns every other error into a :class:`CloudError`
-of a known kind. The client libraries' own retries are switched off so retries are counted once.
+Translation only: every decision lives in the pure core. Every call goes over the APIs' REST
+surfaces through :class:`provision.cloud.gcp_rest.Rest` (google-auth's ``AuthorizedSession``) and
+through :meth:`GcpProvider._call`, the one place that retries (random exponential backoff with
+jitter) the errors :mod:`provision.cloud.failures` calls transient and turns every other error
+into a :class:`CloudError` of a known kind.
 
-Endpoints (DESIGN.md): ``TPUCTL_TPU_API_ENDPOINT`` and ``TPUCTL_COMPUTE_API_ENDPOINT`` are base
-URLs given to the REST clients as ``api_endpoint``; the v1 client speaks gRPC only, so
-``TPUCTL_TPU_GRPC_ENDPOINT`` (host:port, insecure) reaches a private or fake v1 endpoint.
-``TPUCTL_CREDENTIALS=anonymous`` skips Application Default Credentials.
+TPU VMs are the architecture. The v2 API lists and gets every node of a project, TPU Nodes
+included (``apiVersion`` says which API created a node: ``V1``/``V1_ALPHA1`` for a Node), so a
+TPU VM cluster's ``up``, ``status`` and ``down`` never call v1: the v1 API is called only to
+create a ``--arch node`` cluster, to delete a Node, and to read a Node's own view (its TensorFlow
+version) when one exists, and a v1 that answers 403 or 404 or is gone costs a TPU VM nothing.
+Google refuses new TPU Nodes to projects without Node access (FAILED_PRECONDITION, since 2025);
+that refusal is reported in one line that names ``--arch vm``.
+
+``TPUCTL_CREDENTIALS=anonymous`` skips Application Default Credentials; the endpoint variables
+are described in :mod:`provision.cloud.gcp_rest`.
 
 TPU range reservations are a JSON map in the project's common instance metadata, written with
 its fingerprint: the Compute API rejects a write based on a stale fingerprint, which makes the
@@ -25,8 +32,10 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
-from typing import Any, ClassVar, TypeVar
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+from typing import Any, ClassVar
 from urllib.parse import urlparse
 
 from ..basics.errors import CloudError, NotAvailable, NotFound, UsageError
@@ -48,21 +57,29 @@ from .base import (
 )
 from .failures import Kind
 from .gcp_errors import compute_operation_failure, failure_of
+from .gcp_rest import Rest, compute_base, tpu_base
 
-T = TypeVar("T")
+Json = dict[str, Any]
 
 RANGES_METADATA_KEY = "tpuctl-tpu-ranges"
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 HOST_IMAGE = "projects/debian-cloud/global/images/family/debian-12"
 NODE_HOST_IMAGE = "projects/deeplearning-platform-release/global/images/family/tf-latest-cpu"
 CALL_TIMEOUT = 60.0
+WAIT_TIMEOUT = 150.0        # Compute's operations.wait answers within two minutes
 RETRY_ATTEMPTS = 7
+RETRY_INITIAL = 0.5
 RETRY_MAX_WAIT = 8.0
 RETRY_BUDGET_S = 120.0
 
+# Google's refusal of a new TPU Node to a project without Node access (since 2025), e.g.
+# "Your request to provision TPU Node has been denied. Please migrate to TPU VM Architecture or
+# contact Cloud TPU team to gain TPU Node access." (skypilot-org/skypilot#5593)
+_NODE_DENIED = re.compile(r"provision TPU Node has been denied|gain TPU Node access", re.IGNORECASE)
+
 
 def _short(name: str) -> str:
-    return name.rsplit("/", 1)[-1]
+    return name.rstrip("/").rsplit("/", 1)[-1]
 
 
 def _zone_of(resource_name: str) -> str:
@@ -70,15 +87,45 @@ def _zone_of(resource_name: str) -> str:
     return parts[parts.index("locations") + 1] if "locations" in parts else parts[parts.index("zones") + 1]
 
 
-def _ts(value: Any) -> float | None:
-    if not value:
+def _region(zone: str) -> str:
+    return zone.rsplit("-", 1)[0]
+
+
+_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)?$")
+
+
+def _timestamp(value: Any) -> float | None:
+    """RFC 3339 as Google writes it: ``...Z`` with up to nanoseconds (TPU), ``.000-07:00`` (Compute)."""
+    if not isinstance(value, str) or not value:
         return None
-    if hasattr(value, "timestamp"):
-        try:
-            return float(value.timestamp())
-        except (TypeError, ValueError, OSError):
-            return None
-    return None
+    m = _TIME.match(value.strip())
+    if not m:
+        return None
+    frac = (m.group(2) or "0")[:6].ljust(6, "0")
+    offset = m.group(3) or "Z"
+    try:
+        dt = datetime.fromisoformat(f"{m.group(1)}.{frac}{'+00:00' if offset == 'Z' else offset}")
+    except ValueError:
+        return None
+    return dt.astimezone(timezone.utc).timestamp()
+
+
+def _rfc3339(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _api_arch(node: Json, default: Arch) -> Arch:
+    """Which architecture a node is: ``apiVersion`` names the API that created it."""
+    version = str(node.get("apiVersion") or "")
+    if version.startswith("V1"):
+        return Arch.NODE
+    if version.startswith("V2"):
+        return Arch.VM
+    return default
+
+
+def _items(meta: Json | None) -> list[Json]:
+    return [i for i in ((meta or {}).get("items") or []) if isinstance(i, dict)]
 
 
 class GcpProvider:
@@ -90,14 +137,16 @@ class GcpProvider:
         settings = settings or {}
         self.cidr_pool = parse_pool(settings.get("tpu_cidr_pool"))
         self.calls: Counter[str] = Counter()
-        self._clients: dict[str, Any] = {}
         self._lock = threading.Lock()
-        self._arch: dict[tuple[str, str], Arch] = {}
+        self._rest: Rest | None = None
+        self._creds: Any = None
+        self._tpu = tpu_base()
+        self._gce = f"{compute_base()}/projects/{project}"
 
-    # ---- clients -------------------------------------------------------------------------------
+    # ---- credentials and the session ----------------------------------------------------------
     def _credentials(self) -> Any:
-        if "creds" in self._clients:
-            return self._clients["creds"]
+        if self._creds is not None:
+            return self._creds
         if os.environ.get("TPUCTL_CREDENTIALS", "").lower() == "anonymous":
             from google.auth.credentials import AnonymousCredentials
 
@@ -115,174 +164,131 @@ class GcpProvider:
         from ..basics.redact import remember_credentials
 
         remember_credentials(creds)
-        self._clients["creds"] = creds
+        self._creds = creds
         return creds
 
-    def _options(self, env: str) -> Any:
-        from google.api_core.client_options import ClientOptions
-
-        endpoint = os.environ.get(env)
-        return ClientOptions(api_endpoint=endpoint.rstrip("/")) if endpoint else None
-
-    def _client(self, key: str, build: Callable[[], T]) -> T:
+    def _session(self) -> Rest:
         with self._lock:
-            if key not in self._clients:
-                self._clients[key] = build()
-            return self._clients[key]
-
-    def tpu2(self) -> Any:
-        def build() -> Any:
-            from google.cloud import tpu_v2
-
-            return tpu_v2.TpuClient(credentials=self._credentials(), transport="rest",
-                                    client_options=self._options("TPUCTL_TPU_API_ENDPOINT"))
-
-        return self._client("tpu2", build)
-
-    def tpu1(self) -> Any:
-        def build() -> Any:
-            from google.cloud import tpu_v1
-
-            target = os.environ.get("TPUCTL_TPU_GRPC_ENDPOINT")
-            if target:
-                import grpc
-                from google.cloud.tpu_v1.services.tpu.transports import TpuGrpcTransport
-
-                channel = grpc.insecure_channel(target)
-                return tpu_v1.TpuClient(transport=TpuGrpcTransport(channel=channel))
-            return tpu_v1.TpuClient(credentials=self._credentials())
-
-        return self._client("tpu1", build)
-
-    def compute(self, kind: str) -> Any:
-        def build() -> Any:
-            from .gcp_imports import compute_client
-
-            service = re.sub(r"(?<!^)(?=[A-Z])", "_", kind).lower()
-            cls = compute_client(service)
-            return cls(credentials=self._credentials(), transport="rest",
-                       client_options=self._options("TPUCTL_COMPUTE_API_ENDPOINT"))
-
-        return self._client(f"compute.{kind}", build)
+            if self._rest is None:
+                self._rest = Rest(self._credentials())
+            return self._rest
 
     # ---- the one place calls are retried and errors classified ---------------------------------
-    def _call(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        import tenacity
-
-        kwargs.setdefault("timeout", CALL_TIMEOUT)
-        kwargs.setdefault("retry", None)   # the libraries' own retries off: retries happen here, once
-
-        def transient(exc: BaseException) -> bool:
-            return failure_of(exc).retriable
-
-        def counted(*a: Any, **kw: Any) -> T:
+    def _call(self, what: str, method: str, url: str, *, params: dict[str, Any] | None = None,
+              body: Json | None = None, timeout: float = CALL_TIMEOUT) -> Json:
+        """One API call (``what`` names it, e.g. ``tpu.v2.nodes.get``), retried while transient."""
+        session = self._session()
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
             self.calls[what] += 1
-            return fn(*a, **kw)
+            try:
+                return session.call(method, url, params=params, body=body, timeout=timeout)
+            except (TypeError, AttributeError, KeyError):
+                raise       # a bug in tpuctl, not a cloud failure: reported as an internal error
+            except Exception as exc:  # noqa: BLE001 - every failure leaves here classified
+                f = failure_of(exc)
+                wait = random.uniform(0, min(RETRY_MAX_WAIT, RETRY_INITIAL * 2 ** attempt))
+                if (f.retriable and attempt < RETRY_ATTEMPTS
+                        and time.monotonic() - started + wait < RETRY_BUDGET_S):
+                    time.sleep(wait)
+                    continue
+                if f.kind == Kind.NOT_FOUND:
+                    raise NotFound(f"{what}: {f.message}") from None
+                raise CloudError(f"{what} failed: {f.message}", kind=f.kind.value, hint=f.hint) from None
 
-        retrying = tenacity.Retrying(
-            retry=tenacity.retry_if_exception(transient),
-            wait=tenacity.wait_random_exponential(multiplier=0.5, max=RETRY_MAX_WAIT),
-            stop=tenacity.stop_after_attempt(RETRY_ATTEMPTS) | tenacity.stop_after_delay(RETRY_BUDGET_S),
-            reraise=True,
-        )
-        try:
-            return retrying(counted, *args, **kwargs)
-        except (TypeError, AttributeError, KeyError):
-            raise       # a bug in tpuctl, not a cloud failure: reported as an internal error
-        except Exception as exc:  # noqa: BLE001 - every failure leaves here classified
-            f = failure_of(exc)
-            if f.kind == Kind.NOT_FOUND:
-                raise NotFound(f"{what}: {f.message}") from None
-            raise CloudError(f"{what} failed: {f.message}", kind=f.kind.value, hint=f.hint) from None
+    def _pages(self, what: str, url: str, key: str, params: dict[str, Any] | None = None) -> Iterator[Json]:
+        """Every item of a paged list (``nextPageToken``), each page one retried call."""
+        params = dict(params or {})
+        while True:
+            page = self._call(what, "GET", url, params=params)
+            yield from (i for i in page.get(key) or [] if isinstance(i, dict))
+            token = page.get("nextPageToken")
+            if not token:
+                return
+            params["pageToken"] = token
 
-    def _parent(self, zone: str | None) -> str:
-        return f"projects/{self.project}/locations/{zone or '-'}"
+    def _aggregated(self, what: str, collection: str, key: str, params: dict[str, Any] | None = None
+                    ) -> Iterator[Json]:
+        """Every item of a Compute aggregatedList, whatever its scope (zones/..., regions/...)."""
+        params = dict(params or {})
+        while True:
+            page = self._call(what, "GET", f"{self._gce}/aggregated/{collection}", params=params)
+            for scoped in (page.get("items") or {}).values():
+                yield from (i for i in (scoped or {}).get(key) or [] if isinstance(i, dict))
+            token = page.get("nextPageToken")
+            if not token:
+                return
+            params["pageToken"] = token
+
+    def _loc(self, zone: str | None, version: str = "v2") -> str:
+        return f"{self._tpu}/{version}/projects/{self.project}/locations/{zone or '-'}"
 
     # ---- host VMs ------------------------------------------------------------------------------
     def create_vm(self, spec: ClusterSpec, zone: str) -> Operation:
-        compute_v1 = _ct()
-
         image = NODE_HOST_IMAGE if spec.arch == Arch.NODE else HOST_IMAGE
-        iface = compute_v1.NetworkInterface(network=f"global/networks/{spec.network}")
+        iface: Json = {"network": f"global/networks/{spec.network}"}
         if spec.subnetwork:
-            iface.subnetwork = f"regions/{zone.rsplit('-', 1)[0]}/subnetworks/{spec.subnetwork}"
+            iface["subnetwork"] = f"regions/{_region(zone)}/subnetworks/{spec.subnetwork}"
         if spec.external_ips:
-            iface.access_configs = [compute_v1.AccessConfig(name="External NAT", type_="ONE_TO_ONE_NAT")]
-        instance = compute_v1.Instance(
-            name=spec.name,
-            machine_type=f"zones/{zone}/machineTypes/{spec.machine_type}",
-            labels=spec.resource_labels("host"),
-            disks=[compute_v1.AttachedDisk(
-                boot=True, auto_delete=True,
-                initialize_params=compute_v1.AttachedDiskInitializeParams(source_image=image, disk_size_gb=50))],
-            network_interfaces=[iface],
-            service_accounts=[compute_v1.ServiceAccount(email=spec.service_account or "default",
-                                                        scopes=list(SCOPES))],
-            metadata=compute_v1.Metadata(items=[compute_v1.Items(key=k, value=v)
-                                                for k, v in self.host_metadata(spec).items()]),
-        )
-        op = self._call("compute.instances.insert", self.compute("Instances").insert,
-                        project=self.project, zone=zone, instance_resource=instance)
-        return Operation(name=f"zone:{op.name}", zone=zone, verb="create", kind="vm", target=spec.name)
+            iface["accessConfigs"] = [{"name": "External NAT", "type": "ONE_TO_ONE_NAT"}]
+        instance = {
+            "name": spec.name,
+            "machineType": f"zones/{zone}/machineTypes/{spec.machine_type}",
+            "labels": spec.resource_labels("host"),
+            "disks": [{"boot": True, "autoDelete": True,
+                       "initializeParams": {"sourceImage": image, "diskSizeGb": "50"}}],
+            "networkInterfaces": [iface],
+            "serviceAccounts": [{"email": spec.service_account or "default", "scopes": list(SCOPES)}],
+            "metadata": {"items": [{"key": k, "value": v} for k, v in self.host_metadata(spec).items()]},
+        }
+        op = self._call("compute.instances.insert", "POST", f"{self._gce}/zones/{zone}/instances", body=instance)
+        return Operation(name=f"zone:{op['name']}", zone=zone, verb="create", kind="vm", target=spec.name)
 
     def host_metadata(self, spec: ClusterSpec) -> dict[str, str]:
         """The host's startup script pulls tpuctl from the bucket and runs the agent (no inbound ssh)."""
         return _agent_metadata(spec, role="host")
 
-    def _vm(self, inst: Any) -> Vm:
+    @staticmethod
+    def _vm(inst: Json) -> Vm:
         internal = external = None
-        for iface in inst.network_interfaces or []:
-            internal = internal or iface.network_i_p or None
-            for ac in iface.access_configs or []:
-                external = external or ac.nat_i_p or None
-        created = None
-        if inst.creation_timestamp:
-            from datetime import datetime
+        for iface in inst.get("networkInterfaces") or []:
+            internal = internal or iface.get("networkIP") or None
+            for ac in iface.get("accessConfigs") or []:
+                external = external or ac.get("natIP") or None
+        machine = inst.get("machineType")
+        return Vm(name=inst["name"], zone=_short(inst.get("zone") or ""), state=VmState.of(inst.get("status")),
+                  machine_type=_short(machine) if machine else None, labels=dict(inst.get("labels") or {}),
+                  internal_ip=internal, external_ip=external, created_at=_timestamp(inst.get("creationTimestamp")))
 
-            try:
-                created = datetime.fromisoformat(inst.creation_timestamp.replace("Z", "+00:00")).timestamp()
-            except ValueError:
-                created = None
-        return Vm(name=inst.name, zone=_short(inst.zone), state=VmState.of(inst.status),
-                  machine_type=_short(inst.machine_type) if inst.machine_type else None,
-                  labels=dict(inst.labels or {}), internal_ip=internal, external_ip=external, created_at=created)
+    def _instance(self, zone: str, name: str) -> Json:
+        return self._call("compute.instances.get", "GET", f"{self._gce}/zones/{zone}/instances/{name}")
 
     def get_vm(self, zone: str, name: str) -> Vm | None:
         try:
-            inst = self._call("compute.instances.get", self.compute("Instances").get, project=self.project,
-                              zone=zone, instance=name)
+            return self._vm(self._instance(zone, name))
         except NotFound:
             return None
-        return self._vm(inst)
 
     def list_vms(self, zone: str | None = None, labels: dict[str, str] | None = None) -> list[Vm]:
-        compute_v1 = _ct()
-
-        flt = " AND ".join(f'labels.{k} = "{v}"' for k, v in sorted((labels or {}).items())) or None
-        client = self.compute("Instances")
-        out = []
+        flt = " AND ".join(f'labels.{k} = "{v}"' for k, v in sorted((labels or {}).items()))
+        params = {"filter": flt} if flt else None
         if zone:
-            items = self._call("compute.instances.list", _all(client.list),
-                               request=compute_v1.ListInstancesRequest(project=self.project, zone=zone, filter=flt))
-            out = [self._vm(i) for i in items]
+            items = self._pages("compute.instances.list", f"{self._gce}/zones/{zone}/instances", "items", params)
         else:
-            scopes = self._call("compute.instances.aggregatedList", _all(client.aggregated_list),
-                                request=compute_v1.AggregatedListInstancesRequest(project=self.project, filter=flt))
-            for _scope, scoped in scopes:
-                out.extend(self._vm(i) for i in scoped.instances or [])
-        return [v for v in out if matches(v.labels, labels)]
+            items = self._aggregated("compute.instances.aggregatedList", "instances", "instances", params)
+        return [v for v in (self._vm(i) for i in items) if matches(v.labels, labels)]
 
     def delete_vm(self, zone: str, name: str) -> Operation:
-        op = self._call("compute.instances.delete", self.compute("Instances").delete, project=self.project,
-                        zone=zone, instance=name)
-        return Operation(name=f"zone:{op.name}", zone=zone, verb="delete", kind="vm", target=name)
+        op = self._call("compute.instances.delete", "DELETE", f"{self._gce}/zones/{zone}/instances/{name}")
+        return Operation(name=f"zone:{op['name']}", zone=zone, verb="delete", kind="vm", target=name)
 
     # ---- TPUs ------------------------------------------------------------------------------------
     def offered(self, zone: str, accelerator_type: str) -> bool:
         """Whether the zone offers the type (one call; checked before anything is created)."""
         try:
-            self._call("tpu.v2.acceleratorTypes.get", self.tpu2().get_accelerator_type,
-                       name=f"{self._parent(zone)}/acceleratorTypes/{accelerator_type}")
+            self._call("tpu.v2.acceleratorTypes.get", "GET", f"{self._loc(zone)}/acceleratorTypes/{accelerator_type}")
         except NotFound:
             return False
         except CloudError as exc:
@@ -296,151 +302,126 @@ class GcpProvider:
             return self._create_node_v1(spec, zone, cidr)
         if spec.queued:
             return self._create_queued(spec, zone)
-        from google.cloud import tpu_v2
-
-        node = self._v2_node(spec)
-        op = self._call("tpu.v2.nodes.create", self.tpu2().create_node,
-                        request=tpu_v2.CreateNodeRequest(parent=self._parent(zone), node_id=spec.name, node=node))
-        self._arch[(zone, spec.name)] = Arch.VM
-        return Operation(name=f"tpu2:{op.operation.name}", zone=zone, verb="create", kind="tpu", target=spec.name)
+        op = self._call("tpu.v2.nodes.create", "POST", f"{self._loc(zone)}/nodes", params={"nodeId": spec.name},
+                        body=self._v2_node(spec))
+        return Operation(name=f"tpu2:{op['name']}", zone=zone, verb="create", kind="tpu", target=spec.name)
 
     def tpu_metadata(self, spec: ClusterSpec) -> dict[str, str]:
         """Every TPU VM worker runs the same bootstrap, as a worker: it only runs attempts."""
         return _agent_metadata(spec, role="worker")
 
-    def _v2_node(self, spec: ClusterSpec) -> Any:
-        from google.cloud import tpu_v2
-
-        net = tpu_v2.NetworkConfig(network=f"projects/{self.project}/global/networks/{spec.network}",
-                                   enable_external_ips=spec.external_ips)
+    def _v2_node(self, spec: ClusterSpec) -> Json:
+        net: Json = {"network": f"projects/{self.project}/global/networks/{spec.network}",
+                     "enableExternalIps": spec.external_ips}
         if spec.subnetwork:
-            net.subnetwork = (f"projects/{self.project}/regions/{spec.zone.rsplit('-', 1)[0]}"
-                              f"/subnetworks/{spec.subnetwork}")
-        node = tpu_v2.Node(
-            accelerator_type=spec.accelerator_type, runtime_version=spec.software_version(), network_config=net,
-            scheduling_config=tpu_v2.SchedulingConfig(preemptible=spec.preemptible, spot=spec.spot),
-            labels=spec.resource_labels("tpu"), metadata=self.tpu_metadata(spec))
+            net["subnetwork"] = f"projects/{self.project}/regions/{_region(spec.zone)}/subnetworks/{spec.subnetwork}"
+        node: Json = {
+            "acceleratorType": spec.accelerator_type, "runtimeVersion": spec.software_version(),
+            "networkConfig": net, "schedulingConfig": {"preemptible": spec.preemptible, "spot": spec.spot},
+            "labels": spec.resource_labels("tpu"), "metadata": self.tpu_metadata(spec),
+        }
         if spec.service_account:
-            node.service_account = tpu_v2.ServiceAccount(email=spec.service_account, scope=list(SCOPES))
+            node["serviceAccount"] = {"email": spec.service_account, "scope": list(SCOPES)}
         return node
 
     def _create_node_v1(self, spec: ClusterSpec, zone: str, cidr: str | None) -> Operation:
-        from google.cloud import tpu_v1
-
-        node = tpu_v1.Node(
-            accelerator_type=spec.accelerator_type, tensorflow_version=spec.software_version(),
-            network=f"projects/{self.project}/global/networks/{spec.network}", cidr_block=cidr or "",
-            scheduling_config=tpu_v1.SchedulingConfig(preemptible=spec.preemptible),
-            labels=spec.resource_labels("tpu"))
-        op = self._call("tpu.v1.nodes.create", self.tpu1().create_node,
-                        request=tpu_v1.CreateNodeRequest(parent=self._parent(zone), node_id=spec.name, node=node))
-        self._arch[(zone, spec.name)] = Arch.NODE
-        return Operation(name=f"tpu1:{op.operation.name}", zone=zone, verb="create", kind="tpu", target=spec.name)
+        node: Json = {
+            "acceleratorType": spec.accelerator_type, "tensorflowVersion": spec.software_version(),
+            "network": f"projects/{self.project}/global/networks/{spec.network}",
+            "schedulingConfig": {"preemptible": spec.preemptible}, "labels": spec.resource_labels("tpu"),
+        }
+        if cidr:
+            node["cidrBlock"] = cidr
+        try:
+            op = self._call("tpu.v1.nodes.create", "POST", f"{self._loc(zone, 'v1')}/nodes",
+                            params={"nodeId": spec.name}, body=node)
+        except NotFound:
+            raise CloudError(f"the Cloud TPU v1 API, the only one that creates TPU Nodes, is not served to "
+                             f"project {self.project} (HTTP 404)", kind="invalid", zone=zone,
+                             hint="use --arch vm (a TPU VM)") from None
+        except CloudError as exc:
+            if _NODE_DENIED.search(exc.message):
+                raise CloudError(f"project {self.project} may not create TPU Nodes: Google refuses new TPU "
+                                 "Nodes to projects without Node access (FAILED_PRECONDITION)", kind="invalid",
+                                 hint="use --arch vm (a TPU VM), or ask the Cloud TPU team for TPU Node access",
+                                 zone=zone) from None
+            raise
+        return Operation(name=f"tpu1:{op['name']}", zone=zone, verb="create", kind="tpu", target=spec.name)
 
     def _create_queued(self, spec: ClusterSpec, zone: str) -> Operation:
-        from google.cloud import tpu_v2
-        from google.protobuf import timestamp_pb2
-
-        qr = tpu_v2.QueuedResource(
-            tpu=tpu_v2.QueuedResource.Tpu(node_spec=[tpu_v2.QueuedResource.Tpu.NodeSpec(
-                parent=self._parent(zone), node_id=spec.name, node=self._v2_node(spec))]))
+        parent = f"projects/{self.project}/locations/{zone}"
+        qr: Json = {"tpu": {"nodeSpec": [{"parent": parent, "nodeId": spec.name, "node": self._v2_node(spec)}]}}
         if spec.spot or spec.preemptible:
-            qr.spot = tpu_v2.QueuedResource.Spot()
+            qr["spot"] = {}
         if spec.valid_until_seconds:
-            ts = timestamp_pb2.Timestamp()
-            ts.FromSeconds(int(time.time() + spec.valid_until_seconds))
-            qr.queueing_policy = tpu_v2.QueuedResource.QueueingPolicy(valid_until_time=ts)
-        self._call("tpu.v2.queuedResources.create", self.tpu2().create_queued_resource,
-                   request=tpu_v2.CreateQueuedResourceRequest(parent=self._parent(zone),
-                                                              queued_resource_id=spec.name, queued_resource=qr),
-                   )
-        self._arch[(zone, spec.name)] = Arch.VM
+            qr["queueingPolicy"] = {"validUntilTime": _rfc3339(int(time.time() + spec.valid_until_seconds))}
+        self._call("tpu.v2.queuedResources.create", "POST", f"{self._loc(zone)}/queuedResources",
+                   params={"queuedResourceId": spec.name}, body=qr)
         # Done when the queued resource is ACTIVE (its node exists) or FAILED: see poll().
-        return Operation(name=f"queued:{self._parent(zone)}/queuedResources/{spec.name}", zone=zone,
+        return Operation(name=f"queued:{parent}/queuedResources/{spec.name}", zone=zone,
                          verb="create", kind="queued-resource", target=spec.name)
 
-    def _node(self, n: Any, arch: Arch) -> TpuNode:
-        sched = n.scheduling_config
-        endpoints = [Endpoint(e.ip_address, e.port or 8470) for e in (n.network_endpoints or [])]
-        if "tensorflow_version" in type(n).meta.fields:      # a v1 message
-            version, network = n.tensorflow_version, n.network
-        else:                                                # a v2 message (either architecture)
-            version = n.runtime_version
-            network = n.network_config.network if n.network_config else None
-        spot = bool(getattr(sched, "spot", False)) if sched else False
-        zone = _zone_of(n.name)
-        self._arch[(zone, _short(n.name))] = arch
-        return TpuNode(name=_short(n.name), zone=zone, arch=arch, accelerator_type=n.accelerator_type,
-                       state=TpuState.of(n.state), health=Health.of(n.health),
-                       health_description=n.health_description or "", cidr_block=n.cidr_block or None,
-                       preemptible=bool(sched.preemptible) if sched else False, spot=spot,
-                       version=version or None, network=_short(network) if network else None,
-                       labels=dict(n.labels or {}), endpoints=endpoints, created_at=_ts(n.create_time))
-
     @staticmethod
-    def _api_arch(n: Any, default: Arch) -> Arch:
-        version = getattr(getattr(n, "api_version", None), "name", "") or ""
-        if version.startswith("V1"):
-            return Arch.NODE
-        if version.startswith("V2"):
-            return Arch.VM
-        return default
+    def _node(n: Json, arch: Arch) -> TpuNode:
+        """A node from its v2 view or, for a TPU Node, its v1 view (``tensorflowVersion``, ``network``)."""
+        sched = n.get("schedulingConfig") or {}
+        endpoints = [Endpoint(e.get("ipAddress") or "", int(e.get("port") or 8470))
+                     for e in n.get("networkEndpoints") or [] if isinstance(e, dict)]
+        version = n.get("tensorflowVersion") or n.get("runtimeVersion") or None
+        network = n.get("network") or (n.get("networkConfig") or {}).get("network")
+        name = n.get("name") or ""
+        return TpuNode(name=_short(name), zone=_zone_of(name), arch=arch,
+                       accelerator_type=n.get("acceleratorType") or "", state=TpuState.of(n.get("state")),
+                       health=Health.of(n.get("health")), health_description=n.get("healthDescription") or "",
+                       cidr_block=n.get("cidrBlock") or None, preemptible=bool(sched.get("preemptible")),
+                       spot=bool(sched.get("spot")), version=version, network=_short(network) if network else None,
+                       labels=dict(n.get("labels") or {}), endpoints=endpoints,
+                       created_at=_timestamp(n.get("createTime")))
+
+    def _from_v2(self, n: Json) -> TpuNode:
+        """A node from the v2 API; a TPU Node is read again from v1, its own API, when v1 answers."""
+        arch = _api_arch(n, Arch.VM)
+        if arch == Arch.NODE:
+            try:
+                n = self._call("tpu.v1.nodes.get", "GET", f"{self._tpu}/v1/{n['name']}")
+            except (NotFound, CloudError):
+                pass    # v1 unavailable (403, 404, gone): the v2 view says what matters
+        return self._node(n, arch)
+
+    def _get_v2(self, zone: str, name: str) -> Json | None:
+        try:
+            return self._call("tpu.v2.nodes.get", "GET", f"{self._loc(zone)}/nodes/{name}")
+        except NotFound:
+            return None
 
     def get_tpu(self, zone: str, name: str) -> TpuNode | None:
-        order = [self._arch.get((zone, name), Arch.VM)]
-        order.append(Arch.NODE if order[0] == Arch.VM else Arch.VM)
-        for arch in order:
-            try:
-                if arch == Arch.VM:
-                    n = self._call("tpu.v2.nodes.get", self.tpu2().get_node,
-                                   name=f"{self._parent(zone)}/nodes/{name}")
-                else:
-                    n = self._call("tpu.v1.nodes.get", self.tpu1().get_node,
-                                   name=f"{self._parent(zone)}/nodes/{name}")
-            except NotFound:
-                continue
-            return self._node(n, self._api_arch(n, arch))
-        return None
+        n = self._get_v2(zone, name)
+        return None if n is None else self._from_v2(n)
+
+    def _list_v2(self, zone: str | None = None) -> list[Json]:
+        return list(self._pages("tpu.v2.nodes.list", f"{self._loc(zone)}/nodes", "nodes"))
 
     def list_tpus(self, zone: str | None = None, labels: dict[str, str] | None = None) -> list[TpuNode]:
-        found: dict[tuple[str, str], TpuNode] = {}
-        for arch, what, client in ((Arch.VM, "tpu.v2.nodes.list", self.tpu2),
-                                   (Arch.NODE, "tpu.v1.nodes.list", self.tpu1)):
-            nodes = self._call(what, _all(client().list_nodes), parent=self._parent(zone))
-            for n in nodes:
-                node_arch = self._api_arch(n, arch)
-                key = (_zone_of(n.name), _short(n.name))
-                # each API may list the other's nodes; keep the view from the node's own API
-                if key in found and node_arch != arch:
-                    continue
-                found[key] = self._node(n, node_arch)
-        return [n for n in found.values() if matches(n.labels, labels)]
+        wanted = [n for n in self._list_v2(zone) if matches(dict(n.get("labels") or {}), labels)]
+        if sum(_api_arch(n, Arch.VM) == Arch.NODE for n in wanted) > 1:
+            with ThreadPoolExecutor(4) as pool:
+                return list(pool.map(self._from_v2, wanted))
+        return [self._from_v2(n) for n in wanted]
 
     def delete_tpu(self, zone: str, name: str) -> Operation:
-        node = self.get_tpu(zone, name)
-        if node is None:
+        n = self._get_v2(zone, name)
+        if n is None:
             raise NotFound(f"TPU {name} not found in {zone}")
-        if node.arch == Arch.NODE:
-            op = self._call("tpu.v1.nodes.delete", self.tpu1().delete_node,
-                            name=f"{self._parent(zone)}/nodes/{name}")
-            return Operation(name=f"tpu1:{op.operation.name}", zone=zone, verb="delete", kind="tpu", target=name)
-        qr = self._queued_resource_of(zone, name)
-        if qr is not None:
-            from google.cloud import tpu_v2
-
-            op = self._call("tpu.v2.queuedResources.delete", self.tpu2().delete_queued_resource,
-                            request=tpu_v2.DeleteQueuedResourceRequest(name=qr, force=True))
-            return Operation(name=f"tpu2:{op.operation.name}", zone=zone, verb="delete", kind="tpu", target=name)
-        op = self._call("tpu.v2.nodes.delete", self.tpu2().delete_node, name=f"{self._parent(zone)}/nodes/{name}")
-        return Operation(name=f"tpu2:{op.operation.name}", zone=zone, verb="delete", kind="tpu", target=name)
-
-    def _queued_resource_of(self, zone: str, name: str) -> str | None:
-        try:
-            qr = self._call("tpu.v2.queuedResources.get", self.tpu2().get_queued_resource,
-                            name=f"{self._parent(zone)}/queuedResources/{name}")
-        except (NotFound, CloudError):
-            return None
-        return qr.name
+        path = f"projects/{self.project}/locations/{zone}/nodes/{name}"
+        if n.get("queuedResource"):
+            op = self._call("tpu.v2.queuedResources.delete", "DELETE", f"{self._tpu}/v2/{n['queuedResource']}",
+                            params={"force": "true"})
+            return Operation(name=f"tpu2:{op['name']}", zone=zone, verb="delete", kind="tpu", target=name)
+        if _api_arch(n, Arch.VM) == Arch.NODE:
+            op = self._call("tpu.v1.nodes.delete", "DELETE", f"{self._tpu}/v1/{path}")
+            return Operation(name=f"tpu1:{op['name']}", zone=zone, verb="delete", kind="tpu", target=name)
+        op = self._call("tpu.v2.nodes.delete", "DELETE", f"{self._tpu}/v2/{path}")
+        return Operation(name=f"tpu2:{op['name']}", zone=zone, verb="delete", kind="tpu", target=name)
 
     # ---- operations ------------------------------------------------------------------------------
     def poll(self, op: Operation) -> Operation:
@@ -448,21 +429,19 @@ class GcpProvider:
             return op
         scheme, _, ref = op.name.partition(":")
         if scheme in ("tpu1", "tpu2"):
-            client = self.tpu1() if scheme == "tpu1" else self.tpu2()
-            res = self._call(f"tpu.{'v1' if scheme == 'tpu1' else 'v2'}.operations.get", client.get_operation,
-                             request={"name": ref})
-            if res.done:
+            version = "v1" if scheme == "tpu1" else "v2"
+            res = self._call(f"tpu.{version}.operations.get", "GET", f"{self._tpu}/{version}/{ref}")
+            if res.get("done"):
                 op.done = True
-                if res.HasField("error") and res.error.code:
-                    op.error = OperationError(res.error.code, redact(res.error.message))
+                error = res.get("error") or {}
+                if error.get("code"):
+                    op.error = OperationError(int(error["code"]), redact(str(error.get("message") or "")))
         elif scheme == "zone":
-            res = self._call("compute.zoneOperations.get", self.compute("ZoneOperations").get,
-                             project=self.project, zone=op.zone, operation=ref)
-            if getattr(res.status, "name", str(res.status)) == "DONE":
+            res = self._call("compute.zoneOperations.get", "GET", f"{self._gce}/zones/{op.zone}/operations/{ref}")
+            if res.get("status") == "DONE":
                 op.done = True
-                if res.error and res.error.errors:
-                    op.error = OperationError(*compute_operation_failure(
-                        type(res).to_dict(res, preserving_proto_field_name=False)))
+                if res.get("error") or res.get("httpErrorStatusCode"):
+                    op.error = OperationError(*compute_operation_failure(res))
         elif scheme == "queued":
             self._poll_queued(op, ref)
         else:  # pragma: no cover - operations are only made here
@@ -471,156 +450,152 @@ class GcpProvider:
 
     def _poll_queued(self, op: Operation, name: str) -> None:
         try:
-            qr = self._call("tpu.v2.queuedResources.get", self.tpu2().get_queued_resource, name=name)
+            qr = self._call("tpu.v2.queuedResources.get", "GET", f"{self._tpu}/v2/{name}")
         except NotFound:
             op.done, op.error = True, OperationError(5, f"queued resource {op.target} disappeared")
             return
-        state = getattr(qr.state.state, "name", str(qr.state.state))
+        status = qr.get("state") or {}
+        state = str(status.get("state") or "")
         if state == "ACTIVE":
             op.done = True
         elif state in ("FAILED", "SUSPENDED"):
             op.done = True
-            detail = ""
-            failed = getattr(qr.state, "failed_data", None)
-            if failed and failed.error and failed.error.message:
-                detail = failed.error.message
+            detail = str((((status.get("failedData") or {}).get("error")) or {}).get("message") or "")
             op.error = OperationError(8 if "capacity" in detail.lower() or not detail else 9,
                                       redact(detail or f"queued resource {op.target} {state.lower()}"))
+
+    def _wait_compute(self, scope: str, name: str) -> Json:
+        """Compute's ``operations.wait`` until DONE (each call answers within two minutes)."""
+        what = "compute.globalOperations.wait" if scope == "global" else "compute.zoneOperations.wait"
+        deadline = time.monotonic() + 600
+        while True:
+            res = self._call(what, "POST", f"{self._gce}/{scope}/operations/{name}/wait", timeout=WAIT_TIMEOUT)
+            if res.get("status") == "DONE" or time.monotonic() > deadline:
+                return res
 
     # ---- network: ranges in use and the reservations every tpuctl sees -----------------------------
     def used_ranges(self, spec: ClusterSpec) -> list[Used]:
         """Every range on the network a TPU block must avoid; the reads run concurrently."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(5) as pool:
+        with ThreadPoolExecutor(6) as pool:
             network_f = pool.submit(self._network, spec.network)
-            subnets_f = pool.submit(self._call, "compute.subnetworks.aggregatedList",
-                                    _all(self.compute("Subnetworks").aggregated_list), project=self.project)
-            routes_f = pool.submit(self._call, "compute.routes.list", _all(self.compute("Routes").list),
-                                   project=self.project)
-            tpus_f = pool.submit(self.list_tpus)
+            subnets_f = pool.submit(lambda: list(self._aggregated("compute.subnetworks.aggregatedList",
+                                                                  "subnetworks", "subnetworks")))
+            routes_f = pool.submit(lambda: list(self._pages("compute.routes.list", f"{self._gce}/global/routes",
+                                                            "items")))
+            addresses_f = pool.submit(lambda: list(self._pages("compute.globalAddresses.list",
+                                                               f"{self._gce}/global/addresses", "items")))
+            tpus_f = pool.submit(self._list_v2)
             ranges_f = pool.submit(self._read_ranges)
             network = network_f.result()
-            used = self._network_ranges(spec, network, subnets_f.result(), routes_f.result())
+            used = self._network_ranges(spec, network, subnets_f.result(), routes_f.result(),
+                                        addresses_f.result())
             for node in tpus_f.result():
-                if node.cidr_block and node.name != spec.name:
-                    used.append(Used.of(node.cidr_block, f"TPU {node.name} in {node.zone}", "tpu"))
+                block, name = node.get("cidrBlock"), _short(node.get("name") or "")
+                if block and name != spec.name:
+                    _add(used, block, f"TPU {name} in {_zone_of(node['name'])}", "tpu")
             for cluster, rec in ranges_f.result()[0].items():
-                if cluster != spec.name and rec.get("network") == spec.network:
-                    used.append(Used.of(rec["cidr"], f"range reserved by tpuctl cluster {cluster}", "reservation"))
+                if cluster != spec.name and isinstance(rec, dict) and rec.get("network") == spec.network:
+                    _add(used, rec.get("cidr"), f"range reserved by tpuctl cluster {cluster}", "reservation")
         return used
 
-    def _network(self, name: str) -> Any:
+    def _network(self, name: str) -> Json:
         try:
-            return self._call("compute.networks.get", self.compute("Networks").get, project=self.project,
-                              network=name)
+            return self._call("compute.networks.get", "GET", f"{self._gce}/global/networks/{name}")
         except NotFound:
             raise UsageError(f"network {name} not found in project {self.project}",
                              hint="pass --network with an existing VPC network") from None
 
-    def _network_ranges(self, spec: ClusterSpec, network: Any, subnet_scopes: Any, routes: Any) -> list[Used]:
-        net_url_tail = f"/global/networks/{spec.network}"
+    def _network_ranges(self, spec: ClusterSpec, network: Json, subnets: list[Json], routes: list[Json],
+                        addresses: list[Json]) -> list[Used]:
+        net_tail = f"/global/networks/{spec.network}"
         used: list[Used] = []
-        if getattr(network, "I_pv4_range", None):
-            used.append(Used.of(network.I_pv4_range, f"legacy network {spec.network}", "subnet"))
-        for _region, scoped in subnet_scopes:
-            for sn in scoped.subnetworks or []:
-                if not (sn.network or "").endswith(net_url_tail):
-                    continue
-                where = f"subnetwork {sn.name} in {_short(sn.region)}"
-                used.append(Used.of(sn.ip_cidr_range, where, "subnet"))
-                for sec in sn.secondary_ip_ranges or []:
-                    used.append(Used.of(sec.ip_cidr_range, f"secondary range {sec.range_name} of {where}",
-                                        "secondary"))
+        _add(used, network.get("IPv4Range"), f"legacy network {spec.network}", "subnet")
+        for sn in subnets:
+            if not str(sn.get("network") or "").endswith(net_tail):
+                continue
+            where = f"subnetwork {sn.get('name')} in {_short(sn.get('region') or '')}"
+            # an IPv6-only subnet (stackType IPV6_ONLY) has no ipCidrRange: nothing IPv4 to avoid
+            _add(used, sn.get("ipCidrRange"), where, "subnet")
+            for sec in sn.get("secondaryIpRanges") or []:
+                _add(used, sec.get("ipCidrRange"), f"secondary range {sec.get('rangeName')} of {where}", "secondary")
         for route in routes:
-            if (route.network or "").endswith(net_url_tail) and route.dest_range:
-                used.append(Used.of(route.dest_range, f"route {route.name}", "route"))
-        regions = sorted({z.rsplit("-", 1)[0] for z in spec.zones})
-        compute_v1 = _ct()
-        for peering in network.peerings or []:
+            if str(route.get("network") or "").endswith(net_tail):
+                _add(used, route.get("destRange"), f"route {route.get('name')}", "route")
+        for addr in addresses:
+            # internal global addresses on this network: private services access allocations
+            # (purpose VPC_PEERING, address + prefixLength), which peered producers may fill at any
+            # time, and single internal addresses (Private Service Connect)
+            if addr.get("addressType") != "INTERNAL" or not str(addr.get("network") or "").endswith(net_tail):
+                continue
+            if not addr.get("address"):
+                continue
+            prefix = addr.get("prefixLength")
+            purpose = addr.get("purpose") or "internal"
+            what = ("private services access range" if purpose == "VPC_PEERING"
+                    else f"{purpose} address")
+            _add(used, f"{addr['address']}/{prefix if prefix is not None else 32}",
+                 f"{what} {addr.get('name')} (global address)", "peering" if purpose == "VPC_PEERING" else "other")
+        regions = sorted({_region(z) for z in spec.zones})
+        for peering in network.get("peerings") or []:
             for region in regions:
-                req = compute_v1.ListPeeringRoutesNetworksRequest(
-                    project=self.project, network=spec.network, peering_name=peering.name, direction="INCOMING",
-                    region=region)
-                for pr in self._call("compute.networks.listPeeringRoutes",
-                                     _all(self.compute("Networks").list_peering_routes), request=req):
-                    used.append(Used.of(pr.dest_range, f"peered network {peering.name}", "peering"))
+                params = {"peeringName": peering.get("name"), "direction": "INCOMING", "region": region}
+                for pr in self._pages("compute.networks.listPeeringRoutes",
+                                      f"{self._gce}/global/networks/{spec.network}/listPeeringRoutes", "items",
+                                      params):
+                    _add(used, pr.get("destRange"), f"peered network {peering.get('name')}", "peering")
         return used
 
+    def _project_metadata(self) -> Json:
+        proj = self._call("compute.projects.get", "GET", self._gce)
+        return proj.get("commonInstanceMetadata") or {}
+
     def _read_ranges(self) -> tuple[dict[str, Any], str | None]:
-        proj = self._call("compute.projects.get", self.compute("Projects").get, project=self.project)
-        meta = proj.common_instance_metadata
-        for item in (meta.items if meta else []) or []:
-            if item.key == RANGES_METADATA_KEY:
-                try:
-                    data = json.loads(item.value or "{}")
-                except json.JSONDecodeError:
-                    data = {}
-                return (data if isinstance(data, dict) else {}), meta.fingerprint
-        return {}, (meta.fingerprint if meta else None)
+        meta = self._project_metadata()
+        return _ranges_in(meta), meta.get("fingerprint")
 
     def _write_ranges(self, update: Callable[[dict[str, Any]], dict[str, Any] | None]) -> bool:
         """Compare-and-swap the reservation map; returns False if ``update`` refused (returned None)."""
-        compute_v1 = _ct()
-
-        for _attempt in range(20):
-            proj = self._call("compute.projects.get", self.compute("Projects").get, project=self.project)
-            meta = proj.common_instance_metadata or compute_v1.Metadata()
-            items = list(meta.items or [])
-            current: dict[str, Any] = {}
-            for item in items:
-                if item.key == RANGES_METADATA_KEY:
-                    try:
-                        current = json.loads(item.value or "{}")
-                    except json.JSONDecodeError:
-                        current = {}
+        for attempt in range(20):
+            meta = self._project_metadata()
+            current = _ranges_in(meta)
             new = update(dict(current))
             if new is None:
                 return False
             if new == current:
                 return True
-            items = [i for i in items if i.key != RANGES_METADATA_KEY]
+            items = [{"key": i.get("key"), "value": i.get("value", "")} for i in _items(meta)
+                     if i.get("key") != RANGES_METADATA_KEY]
             if new:
-                items.append(compute_v1.Items(key=RANGES_METADATA_KEY, value=json.dumps(new, sort_keys=True)))
-            body = compute_v1.Metadata(fingerprint=meta.fingerprint, items=items)
+                items.append({"key": RANGES_METADATA_KEY, "value": json.dumps(new, sort_keys=True)})
+            body: Json = {"items": items}
+            if meta.get("fingerprint"):
+                body["fingerprint"] = meta["fingerprint"]
             try:
-                op = self._call("compute.projects.setCommonInstanceMetadata",
-                                self.compute("Projects").set_common_instance_metadata,
-                                project=self.project, metadata_resource=body)
+                op = self._call("compute.projects.setCommonInstanceMetadata", "POST",
+                                f"{self._gce}/setCommonInstanceMetadata", body=body)
             except CloudError as exc:
                 if "fingerprint" in exc.message.lower():
                     # another tpuctl wrote in between: read again and retry the swap
-                    time.sleep(random.uniform(0.02, 0.1 * (1 + _attempt)))
+                    time.sleep(random.uniform(0.02, 0.1 * (1 + attempt)))
                     continue
                 raise
-            if self._wait_global(op.name):
+            res = op if op.get("status") == "DONE" else self._wait_compute("global", op["name"])
+            if res.get("status") == "DONE" and not res.get("error"):
                 return True
-            time.sleep(0.05 + 0.1 * _attempt)
+            time.sleep(0.05 + 0.1 * attempt)
         raise CloudError("could not update the TPU range reservations: too much contention", kind="transient",
                          hint="retry in a minute")
 
-    def _wait_global(self, name: str) -> bool:
-        deadline = time.monotonic() + 120
-        delay = 0.03
-        while time.monotonic() < deadline:
-            res = self._call("compute.globalOperations.get", self.compute("GlobalOperations").get,
-                             project=self.project, operation=name)
-            if getattr(res.status, "name", str(res.status)) == "DONE":
-                return not (res.error and res.error.errors)
-            time.sleep(delay)
-            delay = min(1.0, delay * 1.5)
-        return False
-
     def reserved_range(self, spec: ClusterSpec) -> str | None:
         rec = self._read_ranges()[0].get(spec.name)
-        return rec["cidr"] if rec else None
+        return rec["cidr"] if isinstance(rec, dict) and rec.get("cidr") else None
 
     def reserve_range(self, spec: ClusterSpec, block: str) -> bool:
         net = ipaddress.ip_network(block)
 
         def claim(cur: dict[str, Any]) -> dict[str, Any] | None:
             for cluster, rec in cur.items():
-                if (cluster != spec.name and rec.get("network") == spec.network
+                if (cluster != spec.name and isinstance(rec, dict) and rec.get("network") == spec.network
                         and ipaddress.ip_network(rec["cidr"]).overlaps(net)):
                     return None
             cur[spec.name] = {"cidr": block, "network": spec.network, "zone": spec.zone, "at": int(time.time())}
@@ -654,46 +629,40 @@ class GcpProvider:
         return updated
 
     def _set_vm_metadata(self, zone: str, name: str, values: dict[str, str]) -> bool:
-        compute_v1 = _ct()
         for attempt in range(10):
-            inst = self._call("compute.instances.get", self.compute("Instances").get, project=self.project,
-                              zone=zone, instance=name)
-            items = {i.key: i.value for i in (inst.metadata.items or [])}
+            meta = self._instance(zone, name).get("metadata") or {}
+            items = {i.get("key"): i.get("value", "") for i in _items(meta)}
             if all(items.get(k) == v for k, v in values.items()):
                 return False
             items.update(values)
-            body = compute_v1.Metadata(fingerprint=inst.metadata.fingerprint,
-                                       items=[compute_v1.Items(key=k, value=v) for k, v in items.items()])
+            body = {"fingerprint": meta.get("fingerprint"), "items": [{"key": k, "value": v} for k, v in items.items()]}
             try:
-                op = self._call("compute.instances.setMetadata", self.compute("Instances").set_metadata,
-                                project=self.project, zone=zone, instance=name, metadata_resource=body)
+                op = self._call("compute.instances.setMetadata", "POST",
+                                f"{self._gce}/zones/{zone}/instances/{name}/setMetadata", body=body)
             except CloudError as exc:
                 if "fingerprint" in exc.message.lower():
                     time.sleep(random.uniform(0.02, 0.1 * (1 + attempt)))
                     continue
                 raise
-            from .operations import wait_all
-
-            wait_all(self, [Operation(name=f"zone:{op.name}", zone=zone, verb="update", kind="vm", target=name)],
-                     timeout=120)
+            if op.get("status") != "DONE":
+                op = self._wait_compute(f"zones/{zone}", op["name"])
+            if op.get("error"):
+                _code, message = compute_operation_failure(op)
+                raise CloudError(f"updating the metadata of VM {name} failed: {message}", kind="unknown")
             return True
         raise CloudError(f"could not update the metadata of VM {name}: it keeps changing", kind="transient")
 
     def _set_tpu_metadata(self, zone: str, name: str, values: dict[str, str]) -> bool:
-        from google.cloud import tpu_v2
-        from google.protobuf import field_mask_pb2
-
-        node = self._call("tpu.v2.nodes.get", self.tpu2().get_node, name=f"{self._parent(zone)}/nodes/{name}")
-        meta = dict(node.metadata)
+        node = self._call("tpu.v2.nodes.get", "GET", f"{self._loc(zone)}/nodes/{name}")
+        meta = dict(node.get("metadata") or {})
         if all(meta.get(k) == v for k, v in values.items()):
             return False
         meta.update(values)
-        op = self._call("tpu.v2.nodes.patch", self.tpu2().update_node,
-                        request=tpu_v2.UpdateNodeRequest(node=tpu_v2.Node(name=node.name, metadata=meta),
-                                                         update_mask=field_mask_pb2.FieldMask(paths=["metadata"])))
+        op = self._call("tpu.v2.nodes.patch", "PATCH", f"{self._tpu}/v2/{node['name']}",
+                        params={"updateMask": "metadata"}, body={"metadata": meta})
         from .operations import wait_all
 
-        wait_all(self, [Operation(name=f"tpu2:{op.operation.name}", zone=zone, verb="update", kind="tpu",
+        wait_all(self, [Operation(name=f"tpu2:{op['name']}", zone=zone, verb="update", kind="tpu",
                                   target=name)], timeout=300)
         return True
 
@@ -703,18 +672,13 @@ class GcpProvider:
 
     def metadata_of(self, kind: str, zone: str, name: str) -> dict[str, str]:
         """The instance metadata of a host VM (``kind`` vm) or TPU VM (``kind`` tpu); {} if none."""
-        if kind == "vm":
-            try:
-                inst = self._call("compute.instances.get", self.compute("Instances").get, project=self.project,
-                                  zone=zone, instance=name)
-            except NotFound:
-                return {}
-            return {i.key: i.value for i in (inst.metadata.items if inst.metadata else []) or []}
         try:
-            node = self._call("tpu.v2.nodes.get", self.tpu2().get_node, name=f"{self._parent(zone)}/nodes/{name}")
+            if kind == "vm":
+                return {i.get("key"): i.get("value", "") for i in _items(self._instance(zone, name).get("metadata"))}
+            node = self._call("tpu.v2.nodes.get", "GET", f"{self._loc(zone)}/nodes/{name}")
         except NotFound:
             return {}
-        return dict(node.metadata or {})
+        return dict(node.get("metadata") or {})
 
     def duty_cycles(self, window_s: float) -> tuple[dict[tuple[str, str | None], Any] | None, str]:
         from . import dutycycle
@@ -727,9 +691,9 @@ class GcpProvider:
 
     # ---- the TPU service agent (TPU Nodes write checkpoints to the bucket as this account) ----------
     def tpu_service_agent(self, zone: str) -> str:
-        res = self._call("tpu.v2.generateServiceIdentity", self.tpu2().generate_service_identity,
-                         request={"parent": self._parent(zone)})
-        return res.identity.email
+        res = self._call("tpu.v2.generateServiceIdentity", "POST", f"{self._loc(zone)}:generateServiceIdentity",
+                         body={})
+        return str((res.get("identity") or {}).get("email") or "")
 
     # ---- rehearsal ---------------------------------------------------------------------------------
     def simulate_preemption(self, zone: str, name: str) -> TpuNode:
@@ -752,11 +716,25 @@ class GcpProvider:
         return node
 
 
-def _ct() -> Any:
-    """Compute's message types, without importing the whole client package."""
-    from .gcp_imports import compute_types
+def _add(used: list[Used], cidr: Any, source: str, kind: str) -> None:
+    """Record a range in use; an absent or unparsable one (an IPv6-only subnet's) is skipped."""
+    if not cidr or not isinstance(cidr, str):
+        return
+    try:
+        used.append(Used.of(cidr, source, kind))
+    except ValueError:
+        return
 
-    return compute_types()
+
+def _ranges_in(meta: Json) -> dict[str, Any]:
+    for item in _items(meta):
+        if item.get("key") == RANGES_METADATA_KEY:
+            try:
+                data = json.loads(item.get("value") or "{}")
+            except json.JSONDecodeError:
+                data = {}
+            return data if isinstance(data, dict) else {}
+    return {}
 
 
 def _agent_metadata(spec: ClusterSpec, role: str) -> dict[str, str]:
@@ -779,13 +757,3 @@ def _admin_url() -> str | None:
     if parsed.hostname not in ("127.0.0.1", "localhost", "::1"):
         return None
     return f"{parsed.scheme}://{parsed.netloc}"
-
-
-
-def _all(list_method: Callable[..., Any]) -> Callable[..., list[Any]]:
-    """Wrap a paged list call so every page is fetched inside one retried, counted call."""
-
-    def fetch(**kwargs: Any) -> list[Any]:
-        return list(list_method(**kwargs))
-
-    return fetch

@@ -233,18 +233,22 @@ def _apply(provider: Provider, spec: ClusterSpec, result: UpResult, attempt: _At
     ops: list[Operation] = []
     vm_op: Operation | None = None
     tpu_op: Operation | None = None
-    if need_vm:
-        # the host does not depend on the TPU's range: start it first, it runs while we reserve
-        vm_zone = zone
-        log(f"creating host VM {spec.name} ({spec.machine_type}) in {vm_zone}")
-        vm_op = provider.create_vm(spec, vm_zone)
-        attempt.created_vm = (vm_zone, spec.name)
+    # A TPU VM's host does not depend on the TPU: start it first, it runs while the TPU is asked
+    # for. A TPU Node is asked for first (its range reserved, its create call answered), because
+    # Google refuses new TPU Nodes to most projects at that call: no host VM is made for nothing,
+    # and the host goes to the zone the TPU got. Both operations still run concurrently.
+    node_first = spec.arch == Arch.NODE and tpu is None
+    if need_vm and not node_first:
+        vm_op = _start_vm(provider, spec, zone, attempt, log)
         ops.append(vm_op)
     if block and spec.arch == Arch.NODE and tpu is None:
         block = _reserve(provider, spec, block, attempt, log, had=attempt.had)
     if tpu is None:
         tpu_op, zone, block = _start_tpu(provider, spec, plan, block, attempt, log)
         ops.append(tpu_op)
+    if need_vm and node_first:
+        vm_op = _start_vm(provider, spec, zone, attempt, log)
+        ops.append(vm_op)
 
     # Poll every pending operation together; a failed TPU create moves to the next zone or block.
     delays = backoff.delays()
@@ -314,6 +318,13 @@ def _apply(provider: Provider, spec: ClusterSpec, result: UpResult, attempt: _At
         result.created.append(f"VM {spec.name} ({attempt.created_vm[0]})")
     if attempt.created_tpu:
         result.created.append(f"TPU {spec.name} ({attempt.created_tpu[0]})")
+
+
+def _start_vm(provider: Provider, spec: ClusterSpec, zone: str, attempt: _Attempt, log: Log) -> Operation:
+    log(f"creating host VM {spec.name} ({spec.machine_type}) in {zone}")
+    op = provider.create_vm(spec, zone)
+    attempt.created_vm = (zone, spec.name)
+    return op
 
 
 def _left(deadline: float) -> float:

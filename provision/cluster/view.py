@@ -64,9 +64,14 @@ class ClusterView:
 
 def status(provider: Provider, *, name: str | None = None, zone: str | None = None,
            run_lookup: Callable[[str], dict[str, Any] | None] | None = None) -> list[ClusterView]:
+    from concurrent.futures import ThreadPoolExecutor
+
     selector = {CLUSTER_LABEL: name} if name else None
-    vms = [v for v in provider.list_vms(zone, selector) if CLUSTER_LABEL in v.labels]
-    tpus = [t for t in provider.list_tpus(zone, selector) if CLUSTER_LABEL in t.labels]
+    with ThreadPoolExecutor(2) as pool:    # two independent reads (Compute, Cloud TPU): at once
+        vms_f = pool.submit(provider.list_vms, zone, selector)
+        tpus_f = pool.submit(provider.list_tpus, zone, selector)
+        vms = [v for v in vms_f.result() if CLUSTER_LABEL in v.labels]
+        tpus = [t for t in tpus_f.result() if CLUSTER_LABEL in t.labels]
     names = sorted({v.labels[CLUSTER_LABEL] for v in vms} | {t.labels[CLUSTER_LABEL] for t in tpus})
     views = []
     for n in names:

@@ -29,7 +29,8 @@ def complete_cluster(ctx: click.Context, param: click.Parameter, incomplete: str
 @click.option("--accelerator-type", "-a", default="v2-8", show_default=True, metavar="TYPE",
               help="TPU type: v2-8, v3-8, v4-8, v5litepod-8, v5p-8, v6e-8, or a pod slice.")
 @click.option("--arch", type=click.Choice(["vm", "node"]), default="vm", show_default=True,
-              help="TPU VM (v2 API) or TPU Node (v1 API, end-of-life, v2/v3 only) with a host VM.")
+              help="TPU VM (v2 API) or TPU Node (v1 API, v2/v3 only, with a host VM; Google refuses new "
+                   "Nodes to projects without Node access).")
 @click.option("--preemptible", is_flag=True, help="Preemptible TPU (about 30% of the on-demand price).")
 @click.option("--spot", is_flag=True, help="Spot TPU VM.")
 @click.option("--machine-type", default="n1-standard-2", show_default=True, help="Host VM machine type.")

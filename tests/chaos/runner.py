@@ -100,6 +100,8 @@ def _ranges(fake: Any) -> dict:
 
 def _apply_faults(fake: Any, sc: Scenario) -> None:
     fake.set_latencies(scale=sc.latency_scale) if _accepts_scale(fake) else None
+    if any(c.arch == "node" for c in sc.clusters):
+        fake.allow_tpu_nodes()      # TPU Nodes: a project that kept Node access (Google refuses the rest)
     for f in sc.faults:
         if f.kind == "burst":
             fake.burst(f.args["status"], count=f.args["count"], path=f.args["path"])

@@ -215,6 +215,16 @@ class FakeGCP:
         """TPU Node (v1) creates are refused with FAILED_PRECONDITION, as for projects without access."""
         self.admin("POST", "node-arch-denied", {"enabled": enabled})
 
+    def allow_tpu_nodes(self, allowed: bool = True, *, project: str | None = None) -> dict[str, Any]:
+        """Grant (or take back) TPU Node access: without it a v1 create is refused with
+        FAILED_PRECONDITION, as Google refuses new TPU Nodes since 2025."""
+        return self.admin("POST", "tpu-node-access", {"project": project or self.project, "allowed": allowed})
+
+    def tpu_v1_unavailable(self, status: int | None = 404) -> None:
+        """Every TPU v1 call (REST and gRPC) answers ``status``: 404 (v1 gone) or 403 (closed to the
+        project); ``None`` serves v1 again."""
+        self.admin("POST", "tpu-v1", {"status": status})
+
     def clear_faults(self) -> None:
         self.admin("POST", "faults/clear", {})
 
@@ -236,6 +246,8 @@ class FakeGCP:
 
     def add_subnetwork(self, name: str, region: str, cidr: str, *, network: str = "default",
                        secondary: dict[str, str] | None = None, project: str | None = None) -> dict[str, Any]:
+        """A subnet and its route; ``cidr=""`` makes an IPv6-only one (stackType IPV6_ONLY, no
+        ``ipCidrRange``, an internal /64 of the ULA range)."""
         ranges = [{"rangeName": k, "ipCidrRange": v} for k, v in (secondary or {}).items()]
         return self.admin("POST", "subnetworks", {"name": name, "region": region, "ipCidrRange": cidr,
                                                   "network": network, "secondaryIpRanges": ranges,

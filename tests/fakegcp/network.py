@@ -46,10 +46,15 @@ class Subnet:
     region: str
     name: str
     network: str
-    cidr: str
+    cidr: str                         # "" for an IPv6-only subnet (stackType IPV6_ONLY)
     id: str
     secondary: list[dict[str, str]] = field(default_factory=list)  # [{rangeName, ipCidrRange}]
     created: float = field(default_factory=time.time)
+    ipv6: str | None = None           # internalIpv6Prefix (a /64 of the network's ULA range)
+
+    @property
+    def ipv6_only(self) -> bool:
+        return not self.cidr
 
 
 @dataclass
@@ -134,10 +139,15 @@ def _route_suffix(store: Store) -> str:
 def _add_subnet(store: Store, project: str, region: str, name: str, network: str, cidr: str,
                 secondary: list[dict[str, str]]) -> Subnet:
     sub = Subnet(project, region, name, network, cidr, store.new_id(), secondary)
+    if sub.ipv6_only:
+        # an internal (ULA) /64 of fd20::/20, where Google takes a network's internal IPv6 range
+        n = int(sub.id) % (1 << 44)
+        sub.ipv6 = str(ipaddress.ip_network(((0xfd2 << 116) | (n << 64), 64)))
     store.subnets[(project, region, name)] = sub
-    add_route(store, project, network, cidr,
+    dest = sub.cidr or sub.ipv6 or ""
+    add_route(store, project, network, dest,
               {"nextHopNetwork": network_path(project, network)},
-              description=f"Default local route to the subnetwork {cidr}.", priority=0)
+              description=f"Default local route to the subnetwork {dest}.", priority=0)
     return sub
 
 
@@ -198,14 +208,15 @@ def used_ranges(store: Store, project: str, network: str) -> list[UsedRange]:
     for sub in store.subnets.values():
         if sub.project == project and sub.network == network:
             src = f"projects/{project}/regions/{sub.region}/subnetworks/{sub.name}"
-            out.append(UsedRange(ipaddress.ip_network(sub.cidr), src))
+            if sub.cidr:        # an IPv6-only subnet holds no IPv4 range
+                out.append(UsedRange(ipaddress.ip_network(sub.cidr), src))
             for sec in sub.secondary:
                 out.append(UsedRange(ipaddress.ip_network(sec["ipCidrRange"]),
                                      f"{src} (secondary range {sec.get('rangeName', '')})"))
     for route in store.routes.values():
         if route.project == project and route.network == network:
             net = ipaddress.ip_network(route.dest_range)
-            if net.prefixlen >= 8:  # a default or very wide route does not claim its range
+            if net.version == 4 and net.prefixlen >= 8:  # a default or very wide route claims nothing
                 out.append(UsedRange(net, f"projects/{project}/global/routes/{route.name}"))
     net_rec = store.networks.get((project, network))
     for peering in net_rec.peerings if net_rec else []:
@@ -230,13 +241,16 @@ def subnet_for(store: Store, project: str, network: str, region: str,
                               "The referenced subnetwork resource cannot be found.")
         return sub
     for sub in store.subnets.values():
-        if sub.project == project and sub.network == network and sub.region == region:
+        if sub.project == project and sub.network == network and sub.region == region and not sub.ipv6_only:
             return sub
     raise ApiError(3, f"Invalid value for field 'network': '{network_path(project, network)}'. "
                       f"The network has no subnetwork in region {region}.")
 
 
 def allocate_ip(store: Store, sub: Subnet) -> str:
+    if sub.ipv6_only:
+        raise ApiError(3, f"Invalid value for field 'subnetwork': '{sub.name}'. IPv6-only subnetworks "
+                          "are not implemented by the fake cloud (docs/fakegcp.md).")
     net = ipaddress.ip_network(sub.cidr)
     first, last = int(net.network_address) + 2, int(net.broadcast_address) - 1
     return str(ipaddress.ip_address(store.next_ip(f"{sub.project}/{sub.region}/{sub.name}", first, last)))
@@ -267,6 +281,17 @@ def network_json(store: Store, net: Network) -> dict[str, Any]:
 
 
 def subnet_json(store: Store, sub: Subnet) -> dict[str, Any]:
+    if sub.ipv6_only:
+        # as Compute Engine describes an IPv6-only subnet: no ipCidrRange (the field is IPv4 only,
+        # "Only IPv4 is supported"), stackType IPV6_ONLY, the internal /64 in internalIpv6Prefix
+        return {
+            "kind": "compute#subnetwork", "id": sub.id, "creationTimestamp": compute_time(sub.created),
+            "name": sub.name, "network": store.link(network_path(sub.project, sub.network)),
+            "region": store.link(f"projects/{sub.project}/regions/{sub.region}"),
+            "selfLink": store.link(f"projects/{sub.project}/regions/{sub.region}/subnetworks/{sub.name}"),
+            "privateIpGoogleAccess": False, "fingerprint": sub.id[-11:], "stackType": "IPV6_ONLY",
+            "ipv6AccessType": "INTERNAL", "internalIpv6Prefix": sub.ipv6, "purpose": "PRIVATE",
+        }
     net = ipaddress.ip_network(sub.cidr)
     out: dict[str, Any] = {
         "kind": "compute#subnetwork", "id": sub.id, "creationTimestamp": compute_time(sub.created),

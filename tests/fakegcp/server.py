@@ -49,6 +49,7 @@ class FakeCloud:
         metadata.register(self.api, self.current)
         self.admin = Router()
         admin.register(self.admin, self)
+        tpu_rest.register_admin(self.admin, self)
 
     def _new_store(self) -> Store:
         lat = Latencies(**vars(self.initial_latencies))

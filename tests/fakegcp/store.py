@@ -221,6 +221,11 @@ class Store:
         self.addresses: dict[tuple[str, str], Any] = {}
         self.project_metadata: dict[str, dict[str, Any]] = {}
         self.extra_tpu_types: dict[str, set[str]] = {}
+        # TPU Nodes (v1 creates) are refused unless the project was granted Node access, as Google
+        # does since 2025; and the v1 surface can be made to answer 403 or 404 as if it were gone.
+        # Owned by tpu.py and tpu_rest.py.
+        self.tpu_node_projects: set[str] = set()
+        self.tpu_v1_status: int | None = None
         self._ip_next: dict[str, int] = {}
         self._external_next = itertools.count(1)
 

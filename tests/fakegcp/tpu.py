@@ -6,6 +6,10 @@ schema with ``apiVersion`` saying who created it (v1's enum has no V2, so a TPU 
 ``V2_ALPHA1`` there). Creation outcomes that the real service reports late (stockout, CIDR
 conflict, quota when configured so) are decided at create time but delivered when the operation
 completes, after ``tpu_create`` seconds.
+
+TPU Nodes are closed: a v1 create is refused (FAILED_PRECONDITION) unless the project has been
+granted Node access (``store.tpu_node_projects``, the admin's ``tpu-node-access``), as Google has
+refused new TPU Nodes since 2025 to every project the Cloud TPU team did not allow.
 """
 
 from __future__ import annotations
@@ -223,10 +227,8 @@ def create_node(store: Store, project: str, zone: str, node_id: str | None, body
     if (project, zone, node_id) in store.nodes:
         raise errors.already_exists(f"projects/{project}/locations/{zone}/nodes/{node_id}")
     node, acc = node_from_body(store, project, zone, node_id, body, api)
-    if api == "v1" and store.faults.node_arch_denied:
-        raise ApiError(9, "Your request to provision TPU Node has been denied. Please migrate to TPU "
-                          "VM Architecture or contact Cloud TPU team to gain TPU Node access. "
-                          "https://cloud.google.com/tpu/docs/system-architecture-tpu-vm#from-tpu-node-to-tpu-vm")
+    if api == "v1" and (store.faults.node_arch_denied or project not in store.tpu_node_projects):
+        raise node_denied()
     region = catalog.region_of(zone)
     rule = store.faults.take_quota(region, "call")
     if rule:
@@ -245,6 +247,18 @@ def create_node(store: Store, project: str, zone: str, node_id: str | None, body
     op = new_operation(store, api, project, zone, "create", node.path)
     store.schedule(store.latencies.of("tpu_create"), lambda: _complete_create(store, node, op, fate))
     return op
+
+
+def node_denied() -> ApiError:
+    """Google's refusal of a new TPU Node (v1 create) to a project without Node access, since 2025.
+
+    Quoted from gcloud's output in skypilot-org/skypilot#5593 ("ERROR: (gcloud.compute.tpus.create)
+    FAILED_PRECONDITION: Your request to provision TPU Node has been denied. ..."): the create call
+    itself fails, FAILED_PRECONDITION (HTTP 400), before any operation exists.
+    """
+    return ApiError(9, "Your request to provision TPU Node has been denied. Please migrate to TPU "
+                       "VM Architecture or contact Cloud TPU team to gain TPU Node access. "
+                       "https://cloud.google.com/tpu/docs/system-architecture-tpu-vm#from-tpu-node-to-tpu-vm")
 
 
 def _quota_error(rule: Any, acc: catalog.TpuType, node: Node, region: str) -> ApiError:

@@ -1,7 +1,9 @@
 """The Cloud TPU REST surface: ``/v2/`` (TPU VMs, queued resources) and ``/v1/`` (TPU Nodes).
 
 Paths, query parameters and bodies are the ones the google-cloud-tpu REST transport and gcloud
-send; ``v2alpha1`` and ``v1alpha1`` (gcloud's alpha track) are served by the same handlers.
+send; ``v2alpha1`` and ``v1alpha1`` (gcloud's alpha track) are served by the same handlers. The
+v1 surface (REST and, through it, gRPC) can be told to answer 404 or 403 on every call, for a
+world where v1 is gone or closed to the project (``/_admin/tpu-v1``).
 """
 
 from __future__ import annotations
@@ -30,6 +32,46 @@ def paginate(items: list[Any], req: Request, key: str) -> dict[str, Any]:
     return out
 
 
+def _v1_surface(fn: Any, store_of: Any) -> Any:
+    """A v1 handler that answers as a v1 API gone (404) or closed to the project (403) when told to."""
+
+    def handler(req: Request) -> Any:
+        status = store_of().tpu_v1_status
+        if status == 404:
+            raise ApiError(5, f"The requested URL {req.path} was not found on this server.", http=404)
+        if status == 403:
+            raise ApiError(7, "The caller does not have permission")
+        return fn(req)
+    return handler
+
+
+def register_admin(router: Router, cloud: Any) -> None:
+    """``/_admin/tpu-node-access`` and ``/_admin/tpu-v1`` (docs/fakegcp.md)."""
+
+    def route(path: str):
+        return router.add("POST", "/_admin" + path, "admin", service="admin", style="tpu")
+
+    @route("/tpu-node-access")
+    def node_access(req: Request) -> Any:
+        b = req.json()
+        project = b.get("project") or cloud.default_project
+        store: Store = cloud.store
+        if b.get("allowed", True):
+            store.tpu_node_projects.add(project)
+        else:
+            store.tpu_node_projects.discard(project)
+        return {"project": project, "allowed": project in store.tpu_node_projects,
+                "projects": sorted(store.tpu_node_projects)}
+
+    @route("/tpu-v1")
+    def v1_surface(req: Request) -> Any:
+        status = req.json().get("status")
+        if status not in (None, 403, 404):
+            raise ApiError(3, "'status' must be 403, 404 or null (v1 served)")
+        cloud.store.tpu_v1_status = status
+        return {"status": status}
+
+
 def register(router: Router, store_of: Any) -> None:
     """``store_of()`` returns the live store (it changes on reset)."""
 
@@ -37,8 +79,9 @@ def register(router: Router, store_of: Any) -> None:
               op_poll: bool = False):
         def deco(fn):
             for ver in versions:
+                handler = _v1_surface(fn, store_of) if ver.startswith("v1") else fn
                 router.add(method, f"/{ver}{path}", call.format(v="v1" if ver.startswith("v1") else "v2"),
-                           permission=permission, service=SERVICE, style="tpu", op_poll=op_poll)(fn)
+                           permission=permission, service=SERVICE, style="tpu", op_poll=op_poll)(handler)
             return fn
         return deco
 

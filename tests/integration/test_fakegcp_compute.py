@@ -136,6 +136,51 @@ def test_default_network_subnets_and_routes(fakegcp, gce):
     assert [r.dest_range for r in peered] == ["10.70.0.0/16"]
 
 
+def test_ipv6_only_subnet_has_no_ipv4_range(fakegcp, gce):
+    """An IPv6-only subnet as Compute Engine describes it. gcloud 528's bundled API definitions
+    (googlecloudsdk/generated_clients/apis/compute/v1/compute_v1_messages.py) and
+    google-cloud-compute's ``Subnetwork`` agree: ``stackType`` IPV6_ONLY ("New VMs in this subnet will
+    only be assigned IPv6 addresses"), ``ipCidrRange`` is IPv4 only ("Only IPv4 is supported") and
+    optional, the subnet's internal range is ``internalIpv6Prefix``, its access type
+    ``ipv6AccessType`` (INTERNAL or EXTERNAL)."""
+    fakegcp.add_subnetwork("v6only", "us-central1", "")
+    sub = gce.subnetworks.get(project=gce.project, region="us-central1", subnetwork="v6only")
+    assert sub.stack_type == "IPV6_ONLY" and sub.ipv6_access_type == "INTERNAL"
+    assert "ip_cidr_range" not in sub and sub.ip_cidr_range == ""
+    assert sub.internal_ipv6_prefix.startswith("fd20:") and sub.internal_ipv6_prefix.endswith("/64")
+    listed = {s.name: s for _, scoped in gce.subnetworks.aggregated_list(project=gce.project)
+              for s in scoped.subnetworks}
+    assert listed["v6only"].ip_cidr_range == "" and listed["default"].ip_cidr_range
+    assert sub.internal_ipv6_prefix in {r.dest_range for r in gce.routes.list(project=gce.project)}
+    # instances still land in the region's IPv4 subnet
+    done = gce.wait(gce.instances.insert(project=gce.project, zone=ZONE, instance_resource=_vm("v4")))
+    assert not done.error.errors
+    got = gce.instances.get(project=gce.project, zone=ZONE, instance="v4")
+    assert got.network_interfaces[0].network_i_p.startswith("10.128.")
+
+
+def test_private_services_access_range_lists_as_a_vpc_peering_address(fakegcp, gce):
+    """A private services access allocation is a global address with ``purpose`` VPC_PEERING,
+    ``addressType`` INTERNAL, ``address``, ``prefixLength`` and ``network`` (gcloud 528's bundled
+    compute v1 API definitions: "VPC_PEERING for global internal IP addresses used for private
+    services access allocated ranges"; "network ... can only be used with INTERNAL type with the
+    VPC_PEERING purpose"; "prefixLength: The prefix length if the resource represents an IP range").
+    ``GET .../global/addresses`` lists it in that shape."""
+    import requests
+
+    op = gce.addresses.insert(project=gce.project, address_resource=compute_v1.Address(
+        name="google-managed-services-default", address="10.240.0.0", prefix_length=20, address_type="INTERNAL",
+        purpose="VPC_PEERING", network=f"projects/{gce.project}/global/networks/default"))
+    assert not gce.wait(op).error.errors
+    items = requests.get(f"{fakegcp.url}/compute/v1/projects/{gce.project}/global/addresses", timeout=10).json()["items"]
+    psa = next(a for a in items if a["name"] == "google-managed-services-default")
+    assert (psa["purpose"], psa["addressType"], psa["address"], psa["prefixLength"]) == (
+        "VPC_PEERING", "INTERNAL", "10.240.0.0", 20)
+    assert psa["network"].endswith(f"/projects/{gce.project}/global/networks/default")
+    listed = {a.name: a for a in gce.addresses.list(project=gce.project)}
+    assert listed["google-managed-services-default"].prefix_length == 20
+
+
 def test_every_subnet_has_its_own_route(fakegcp, gce):
     """Route names are generated; none may collide and hide another route."""
     for i in range(40):

@@ -26,6 +26,7 @@ def v2(fakegcp):
 @pytest.fixture
 def v1(fakegcp):
     fakegcp.set_latencies(tpu_create=0.2, tpu_delete=0.1)
+    fakegcp.allow_tpu_nodes()       # a project that kept TPU Node access
     return clients.tpu_v1(fakegcp)
 
 

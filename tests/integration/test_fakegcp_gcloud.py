@@ -22,6 +22,7 @@ pytestmark = [pytest.mark.slow,
 
 def test_gcloud_creates_describes_lists_and_deletes(fakegcp, tmp_path):
     fakegcp.set_latencies(tpu_create=0.3, tpu_delete=0.2, vm_create=0.3, vm_delete=0.2)
+    fakegcp.allow_tpu_nodes()       # `compute tpus create` makes a TPU Node: a project that kept access
     env = {**os.environ, **fakegcp.gcloud_config(tmp_path / "gcloud")}
 
     def gcloud(*args: str) -> str:
@@ -76,3 +77,22 @@ def test_gcloud_creates_describes_lists_and_deletes(fakegcp, tmp_path):
                  "compute.instances.insert", "compute.instances.delete"):
         assert counts.get(call) == 1, (call, counts)
     assert not [c for c in fakegcp.calls() if c["status"] >= 400], "gcloud hit an error or an unknown path"
+
+
+def test_gcloud_reports_a_refused_tpu_node_as_google_does(fakegcp, tmp_path):
+    """Since 2025 Google refuses new TPU Nodes to projects without Node access. gcloud's output, as
+    pasted in skypilot-org/skypilot#5593:
+
+        ERROR: (gcloud.compute.tpus.create) FAILED_PRECONDITION: Your request to provision TPU Node
+        has been denied. Please migrate to TPU VM Architecture or contact Cloud TPU team to gain TPU
+        Node access. https://cloud.google.com/tpu/docs/system-architecture-tpu-vm#from-tpu-node-to-tpu-vm
+    """
+    env = {**os.environ, **fakegcp.gcloud_config(tmp_path / "gcloud")}
+    proc = subprocess.run(["gcloud", "compute", "tpus", "create", "refused", f"--zone={ZONE}",
+                           "--accelerator-type=v2-8", "--version=2.12.0", "--network=default"],
+                          check=False, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert ("ERROR: (gcloud.compute.tpus.create) FAILED_PRECONDITION: Your request to provision TPU Node has "
+            "been denied. Please migrate to TPU VM Architecture or contact Cloud TPU team to gain TPU Node access."
+            in " ".join(proc.stderr.split())), proc.stderr
+    assert fakegcp.resources()["nodes"] == []

@@ -129,6 +129,7 @@ def test_concurrent_creates_of_one_name_admit_exactly_one(fakegcp):
 def test_concurrent_claims_of_one_range_admit_exactly_one(fakegcp, how):
     """Eight tpuctl processes racing for 10.240.9.0/29: the fake decides atomically."""
     fakegcp.set_latencies(tpu_create=0.3, address_create=0.1)
+    fakegcp.allow_tpu_nodes()
     project = fakegcp.project
 
     def claim(i: int) -> bool:

@@ -16,6 +16,7 @@ State = tpu_v1.Node.State
 @pytest.fixture
 def v1(fakegcp):
     fakegcp.set_latencies(tpu_create=0.2, tpu_delete=0.1)
+    fakegcp.allow_tpu_nodes()       # a project that kept TPU Node access
     return clients.tpu_v1(fakegcp)
 
 
@@ -135,3 +136,47 @@ def _reserve(fake, name: str, address: str, prefix: int, labels: dict | None = N
         network=f"projects/{fake.project}/global/networks/default", labels=labels or {}))
     done = clients.compute(compute_v1.GlobalOperationsClient, fake).wait(project=fake.project, operation=op.name)
     assert not done.error.errors, done.error
+
+
+def test_tpu_nodes_are_refused_unless_the_project_kept_node_access(fakegcp):
+    """Since 2025 Google refuses new TPU Nodes: the create call fails FAILED_PRECONDITION (HTTP 400 over
+    REST) with "Your request to provision TPU Node has been denied. Please migrate to TPU VM
+    Architecture or contact Cloud TPU team to gain TPU Node access." (gcloud's output pasted in
+    skypilot-org/skypilot#5593). A project the Cloud TPU team allowed keeps creating them."""
+    import requests
+
+    v1 = clients.tpu_v1(fakegcp)
+    with pytest.raises(gexc.FailedPrecondition, match="provision TPU Node has been denied"):
+        v1.create_node(parent=_parent(fakegcp), node_id="refused", node=_node())
+    rest = requests.post(f"{fakegcp.url}/v1/{_parent(fakegcp)}/nodes", params={"nodeId": "refused"}, timeout=10,
+                         json={"acceleratorType": "v2-8", "tensorflowVersion": "2.12.0"})
+    assert rest.status_code == 400 and rest.json()["error"]["status"] == "FAILED_PRECONDITION"
+    assert "migrate to TPU VM Architecture" in rest.json()["error"]["message"]
+    assert fakegcp.resources()["nodes"] == []
+
+    fakegcp.allow_tpu_nodes()
+    assert _create(v1, fakegcp, "allowed", _node()).state == State.READY
+    other = "another-project"           # access is granted per project
+    with pytest.raises(gexc.FailedPrecondition):
+        v1.create_node(parent=f"projects/{other}/locations/{ZONE}", node_id="refused", node=_node())
+    # TPU VMs (v2) are never refused
+    clients.tpu_v2(fakegcp).create_node(parent=_parent(fakegcp), node_id="vm", node=tpu_v2.Node(
+        accelerator_type="v2-8", runtime_version="tpu-vm-tf-2.16.1-pjrt")).result(timeout=10, polling=FAST_POLLING)
+
+
+@pytest.mark.parametrize(("status", "error"), [(404, gexc.NotFound), (403, gexc.PermissionDenied)])
+def test_the_v1_api_can_be_gone_or_closed(fakegcp, v1, status, error):
+    """A world without v1: every v1 call, REST or gRPC, answers 404 or 403; v2 is unaffected."""
+    import requests
+
+    node = _create(v1, fakegcp, "legacy", _node())
+    fakegcp.tpu_v1_unavailable(status)
+    with pytest.raises(error):
+        v1.get_node(name=node.name)
+    with pytest.raises(error):
+        v1.list_nodes(parent=_parent(fakegcp))
+    assert requests.get(f"{fakegcp.url}/v1/{node.name}", timeout=10).status_code == status
+    v2_view = clients.tpu_v2(fakegcp).get_node(name=node.name)
+    assert v2_view.api_version == tpu_v2.Node.ApiVersion.V1 and v2_view.cidr_block == "10.240.1.0/29"
+    fakegcp.tpu_v1_unavailable(None)
+    assert v1.get_node(name=node.name).name == node.name

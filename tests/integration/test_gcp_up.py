@@ -44,6 +44,7 @@ def ranges_metadata(fake) -> dict:
 
 
 def test_node_architecture_up_and_down(fakegcp_env, tpuctl):
+    fakegcp_env.allow_tpu_nodes()     # a project that kept TPU Node access
     r = tpuctl("up", "bert-node", "--zone", "us-central1-b", "--arch", "node", "--preemptible",
                "--label", "team=nlp", "--json")
     assert r.code == 0, r.err
@@ -105,6 +106,7 @@ def test_queued_resource_with_valid_until(fakegcp_env, tpuctl):
 
 
 def test_concurrent_ups_get_disjoint_ranges(fakegcp_env):
+    fakegcp_env.allow_tpu_nodes()     # a project that kept TPU Node access
     def up(name):
         return run_tpuctl_process("up", name, "--zone", "us-central1-b", "--arch", "node", "--preemptible",
                                   "--json", timeout=180)
@@ -120,6 +122,7 @@ def test_concurrent_ups_get_disjoint_ranges(fakegcp_env):
 
 
 def test_stockout_fails_over_to_the_next_zone(fakegcp_env, tpuctl):
+    fakegcp_env.allow_tpu_nodes()     # a project that kept TPU Node access
     fakegcp_env.stockout("us-central1-b")
     r = tpuctl("up", "fo", "--zone", "us-central1-b,us-central1-c", "--arch", "node", "--json")
     assert r.code == 0, r.err
@@ -130,6 +133,7 @@ def test_stockout_fails_over_to_the_next_zone(fakegcp_env, tpuctl):
 
 
 def test_failover_across_regions_moves_the_node_host(fakegcp_env, tpuctl):
+    fakegcp_env.allow_tpu_nodes()     # a project that kept TPU Node access
     fakegcp_env.stockout("us-central1-b")
     fakegcp_env.stockout("us-central1-c")
     r = tpuctl("up", "far", "--zone", "us-central1-b,us-central1-c,europe-west4-a", "--arch", "node", "--json")
@@ -158,10 +162,21 @@ def test_retries_through_a_503_burst(fakegcp_env, tpuctl):
 
 def test_failed_tpu_create_rolls_back_the_vm(fakegcp_env, tpuctl):
     fakegcp_env.deny("tpu.nodes.create")
-    r = tpuctl("up", "rb", "--zone", "us-central1-b", "--arch", "node")
+    r = tpuctl("up", "rb", "--zone", "us-central1-b", "--arch", "vm")   # the host VM is started first
     assert r.code == 1
     line = [ln for ln in r.err.splitlines() if ln.startswith("tpuctl: error:")][-1]
     assert "roles/tpu.admin" in line and "rolled back VM rb (us-central1-b), nothing remains" in line
+    assert fakegcp_env.call_counts()["compute.instances.insert"] == 1
+    assert vms(fakegcp_env) == [] and _nodes(fakegcp_env) == []
+
+
+def test_failed_node_create_makes_no_host_vm(fakegcp_env, tpuctl):
+    """A TPU Node is asked for before its host: a refused create leaves nothing, not even a VM."""
+    fakegcp_env.allow_tpu_nodes()
+    fakegcp_env.deny("tpu.nodes.create")
+    r = tpuctl("up", "rb", "--zone", "us-central1-b", "--arch", "node")
+    assert r.code == 1 and "roles/tpu.admin" in r.err
+    assert "compute.instances.insert" not in fakegcp_env.call_counts()
     assert vms(fakegcp_env) == [] and _nodes(fakegcp_env) == []
     assert "rb" not in ranges_metadata(fakegcp_env)
 
@@ -175,6 +190,7 @@ def test_disabled_api_names_the_api_to_enable(fakegcp_env, tpuctl):
 
 
 def test_cidr_conflict_takes_the_next_block(fakegcp_env, tpuctl):
+    fakegcp_env.allow_tpu_nodes()     # a project that kept TPU Node access
     fakegcp_env.cidr_conflicts(count=1)
     r = tpuctl("up", "cc", "--zone", "us-central1-b", "--arch", "node", "--json")
     assert r.code == 0, r.err
@@ -184,6 +200,7 @@ def test_cidr_conflict_takes_the_next_block(fakegcp_env, tpuctl):
 
 
 def test_used_ranges_include_subnets_routes_and_peerings(fakegcp_env, tpuctl):
+    fakegcp_env.allow_tpu_nodes()     # a project that kept TPU Node access
     fakegcp_env.add_subnetwork("pods", "us-central1", "10.240.0.0/28", secondary={"svc": "10.240.0.16/28"})
     fakegcp_env.add_route("10.240.0.32/27", name="to-onprem", next_hop_ip="10.128.0.5")
     fakegcp_env.add_peering("corp", ["10.240.0.64/26"])
@@ -192,7 +209,46 @@ def test_used_ranges_include_subnets_routes_and_peerings(fakegcp_env, tpuctl):
     assert r.json()["cidr"] == "10.240.0.128/29"
 
 
+def test_an_ipv6_only_subnet_does_not_break_the_range_scan(fakegcp_env, tpuctl):
+    """An IPv6-only subnet has no ``ipCidrRange`` (stackType IPV6_ONLY; the field is IPv4 only: gcloud
+    528's compute v1 API definitions, google-cloud-compute's ``Subnetwork``): nothing to avoid."""
+    fakegcp_env.allow_tpu_nodes()     # a project that kept TPU Node access
+    fakegcp_env.add_subnetwork("v6only", "us-central1", "")
+    fakegcp_env.add_subnetwork("pods", "us-central1", "10.240.0.0/29")
+    r = tpuctl("up", "v6", "--zone", "us-central1-b", "--arch", "node", "--json")
+    assert r.code == 0, r.err
+    assert r.json()["cidr"] == "10.240.0.8/29"
+    r = tpuctl("up", "v6b", "--zone", "us-central1-b", "--arch", "node", "--cidr", "10.240.0.0/29")
+    assert r.code == 2 and "overlaps 10.240.0.0/29 (subnetwork pods in us-central1)" in r.err
+
+
+def test_a_private_services_access_range_is_avoided(fakegcp_env, tpuctl):
+    """Private services access allocates a range as a global address (purpose VPC_PEERING, address,
+    prefixLength; gcloud 528's compute v1 API definitions: "VPC_PEERING for global internal IP
+    addresses used for private services access allocated ranges"). Producers fill it over the
+    peering as they create services, so the whole allocation is taken, not only what the peering
+    exports today."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import compute_v1
+
+    fakegcp_env.allow_tpu_nodes()     # a project that kept TPU Node access
+    addresses = compute_v1.GlobalAddressesClient(credentials=AnonymousCredentials(), transport="rest",
+                                                 client_options={"api_endpoint": fakegcp_env.url})
+    addresses.insert(project=PROJECT, address_resource=compute_v1.Address(
+        name="google-managed-services-default", address_type="INTERNAL", purpose="VPC_PEERING",
+        address="10.240.0.0", prefix_length=20, network=f"projects/{PROJECT}/global/networks/default"))
+    r = tpuctl("up", "psa", "--zone", "us-central1-b", "--arch", "node", "--json")
+    assert r.code == 0, r.err
+    assert r.json()["cidr"] == "10.240.16.0/29"
+    assert "conflicts with something on the network" not in r.err
+    assert fakegcp_env.call_counts()["tpu.v1.nodes.create"] == 1
+    r = tpuctl("up", "psa2", "--zone", "us-central1-b", "--arch", "node", "--cidr", "10.240.8.0/29")
+    assert r.code == 2
+    assert "overlaps 10.240.0.0/20 (private services access range google-managed-services-default" in r.err
+
+
 def test_bad_cidr_is_refused_before_anything_is_created(fakegcp_env, tpuctl):
+    fakegcp_env.allow_tpu_nodes()     # a project that kept TPU Node access
     r = tpuctl("up", "badc", "--zone", "us-central1-b", "--arch", "node", "--cidr", "10.128.0.8/29")
     assert r.code == 2
     assert "overlaps 10.128.0.0/20 (subnetwork default in us-central1)" in r.err
@@ -210,6 +266,7 @@ def test_unoffered_type_is_refused_before_anything_is_created(fakegcp_env, tpuct
 
 def test_rerun_after_a_crash_mid_up_adopts(fakegcp_factory):
     fake = fakegcp_factory(latency_scale=8)        # TPU create takes ~5 s
+    fake.allow_tpu_nodes()
     env = {**os.environ, **fake.env()}
     proc = subprocess.Popen([sys.executable, "-m", "provision", "up", "crash", "--zone", "us-central1-b",
                              "--arch", "node"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -228,6 +285,7 @@ def test_rerun_after_a_crash_mid_up_adopts(fakegcp_factory):
 
 
 def test_preempted_node_is_recreated_with_its_old_range(fakegcp_env, tpuctl):
+    fakegcp_env.allow_tpu_nodes()     # a project that kept TPU Node access
     first = tpuctl("up", "again", "--zone", "us-central1-b", "--arch", "node", "--preemptible", "--json").json()
     tpuctl("up", "other", "--zone", "us-central1-b", "--arch", "node", "--json")
     assert tpuctl("simulate", "preempt", "again").code == 0
@@ -244,6 +302,7 @@ def test_dry_run_creates_nothing(fakegcp_env, tpuctl, arch):
 
 
 def test_node_with_bucket_grants_the_tpu_service_agent_that_bucket_only(fakegcp_env, tpuctl, monkeypatch):
+    fakegcp_env.allow_tpu_nodes()     # a project that kept TPU Node access
     from tests.integration.test_stage_iam import IamStub
 
     stub = IamStub()

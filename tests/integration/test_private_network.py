@@ -43,6 +43,7 @@ def test_no_external_ips_reaches_the_tpu_vm_and_the_host_vm(fakegcp_env, tpuctl)
 
 
 def test_the_host_vm_of_a_tpu_node_can_be_private_too(fakegcp_env, tpuctl):
+    fakegcp_env.allow_tpu_nodes()     # a project that kept TPU Node access
     r = tpuctl("up", "private-node", "--zone", ZONE, "--arch", "node", "--no-external-ips", "--json")
     assert r.code == 0, r.err
     assert not _instance(fakegcp_env, "private-node")["networkInterfaces"][0].get("accessConfigs")
