@@ -3,21 +3,29 @@
 One ``projects.timeSeries.list`` call (Monitoring API v3, REST, through google-auth's
 AuthorizedSession: no monitoring client library needed) reads the metric
 ``tpu.googleapis.com/accelerator/duty_cycle`` (percent of each 60 s sample the accelerator was
-busy, 0..100) for the whole project over the idle window; each series is matched to a node by the
-node name in its resource or metric labels (``node_id`` on ``tpu_worker``), and a node's duty cycle
-at a time is the busiest of its workers and chips. Series that name no node (the
-``GceTpuWorker`` resource labels only a ``worker_id``) match nothing: that node's duty cycle is
-then "unavailable" and the progress record decides alone, as it does when Monitoring cannot be
-reached at all.
+busy, 0..100) for the whole project over the idle window.
+
+Google writes that metric on the monitored resource ``tpu.googleapis.com/GceTpuWorker``, whose
+labels are ``resource_container`` (the project), ``location`` (the zone) and ``worker_id`` (one
+TPU VM worker), with a metric label ``accelerator_id`` per chip: nothing in them names the TPU
+node. So a series is mapped to a node by what those labels allow: its zone. When exactly one TPU
+node of the project is in that zone (the TPU API lists them all), every worker there is that
+node's, and the node's duty cycle at a time is the busiest of its workers and chips. When several
+nodes share a zone their series cannot be told apart: those nodes' duty cycle is unavailable and
+their progress record decides alone, as it does when Monitoring cannot be reached at all. (A
+series that does name its node, as the older ``tpu_worker`` resource's ``node_id`` does, is
+mapped by that name.)
 
 ``TPUCTL_MONITORING_API_ENDPOINT`` replaces ``https://monitoring.googleapis.com`` (tests use a
-loopback stub); ``TPUCTL_CREDENTIALS=anonymous`` skips Application Default Credentials.
+loopback stub), ``TPUCTL_TPU_API_ENDPOINT`` ``https://tpu.googleapis.com``;
+``TPUCTL_CREDENTIALS=anonymous`` skips Application Default Credentials.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -25,12 +33,17 @@ from .base import DutyCycle
 
 ENDPOINT_ENV = "TPUCTL_MONITORING_API_ENDPOINT"
 DEFAULT_ENDPOINT = "https://monitoring.googleapis.com"
+TPU_ENDPOINT_ENV = "TPUCTL_TPU_API_ENDPOINT"
+DEFAULT_TPU_ENDPOINT = "https://tpu.googleapis.com"
 METRIC = "tpu.googleapis.com/accelerator/duty_cycle"
+RESOURCE_TYPE = "tpu.googleapis.com/GceTpuWorker"
+RESOURCE_LABELS = ("resource_container", "location", "worker_id")
 # Monitoring publishes a sample up to 180 s after it is taken: look back that much further.
 PUBLISH_DELAY_S = 180.0
 TIMEOUT_S = 10.0
-NODE_LABELS = ("node_id", "node_name", "tpu_node", "instance_name")
-ZONE_LABELS = ("zone", "location")
+NODE_LABELS = ("node_id",)                  # the older tpu_worker resource names its node
+ZONE_LABELS = ("location", "zone")
+WORKER_LABELS = ("worker_id",)
 
 
 class Unavailable(Exception):
@@ -68,15 +81,17 @@ def _session() -> Any:
     return AuthorizedSession(creds)
 
 
-def fetch(project: str, *, window_s: float, now: float | None = None) -> dict[tuple[str, str | None], DutyCycle]:
+def fetch(project: str, *, window_s: float, now: float | None = None,
+          nodes: Iterable[tuple[str, str]] | None = None) -> dict[tuple[str, str | None], DutyCycle]:
     """Every node's duty cycle over the last ``window_s`` (plus the publishing delay).
 
-    Keys are ``(node name, zone or None)``; raises :class:`Unavailable` when Monitoring cannot be
-    read (unreachable, no permission, API disabled), with the reason.
+    Keys are ``(node name, zone)``. ``nodes`` are every TPU node of the project as (name, zone);
+    without them the TPU API is asked. Raises :class:`Unavailable` when Monitoring (or the TPU
+    node list) cannot be read (unreachable, no permission, API disabled), with the reason.
     """
     now = time.time() if now is None else now
     base = (os.environ.get(ENDPOINT_ENV) or DEFAULT_ENDPOINT).rstrip("/")
-    params = {"filter": f'metric.type = "{METRIC}"',
+    params = {"filter": f'metric.type = "{METRIC}" AND resource.type = "{RESOURCE_TYPE}"',
               "interval.startTime": _rfc3339(now - window_s - PUBLISH_DELAY_S),
               "interval.endTime": _rfc3339(now), "view": "FULL", "pageSize": "1000"}
     session = _session()
@@ -92,13 +107,42 @@ def fetch(project: str, *, window_s: float, now: float | None = None) -> dict[tu
             if not token:
                 break
             params["pageToken"] = token
+        if nodes is None:
+            nodes = _list_nodes(session, project)
     except Unavailable:
         raise
     except Exception as exc:  # noqa: BLE001 - unreachable, DNS, TLS, bad JSON
         raise Unavailable(f"Cloud Monitoring unreachable at {base} ({type(exc).__name__})") from None
     finally:
         session.close()
-    return by_node(series)
+    return by_node(series, nodes)
+
+
+def _list_nodes(session: Any, project: str) -> list[tuple[str, str]]:
+    """Every TPU node of the project, (name, zone), from the TPU API (v2 lists TPU Nodes too)."""
+    base = (os.environ.get(TPU_ENDPOINT_ENV) or DEFAULT_TPU_ENDPOINT).rstrip("/")
+    params: dict[str, str] = {"pageSize": "1000"}
+    out: list[tuple[str, str]] = []
+    for _page in range(50):
+        try:
+            resp = session.get(f"{base}/v2/projects/{project}/locations/-/nodes", params=params, timeout=TIMEOUT_S)
+        except Exception as exc:  # noqa: BLE001
+            raise Unavailable(f"the TPU API is unreachable at {base} ({type(exc).__name__}): series cannot be "
+                              "mapped to nodes") from None
+        if resp.status_code != 200:
+            raise Unavailable(f"the TPU API answered {resp.status_code} {_status(resp)}: series cannot be "
+                              "mapped to nodes")
+        body = resp.json()
+        for n in body.get("nodes") or []:
+            parts = str(n.get("name") or "").split("/")
+            if "locations" in parts and len(parts) >= parts.index("locations") + 4:
+                i = parts.index("locations")
+                out.append((parts[i + 3], parts[i + 1]))
+        token = body.get("nextPageToken")
+        if not token:
+            break
+        params["pageToken"] = token
+    return out
 
 
 def _status(resp: Any) -> str:
@@ -108,24 +152,44 @@ def _status(resp: Any) -> str:
         return ""
 
 
-def by_node(series: list[dict[str, Any]]) -> dict[tuple[str, str | None], DutyCycle]:
-    """Group timeSeries (Monitoring's JSON) by the node they name: max over workers at each time."""
+def _points(ts: dict[str, Any]) -> dict[float, float]:
+    out: dict[float, float] = {}
+    for p in ts.get("points") or []:
+        value = p.get("value") or {}
+        raw = value.get("doubleValue", value.get("int64Value"))
+        end = (p.get("interval") or {}).get("endTime")
+        if raw is None or not end:
+            continue
+        t, v = _parse_time(end), float(raw)
+        out[t] = max(out.get(t, 0.0), v)
+    return out
+
+
+def _merge(into: dict[float, float], points: dict[float, float]) -> None:
+    for t, v in points.items():
+        into[t] = max(into.get(t, 0.0), v)
+
+
+def by_node(series: list[dict[str, Any]], nodes: Iterable[tuple[str, str]] | None = None
+            ) -> dict[tuple[str, str | None], DutyCycle]:
+    """Group timeSeries (Monitoring's JSON) by the node they belong to: max over workers and chips
+    at each time. A series naming its node (``node_id``) goes to that node; a ``GceTpuWorker``
+    series (``location``, ``worker_id``) to the only node of ``nodes`` in its zone, or to none when
+    the zone has several."""
+    in_zone: dict[str, list[str]] = {}
+    for name, zone in nodes or ():
+        if name not in in_zone.setdefault(zone, []):
+            in_zone[zone].append(name)
     merged: dict[tuple[str, str | None], dict[float, float]] = {}
     for ts in series:
         labels = {**((ts.get("resource") or {}).get("labels") or {}), **((ts.get("metric") or {}).get("labels") or {})}
-        node = next((labels[k] for k in NODE_LABELS if labels.get(k)), None)
-        if not node:
-            continue
         zone = next((labels[k] for k in ZONE_LABELS if labels.get(k)), None)
-        points = merged.setdefault((node, zone), {})
-        for p in ts.get("points") or []:
-            value = p.get("value") or {}
-            raw = value.get("doubleValue", value.get("int64Value"))
-            end = (p.get("interval") or {}).get("endTime")
-            if raw is None or not end:
-                continue
-            t, v = _parse_time(end), float(raw)
-            points[t] = max(points.get(t, 0.0), v)
+        node = next((labels[k] for k in NODE_LABELS if labels.get(k)), None)
+        if node is None and zone is not None and len(in_zone.get(zone, ())) == 1:
+            node = in_zone[zone][0]
+        if not node:
+            continue      # no node named, and the zone has none or several: cannot tell whose
+        _merge(merged.setdefault((node, zone), {}), _points(ts))
     return {k: DutyCycle(tuple(sorted(v.items()))) for k, v in merged.items()}
 
 

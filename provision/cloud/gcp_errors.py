@@ -7,49 +7,41 @@ operation error codes) so that every caller sees the same kinds.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ..basics.redact import redact
-from .failures import Failure, Kind, Scope, classify
+from .failures import (
+    STATUS_CODES,
+    Failure,
+    Kind,
+    Scope,
+    classify,
+    classify_body,
+    classify_report,
+    read_details,
+)
+from .failures import ErrorReport as _Report
 
-# Compute Engine operation error codes (error.errors[].code) and what they mean to tpuctl.
-_COMPUTE_CODES = {
-    "ZONE_RESOURCE_POOL_EXHAUSTED": (Kind.STOCKOUT, Scope.ZONE),
-    "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS": (Kind.STOCKOUT, Scope.ZONE),
-    "RESOURCE_POOL_EXHAUSTED": (Kind.STOCKOUT, Scope.ZONE),
-    "QUOTA_EXCEEDED": (Kind.QUOTA, Scope.REGION),
-    "RESOURCE_ALREADY_EXISTS": (Kind.EXISTS, Scope.CALL),
-    "RESOURCE_NOT_FOUND": (Kind.NOT_FOUND, Scope.CALL),
-    "PERMISSIONS_ERROR": (Kind.PERMISSION, Scope.CLOUD),
-}
+# The google.rpc code an operation error of each kind is reported with (``OperationError.code``);
+# the message keeps the words and codes that classify it again the same way.
+_KIND_CODE = {Kind.STOCKOUT: 8, Kind.QUOTA: 8, Kind.ZONE_QUOTA: 8, Kind.GLOBAL_QUOTA: 8, Kind.RATE_LIMIT: 8,
+              Kind.ZONE_UNAVAILABLE: 9, Kind.EXISTS: 6, Kind.NOT_FOUND: 5, Kind.PERMISSION: 7,
+              Kind.API_DISABLED: 7, Kind.TRANSIENT: 14, Kind.INVALID: 3, Kind.CIDR_CONFLICT: 3}
+
+
+def _scrubbed(f: Failure) -> Failure:
+    return replace(f, message=redact(f.message), hint=redact(f.hint) if f.hint else f.hint)
 
 
 def failure_of(exc: BaseException) -> Failure:
-    """Classify any exception a client call can raise."""
+    """Classify any exception a client call can raise (REST or gRPC, client library or not)."""
     try:
         from google.api_core import exceptions as gexc
     except ImportError:  # pragma: no cover - the libraries are base dependencies
         gexc = None
     if gexc is not None and isinstance(exc, gexc.GoogleAPICallError):
-        code = None
-        status = getattr(exc, "grpc_status_code", None)
-        if status is not None:
-            code = status.value[0]
-        http = exc.code if isinstance(exc.code, int) and exc.code >= 100 else None
-        # Over REST the exception class follows the HTTP status (409 is Conflict whatever the API
-        # meant); the API's own status name is in the body.
-        body_status = _rest_status(exc)
-        if body_status in _STATUS_CODES:
-            code = _STATUS_CODES[body_status]
-        reason = getattr(exc, "reason", None)
-        message = redact(_strip_url(str(exc.message or exc)))
-        quota_scope = None
-        for detail in getattr(exc, "details", None) or []:
-            text = str(detail)
-            if "QuotaFailure" in type(detail).__name__ or "quota" in text.lower():
-                quota_scope = "region"
-                message = f"{message} ({redact(text.strip())[:200]})"
-        return classify(code=code, http_status=http, message=message, reason=reason, quota_scope=quota_scope)
+        return _scrubbed(_api_call_failure(exc))
     if gexc is not None and isinstance(exc, gexc.RetryError):
         return Failure(Kind.TRANSIENT, Scope.CALL, redact(str(exc)))
     name = type(exc).__name__
@@ -68,25 +60,73 @@ def failure_of(exc: BaseException) -> Failure:
         import grpc
 
         if isinstance(exc, grpc.RpcError) and hasattr(exc, "code"):
-            return classify(code=exc.code().value[0], message=redact(str(exc.details())))
+            return _scrubbed(classify(code=exc.code().value[0], message=str(exc.details())))
     except ImportError:  # pragma: no cover
         pass
     return Failure(Kind.UNKNOWN, Scope.CLOUD, redact(f"{name}: {exc}"))
 
 
-_STATUS_CODES = {"CANCELLED": 1, "UNKNOWN": 2, "INVALID_ARGUMENT": 3, "DEADLINE_EXCEEDED": 4, "NOT_FOUND": 5,
-                 "ALREADY_EXISTS": 6, "PERMISSION_DENIED": 7, "RESOURCE_EXHAUSTED": 8, "FAILED_PRECONDITION": 9,
-                 "ABORTED": 10, "OUT_OF_RANGE": 11, "UNIMPLEMENTED": 12, "INTERNAL": 13, "UNAVAILABLE": 14,
-                 "DATA_LOSS": 15, "UNAUTHENTICATED": 16}
+def retriable(exc: BaseException) -> bool:
+    """Whether the call that raised ``exc`` should be retried with backoff (transient, rate limit)."""
+    return failure_of(exc).retriable
 
 
-def _rest_status(exc: Any) -> str | None:
+def _api_call_failure(exc: Any) -> Failure:
+    """A google-api-core exception: over REST its response's JSON body says everything (the class
+    follows the HTTP status: a 409 is Conflict whatever the API meant); over gRPC the status code,
+    message and unpacked details do."""
+    http = exc.code if isinstance(exc.code, int) and exc.code >= 100 else None
+    body = _response_json(exc)
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        return classify_body(body, http_status=http, where="call")
+    code = None
+    status = getattr(exc, "grpc_status_code", None)
+    if status is not None:
+        code = status.value[0]
+    acc = read_details(_detail_dicts(getattr(exc, "details", None) or ()))
+    reason = getattr(exc, "reason", None)
+    reasons = tuple(acc["reasons"]) + ((reason,) if reason and reason not in acc["reasons"] else ())
+    errors = [e for e in (getattr(exc, "errors", None) or ()) if isinstance(e, dict)]
+    return classify_report(_Report(
+        message=_strip_url(str(exc.message or exc)), code=code, http_status=http, reasons=reasons,
+        metadata=dict(acc["metadata"]), legacy_reasons=tuple(str(e["reason"]) for e in errors if e.get("reason")),
+        violations=tuple(acc["violations"]), retry_after=acc["retry_after"],
+        zones_available=tuple(acc["zones_available"]), texts=tuple(acc["texts"]), where="call"))
+
+
+def _response_json(exc: Any) -> Any:
     response = getattr(exc, "response", None)
     if response is None or not hasattr(response, "json"):
         return None
     try:
-        return (response.json().get("error") or {}).get("status")
-    except Exception:  # noqa: BLE001 - not JSON: fall back to the HTTP status
+        return response.json()
+    except Exception:  # noqa: BLE001 - not JSON: fall back to the exception's fields
+        return None
+
+
+def _detail_dicts(details: Any) -> list[dict[str, Any]]:
+    """Details as JSON dicts with "@type": REST gives dicts already, gRPC protobuf messages."""
+    out = []
+    for d in details:
+        if isinstance(d, dict):
+            out.append(d)
+            continue
+        descriptor = getattr(d, "DESCRIPTOR", None)
+        if descriptor is None:
+            continue
+        as_dict = _message_dict(d)
+        if as_dict is not None:
+            as_dict["@type"] = f"type.googleapis.com/{descriptor.full_name}"
+            out.append(as_dict)
+    return out
+
+
+def _message_dict(message: Any) -> dict[str, Any] | None:
+    try:
+        from google.protobuf import json_format
+
+        return json_format.MessageToDict(message)
+    except Exception:  # noqa: BLE001 - an unknown detail says nothing we use
         return None
 
 
@@ -101,37 +141,64 @@ def is_stale_fingerprint(exc: BaseException) -> bool:
     return "fingerprint" in str(getattr(exc, "message", exc)).lower()
 
 
-def compute_operation_failure(operation: dict[str, Any]) -> tuple[int, str]:
-    """(google.rpc code, message) for a finished Compute Engine operation, read from its JSON.
+def compute_operation_failure(operation: Any) -> tuple[int, str]:
+    """(google.rpc code, message) for a failed Compute Engine operation.
 
-    A failed operation says why in ``error.errors[{code, message}]`` and, for the HTTP status
-    the request would have had, ``httpErrorStatusCode`` / ``httpErrorMessage``.
+    Takes the operation as JSON (``{"error": {"errors": [...]}, "httpErrorStatusCode": ...}``), its
+    ``error`` alone (``{"errors": [...]}``), or the client library's objects. The message keeps the
+    error codes, the texts and the zones ``errorDetails`` says have capacity, so that
+    ``classify(code=..., message=...)`` reads it as :func:`classify_body` reads the whole operation.
     """
-    errors = list((operation.get("error") or {}).get("errors") or [])
-    http = operation.get("httpErrorStatusCode")
-    http_code = _HTTP_CODES.get(http, 2) if isinstance(http, int) else 2
+    op = _as_dict(operation)
+    if "errors" in op and "error" not in op:
+        op = {"error": op}
+    errors = [e for e in ((op.get("error") or {}).get("errors") or []) if isinstance(e, dict)]
+    http = op.get("httpErrorStatusCode")
     if not errors:
         if http:
-            return http_code, redact(f"operation failed: HTTP {http} {operation.get('httpErrorMessage') or ''}".strip())
+            f = classify_body({"error": {"code": http, "message": str(op.get("httpErrorMessage") or "")}})
+            return _KIND_CODE.get(f.kind, 2), redact(
+                f"operation failed: HTTP {http} {op.get('httpErrorMessage') or ''}".strip())
         return 2, "operation failed without details"
-    first = errors[0] if isinstance(errors[0], dict) else {}
-    code_name = str(first.get("code") or "")
-    message = redact(str(first.get("message") or code_name))
-    kind, _scope = _COMPUTE_CODES.get(code_name, (None, None))
-    if kind == Kind.STOCKOUT:
-        return 8, f"{code_name}: {message}"
-    if kind == Kind.QUOTA:
-        return 8, f"Quota exceeded: {message}"
-    if kind == Kind.EXISTS:
-        return 6, message
-    if kind == Kind.NOT_FOUND:
-        return 5, message
-    if kind == Kind.PERMISSION:
-        return 7, message
-    return http_code, f"{code_name}: {message}" if code_name else message
+    f = classify_body(op, where="operation")
+    parts = []
+    for e in errors:
+        code_name = str(e.get("code") or "")
+        text = str(e.get("message") or code_name)
+        parts.append(f"{code_name}: {text}" if code_name and not text.startswith(code_name) else text)
+        for d in e.get("errorDetails") or ():
+            loc = (d.get("localizedMessage") or {}).get("message") if isinstance(d, dict) else None
+            if loc and loc not in text:
+                parts.append(str(loc))
+    message = " ".join(parts)
+    if f.zones_available:
+        message += f" (zones available: {', '.join(f.zones_available)})"
+    code = _KIND_CODE.get(f.kind)
+    if code is None:
+        code = STATUS_CODES.get(str(op.get("httpErrorMessage") or ""), 0) or _HTTP_CODES.get(http, 2)
+    return code, redact(message)
 
 
-# HTTP status of a failed Compute operation -> google.rpc code, for error codes not listed above
+def _as_dict(obj: Any) -> dict[str, Any]:
+    """A Compute operation or error as JSON, from a dict, a proto-plus message or a protobuf."""
+    if isinstance(obj, dict):
+        return obj
+    to_dict = getattr(type(obj), "to_dict", None)
+    if callable(to_dict):
+        try:
+            return to_dict(obj, preserving_proto_field_name=False)
+        except TypeError:
+            return to_dict(obj)
+    if getattr(obj, "DESCRIPTOR", None) is not None:
+        from google.protobuf import json_format
+
+        return json_format.MessageToDict(obj)
+    errors = [{"code": getattr(e, "code", ""), "message": getattr(e, "message", "")}
+              for e in (getattr(obj, "errors", None) or [])]
+    return {"error": {"errors": errors}}
+
+
+# HTTP status of a failed Compute operation -> google.rpc code, for errors no kind explains
 _HTTP_CODES = {400: 3, 403: 7, 404: 5, 409: 6, 412: 9, 429: 8}
 
 

@@ -1,7 +1,11 @@
 """Pure zone failover: given the zones the user allowed and what failed where, which zone next.
 
-A stockout blocks its zone, a quota error its whole region (every zone of a region shares the
-quota), and anything of cloud scope stops the search: trying another zone cannot grant a role.
+Each failure blocks what its kind says (``failures.SCOPE_OF_KIND``): a stockout, a per-zone quota
+or a zone not served to the project blocks its zone; a regional quota every zone of its region
+(they share it); anything of cloud scope (a global quota, a missing role, a disabled API) stops
+the search: trying another zone cannot grant a role. A Compute stockout that names the zones
+that have capacity (``zonesAvailable``) also blocks the zones of its region it does not name, and
+moves the named ones ahead.
 """
 
 from __future__ import annotations
@@ -18,10 +22,17 @@ class ZonePlan:
     blocked_zones: dict[str, str] = field(default_factory=dict)     # zone -> why
     blocked_regions: dict[str, str] = field(default_factory=dict)   # region -> why
     stopped: Failure | None = None
+    preferred: tuple[str, ...] = ()                                 # zones said to have capacity
 
     def record(self, zone: str, failure: Failure) -> None:
         if failure.scope == Scope.ZONE:
             self.blocked_zones[zone] = failure.kind.value
+            if failure.zones_available:
+                region = region_of(zone)
+                for z in self.zones:
+                    if region_of(z) == region and z not in failure.zones_available and z not in self.blocked_zones:
+                        self.blocked_zones[z] = f"{failure.kind.value} (not in zonesAvailable of {zone})"
+                self.preferred = tuple(z for z in failure.zones_available if z not in self.preferred) + self.preferred
         elif failure.scope == Scope.REGION:
             self.blocked_regions[region_of(zone)] = failure.kind.value
         elif failure.scope == Scope.CLOUD:
@@ -30,13 +41,15 @@ class ZonePlan:
     def available(self, zone: str) -> bool:
         return zone not in self.blocked_zones and region_of(zone) not in self.blocked_regions
 
-    def next_zone(self) -> str | None:
+    def next_zone(self, region: str | None = None) -> str | None:
+        """The next zone to try (in ``region`` only, when given), or None: stop."""
         if self.stopped is not None:
             return None
-        for z in self.zones:
-            if self.available(z):
+        candidates = [z for z in self.zones if self.available(z) and (region is None or region_of(z) == region)]
+        for z in candidates:
+            if z in self.preferred:
                 return z
-        return None
+        return candidates[0] if candidates else None
 
     def explain(self) -> str:
         parts = [f"{z}: {why}" for z, why in self.blocked_zones.items()]

@@ -20,7 +20,7 @@ from ..basics.errors import CloudError, NotFound, PartialFailure, TpuctlError, U
 from ..basics.validate import region_of
 from ..catalog import prices
 from ..cloud.base import Arch, ClusterSpec, Operation, Provider, TpuNode, TpuState, Vm, VmState
-from ..cloud.failures import Failure, Kind, Scope, classify
+from ..cloud.failures import Failure, Kind, Scope, classify, failure
 from ..cloud.operations import Backoff, OperationTimeout, wait_all, wait_until
 from . import cidr as cidrs
 from . import ledger
@@ -31,6 +31,9 @@ from .resources import find, noop, tpu_hourly
 Log = Callable[[str], None]
 
 CIDR_ATTEMPTS = 8
+# An operation that fails with a transient error ("Please try again") is asked for again in the
+# same zone this many times before the zone counts as failed.
+OPERATION_RETRIES = 2
 
 
 
@@ -147,7 +150,7 @@ def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_
     dead = tpu is not None and tpu.dead
     need_tpu = tpu is None or dead
     if need_tpu:
-        offered = [z for z in zones if provider.offered(z, acc.name)]
+        offered = [z for z in zones if _offered(provider, z, acc.name, log)]
         if not offered:
             where = ", ".join(zones)
             raise UsageError(f"{acc.name} is not offered in {where}",
@@ -221,6 +224,8 @@ def _apply(provider: Provider, spec: ClusterSpec, result: UpResult, attempt: _At
            timeout: float, log: Log, backoff: Backoff) -> None:
     deadline = time.monotonic() + timeout
     plan = ZonePlan(tuple(zones))
+    vm_plan = ZonePlan(tuple(zones))     # the host VM fails over on its own (Compute's stockouts, quotas)
+    retries: dict[tuple[str, str], int] = {}
 
     if dead and tpu is not None:
         log(f"deleting {tpu.state.value} TPU {tpu.name} in {tpu.zone} to recreate it")
@@ -239,7 +244,7 @@ def _apply(provider: Provider, spec: ClusterSpec, result: UpResult, attempt: _At
     # and the host goes to the zone the TPU got. Both operations still run concurrently.
     node_first = spec.arch == Arch.NODE and tpu is None
     if need_vm and not node_first:
-        vm_op = _start_vm(provider, spec, zone, attempt, log)
+        vm_op = _start_vm(provider, spec, zone, attempt, log, vm_plan)
         ops.append(vm_op)
     if block and spec.arch == Arch.NODE and tpu is None:
         block = _reserve(provider, spec, block, attempt, log, had=attempt.had)
@@ -247,7 +252,7 @@ def _apply(provider: Provider, spec: ClusterSpec, result: UpResult, attempt: _At
         tpu_op, zone, block = _start_tpu(provider, spec, plan, block, attempt, log)
         ops.append(tpu_op)
     if need_vm and node_first:
-        vm_op = _start_vm(provider, spec, zone, attempt, log)
+        vm_op = _start_vm(provider, spec, zone, attempt, log, vm_plan)
         ops.append(vm_op)
 
     # Poll every pending operation together; a failed TPU create moves to the next zone or block.
@@ -258,14 +263,28 @@ def _apply(provider: Provider, spec: ClusterSpec, result: UpResult, attempt: _At
             vm_op = provider.poll(vm_op)
             if vm_op.done:
                 if vm_op.error:
-                    f = classify(code=vm_op.error.code, message=vm_op.error.message)
-                    raise CloudError(f"creating host VM {spec.name} failed: {vm_op.error.message}",
-                                     kind=f.kind.value, hint=f.hint, zone=vm_op.zone)
+                    f = classify(code=vm_op.error.code, message=vm_op.error.message, where="operation")
+                    log(f"creating host VM {spec.name} in {vm_op.zone} failed: {f.kind.value}: {vm_op.error.message}")
+                    # a TPU Node's host stays in its TPU's region
+                    region = region_of(tpu_op.zone) if spec.arch == Arch.NODE and tpu_op is not None else None
+                    nxt = _failed_over(vm_plan, vm_op.zone, f, retries, "vm", region)
+                    _forget_failed_vm(provider, spec, vm_op.zone, attempt, deadline, backoff)
+                    if nxt is not None:
+                        if nxt != vm_op.zone:
+                            log(f"moving host VM {spec.name} on to zone {nxt} ({vm_plan.explain()})")
+                        vm_op = _start_vm(provider, spec, nxt, attempt, log, vm_plan, region=region)
+                        continue
+                    if f.scope == Scope.CLOUD:
+                        raise CloudError(f"creating host VM {spec.name} failed: {vm_op.error.message}",
+                                         kind=f.kind.value, hint=f.hint, zone=vm_op.zone)
+                    raise CloudError(f"no zone could create host VM {spec.name} ({vm_plan.explain()})",
+                                     kind=f.kind.value, hint=f.hint or "add zones to --zone, or retry later",
+                                     zone=vm_op.zone)
                 log(f"host VM {spec.name} created in {vm_op.zone}")
         if tpu_op is not None and not tpu_op.done:
             tpu_op = provider.poll(tpu_op)
             if tpu_op.done and tpu_op.error:
-                f = classify(code=tpu_op.error.code, message=tpu_op.error.message)
+                f = classify(code=tpu_op.error.code, message=tpu_op.error.message, where="operation")
                 log(f"creating TPU {spec.name} in {tpu_op.zone} failed: {f.kind.value}: {tpu_op.error.message}")
                 _forget_failed_tpu(provider, spec, tpu_op.zone, attempt, deadline, backoff)
                 if f.kind == Kind.CIDR_CONFLICT and spec.arch == Arch.NODE and not spec.cidr \
@@ -283,9 +302,13 @@ def _apply(provider: Provider, spec: ClusterSpec, result: UpResult, attempt: _At
                 if f.kind == Kind.CIDR_CONFLICT and spec.cidr:
                     raise UsageError(f"--cidr {spec.cidr} conflicts with a range on network {spec.network}",
                                      hint="pick another block, or omit --cidr to let tpuctl choose one")
-                plan.record(tpu_op.zone, f)
-                nxt = plan.next_zone()
-                if f.scope in (Scope.ZONE, Scope.REGION) and nxt is not None:
+                nxt = _failed_over(plan, tpu_op.zone, f, retries, "tpu")
+                if nxt is not None and nxt == tpu_op.zone:
+                    log(f"asking again for TPU {spec.name} in {nxt} ({f.kind.value})")
+                    time.sleep(min(next(delays), _left(deadline)))
+                    tpu_op, zone, block = _start_tpu(provider, spec, plan, block, attempt, log, zone=nxt)
+                    continue
+                if nxt is not None:
                     log(f"moving on to zone {nxt} ({plan.explain()})")
                     if (spec.arch == Arch.NODE and attempt.created_vm
                             and region_of(attempt.created_vm[0]) != region_of(nxt)):
@@ -293,7 +316,7 @@ def _apply(provider: Provider, spec: ClusterSpec, result: UpResult, attempt: _At
                         vm_op = _move_vm(provider, spec, attempt, nxt, vm_op, deadline, log, backoff)
                     tpu_op, zone, block = _start_tpu(provider, spec, plan, block, attempt, log)
                     continue
-                raise _exhausted(spec, f, plan)
+                raise _exhausted(spec, plan.stopped or f, plan)
             if tpu_op.done:
                 log(f"TPU {spec.name} created in {tpu_op.zone}")
         if (vm_op is None or vm_op.done) and (tpu_op is None or tpu_op.done):
@@ -320,11 +343,70 @@ def _apply(provider: Provider, spec: ClusterSpec, result: UpResult, attempt: _At
         result.created.append(f"TPU {spec.name} ({attempt.created_tpu[0]})")
 
 
-def _start_vm(provider: Provider, spec: ClusterSpec, zone: str, attempt: _Attempt, log: Log) -> Operation:
-    log(f"creating host VM {spec.name} ({spec.machine_type}) in {zone}")
-    op = provider.create_vm(spec, zone)
-    attempt.created_vm = (zone, spec.name)
-    return op
+def _start_vm(provider: Provider, spec: ClusterSpec, zone: str, attempt: _Attempt, log: Log,
+              plan: ZonePlan | None = None, region: str | None = None) -> Operation:
+    """Create the host VM in ``zone``; a create call refused for that zone or region (Compute's quota,
+    a zone not served) moves on to the next zone of ``plan`` (within ``region``, for a TPU Node's
+    host), as a failed create operation does."""
+    while True:
+        log(f"creating host VM {spec.name} ({spec.machine_type}) in {zone}")
+        try:
+            op = provider.create_vm(spec, zone)
+        except CloudError as exc:
+            f = failure(exc.kind, exc.message, exc.hint)
+            if plan is None or f.scope not in (Scope.ZONE, Scope.REGION):
+                raise
+            log(f"creating host VM {spec.name} in {zone} failed: {f.kind.value}: {exc.message}")
+            plan.record(zone, f)
+            nxt = plan.next_zone(region)
+            if nxt is None:
+                raise CloudError(f"no zone could create host VM {spec.name} ({plan.explain()})", kind=f.kind.value,
+                                 hint=f.hint or "add zones to --zone, or retry later") from None
+            zone = nxt
+            continue
+        attempt.created_vm = (zone, spec.name)
+        return op
+
+
+def _offered(provider: Provider, zone: str, accelerator: str, log: Log) -> bool:
+    """Whether ``zone`` offers the type; a zone not served to the project (403 "Location ... is not
+    found or access is unauthorized", a location policy) offers nothing."""
+    try:
+        return provider.offered(zone, accelerator)
+    except CloudError as exc:
+        if failure(exc.kind, exc.message).scope in (Scope.ZONE, Scope.REGION):
+            log(f"zone {zone} is left out: {exc.message}")
+            return False
+        raise
+
+
+def _failed_over(plan: ZonePlan, zone: str, f: Failure, retries: dict[tuple[str, str], int], what: str,
+                 region: str | None = None) -> str | None:
+    """Where to ask next after a failed create operation in ``zone``: the same zone again for a
+    transient error (a few times), the next zone the failure leaves, or None (stop)."""
+    if f.retriable:
+        key = (what, zone)
+        retries[key] = retries.get(key, 0) + 1
+        if retries[key] <= OPERATION_RETRIES:
+            return zone
+        f = Failure(f.kind, Scope.ZONE, f.message, f.hint)     # it keeps failing there
+    plan.record(zone, f)
+    if f.scope not in (Scope.ZONE, Scope.REGION):
+        return None
+    return plan.next_zone(region)
+
+
+def _forget_failed_vm(provider: Provider, spec: ClusterSpec, zone: str, attempt: _Attempt, deadline: float,
+                      backoff: Backoff) -> None:
+    """A failed insert normally leaves no instance; if one is there, delete it before moving on."""
+    try:
+        vm = provider.get_vm(zone, spec.name)
+        if vm is not None:
+            op = provider.delete_vm(zone, spec.name)
+            wait_all(provider, [op], timeout=_left(deadline), backoff=backoff)
+    except NotFound:
+        pass
+    attempt.created_vm = None
 
 
 def _left(deadline: float) -> float:
@@ -350,8 +432,8 @@ def _reserve(provider: Provider, spec: ClusterSpec, block: str, attempt: _Attemp
 
 def _start_tpu(provider: Provider, spec: ClusterSpec, plan: ZonePlan, block: str | None, attempt: _Attempt,
                log: Log, zone: str | None = None) -> tuple[Operation, str, str | None]:
+    zone = zone or plan.next_zone()
     while True:
-        zone = zone or plan.next_zone()
         if zone is None:
             raise _exhausted(spec, plan.stopped, plan)
         kind = "spot" if spec.spot else "preemptible" if spec.preemptible else "on-demand"
@@ -360,20 +442,17 @@ def _start_tpu(provider: Provider, spec: ClusterSpec, plan: ZonePlan, block: str
         try:
             op = provider.create_tpu(spec.with_zone(zone), zone, block)
         except CloudError as exc:
-            f = Failure(Kind(exc.kind) if exc.kind in {k.value for k in Kind} else Kind.UNKNOWN,
-                        _scope_of(exc.kind), exc.message, exc.hint)
+            f = failure(exc.kind, exc.message, exc.hint)
             if f.scope in (Scope.ZONE, Scope.REGION):
                 log(f"creating TPU in {zone} failed: {f.kind.value}: {exc.message}")
                 plan.record(zone, f)
-                zone = None
+                zone = plan.next_zone()
+                if zone is not None:
+                    log(f"moving on to zone {zone} ({plan.explain()})")
                 continue
             raise
         attempt.created_tpu = (zone, spec.name)
         return op, zone, block
-
-
-def _scope_of(kind: str) -> Scope:
-    return {"stockout": Scope.ZONE, "quota": Scope.REGION, "transient": Scope.CALL}.get(kind, Scope.CLOUD)
 
 
 def _exhausted(spec: ClusterSpec, failure: Failure | None, plan: ZonePlan) -> CloudError:

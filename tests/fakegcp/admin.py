@@ -12,12 +12,13 @@ from . import catalog, compute, network, tpu, tpu_views
 from .compute_ops import op_json
 from .errors import ApiError
 from .routing import Request, Router
-from .store import Burst, Counted, DenyRule, QuotaRule
+from .store import Burst, Counted, DenyRule, Fault, QuotaRule
 
 if TYPE_CHECKING:
     from .server import FakeCloud
 
 SERVICES = {"tpu": "tpu.googleapis.com", "compute": "compute.googleapis.com"}
+FAULT_APIS = ("tpu.v2", "tpu.v1", "compute.v1")
 
 
 def _count(body: dict[str, Any]) -> int | None:
@@ -99,9 +100,51 @@ def register(router: Router, cloud: FakeCloud) -> None:
         at = b.get("at") or "call"
         if at not in ("call", "operation"):
             raise ApiError(3, "'at' must be 'call' or 'operation'")
+        per = b.get("per") or "region"
+        if per not in ("region", "zone") or (per == "zone" and not b.get("zone")):
+            raise ApiError(3, "'per' must be 'region', or 'zone' with a 'zone'")
         cloud.store.faults.quotas.append(QuotaRule(_count(b), region=region, metric=b.get("metric"),
-                                                   limit=int(b.get("limit", 0)), at=at))
+                                                   limit=int(b.get("limit", 0)), at=at,
+                                                   zone=b["zone"] if per == "zone" else None))
         return cloud.store.faults.to_dict()
+
+    @route("POST", "/fault")
+    def fault(req: Request) -> Any:
+        """Any error as Google sends it, on matching calls or their long-running operations."""
+        import re
+
+        b = req.json()
+        api, where = b.get("api"), b.get("where") or "call"
+        if api not in FAULT_APIS:
+            raise ApiError(3, f"'api' must be one of {', '.join(FAULT_APIS)}")
+        if where not in ("call", "operation"):
+            raise ApiError(3, "'where' must be 'call' or 'operation'")
+        path = b.get("path")
+        if not isinstance(path, str) or not path:
+            raise ApiError(3, "'path' must be a regex searched in the request path, e.g. "
+                              "^/v2/projects/[^/]+/locations/us-central1-b/nodes$")
+        try:
+            re.compile(path)
+        except re.error as exc:
+            raise ApiError(3, f"'path' is not a valid regex: {exc}") from None
+        body = b.get("body")
+        if not isinstance(body, dict) or not isinstance(body.get("error"), dict):
+            raise ApiError(3, "'body' must be the error as Google sends it: {\"error\": {...}}")
+        status = b.get("status")
+        if status is not None and (not isinstance(status, int) or not 400 <= status <= 599):
+            raise ApiError(3, "'status' must be an HTTP error status (400-599)")
+        if where == "call" and status is None:
+            code = body["error"].get("code")
+            if not (isinstance(code, int) and 400 <= code <= 599):
+                raise ApiError(3, "a call fault needs 'status' (or body.error.code as the HTTP status)")
+            status = code
+        count = b.get("count", 1)
+        if count is not None and (not isinstance(count, int) or count < 1):
+            raise ApiError(3, "'count' must be a positive number of calls, or null (until cleared)")
+        rule = Fault(count, id=next(cloud.store.fault_ids), api=api, method=str(b.get("method") or "POST").upper(),
+                     path=path, where=where, status=status, body=body)
+        cloud.store.faults.generic.append(rule)
+        return {"id": rule.id, "faults": cloud.store.faults.to_dict()["faults"]}
 
     @route("POST", "/deny")
     def deny(req: Request) -> Any:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import catalog
-from .compute_ops import OpError, get_op, new_op, op_json, wait_op
+from .compute_ops import OpError, fault_error, get_op, new_op, op_json, wait_op
 from .errors import ApiError
 from .filters import compile_filter
 from .metadata import instance_fingerprint, project_metadata
@@ -101,10 +101,26 @@ def insert_instance(store: Store, project: str, zone: str, body: dict[str, Any])
         err = OpError("RESOURCE_ALREADY_EXISTS", f"The resource '{target}' already exists", 409)
         return new_op(store, project, f"zones/{zone}", "insert", target, store.instances[(project, zone, name)].id,
                       0.0, err)
+    fault = store.take_op_fault()      # POST /_admin/fault, where "operation"
+    if fault is not None:
+        return new_op(store, project, f"zones/{zone}", "insert", target, store.new_id(), latency, fault_error(fault))
     if store.faults.take_stockout("vm", zone):
-        err = OpError("ZONE_RESOURCE_POOL_EXHAUSTED",
-                      f"The zone 'projects/{project}/zones/{zone}' does not have enough resources "
-                      "available to fulfill the request.  Try a different zone, or try again later.", 503)
+        # as Compute words it since 2024 (tests/corpus: errorDetails with a localized message and
+        # errorInfo resource_availability, whose zonesAvailable may be empty)
+        message = (f"The zone 'projects/{project}/zones/{zone}' does not have enough resources "
+                   "available to fulfill the request.  Try a different zone, or try again later.")
+        vm_type = _short(body["machineType"])
+        err = OpError("ZONE_RESOURCE_POOL_EXHAUSTED", message, 503, [{
+            "code": "ZONE_RESOURCE_POOL_EXHAUSTED", "message": message, "errorDetails": [
+                {"help": {"links": [{"description": "Troubleshooting documentation",
+                                     "url": "https://cloud.google.com/compute/docs/resource-error"}]}},
+                {"localizedMessage": {"locale": "en-US", "message": (
+                    f"A {vm_type} VM instance is currently unavailable in the {zone} zone. Alternatively, you can "
+                    "try your request again with a different VM hardware configuration or at a later time. For "
+                    "more information, see the troubleshooting documentation.")}},
+                {"errorInfo": {"domain": "compute.googleapis.com", "reason": "resource_availability",
+                               "metadatas": {"attachment": "", "vmType": vm_type, "zone": zone,
+                                             "zonesAvailable": ""}}}]}])
         return new_op(store, project, f"zones/{zone}", "insert", target, store.new_id(), latency, err)
     inst = Instance(
         project=project, zone=zone, name=name, id=store.new_id(), machine_type=_short(body["machineType"]),

@@ -22,7 +22,8 @@ HTTP_MESSAGES = {400: "BAD REQUEST", 403: "FORBIDDEN", 404: "NOT FOUND", 409: "C
 class OpError:
     code: str                       # "ZONE_RESOURCE_POOL_EXHAUSTED", "RESOURCE_ALREADY_EXISTS", ...
     message: str
-    http: int
+    http: int | None
+    errors: list[dict[str, Any]] | None = None   # error.errors[] verbatim (POST /_admin/fault)
 
 
 @dataclass
@@ -94,10 +95,17 @@ def op_json(store: Store, op: ComputeOp) -> dict[str, Any]:
     if op.ended:
         out["endTime"] = compute_time(op.ended)
     if op.error:
-        out["error"] = {"errors": [{"code": op.error.code, "message": op.error.message}]}
-        out["httpErrorStatusCode"] = op.error.http
-        out["httpErrorMessage"] = HTTP_MESSAGES.get(op.error.http, "ERROR")
+        out["error"] = {"errors": op.error.errors or [{"code": op.error.code, "message": op.error.message}]}
+        if op.error.http:
+            out["httpErrorStatusCode"] = op.error.http
+            out["httpErrorMessage"] = HTTP_MESSAGES.get(op.error.http, "ERROR")
     return out
+
+
+def fault_error(err: ApiError) -> OpError:
+    """An operation fault (``POST /_admin/fault``, api compute.v1) as the operation's error."""
+    errors = err.compute_errors or [{"code": err.status, "message": err.message}]
+    return OpError(str(errors[0].get("code") or err.status), err.message, err.http, errors)
 
 
 def get_op(store: Store, project: str, scope: str, name: str) -> ComputeOp:

@@ -9,6 +9,7 @@ Google: a ``reason`` from ``ErrorInfo``, a ``QuotaFailure`` violation, the gRPC 
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +56,8 @@ class ApiError(Exception):
     details: list[dict[str, Any]] = field(default_factory=list)
     http: int | None = None
     compute_reason: str | None = None
+    raw_body: dict[str, Any] | None = None   # sent verbatim over REST (POST /_admin/fault)
+    compute_errors: list[dict[str, Any]] | None = None   # a Compute operation's error.errors[], verbatim
 
     def __post_init__(self) -> None:
         super().__init__(self.message)
@@ -68,15 +71,21 @@ class ApiError(Exception):
         return CODES.get(self.code, ("UNKNOWN", 500))[0]
 
     def rest_body(self) -> dict[str, Any]:
+        if self.raw_body is not None:
+            return self.raw_body
         err: dict[str, Any] = {"code": self.http_status, "message": self.message, "status": self.status}
         if self.details:
             err["details"] = self.details
         return {"error": err}
 
     def compute_body(self) -> dict[str, Any]:
+        if self.raw_body is not None:
+            return self.raw_body
         body = self.rest_body()
         reason = self.compute_reason or _COMPUTE_REASON.get(self.http_status, "backendError")
-        body["error"]["errors"] = [{"message": self.message, "domain": "global", "reason": reason}]
+        domain = "usageLimits" if reason in ("rateLimitExceeded", "userRateLimitExceeded", "quotaExceeded") \
+            else "global"
+        body["error"]["errors"] = [{"message": self.message, "domain": domain, "reason": reason}]
         return body
 
     def status_json(self) -> dict[str, Any]:
@@ -87,6 +96,39 @@ class ApiError(Exception):
         return out
 
 
+def eid() -> str:
+    """The error id Cloud TPU appends to its messages: " [EID: 0x9f48947a7d57c8d]"."""
+    return f" [EID: 0x{secrets.randbits(60):x}]"
+
+
+def from_fault_body(body: dict[str, Any], status: int | None = None, *, where: str = "call") -> ApiError:
+    """An error given as Google sends it (``{"error": {...}}``) for ``POST /_admin/fault``.
+
+    Over REST a failed call answers ``body`` verbatim with ``status``; the v1 gRPC service answers
+    the status code, message and details it carries. For ``where`` "operation" it is the
+    operation's error: a TPU operation's google.rpc.Status, a Compute operation's ``errors[]``.
+    """
+    err = body.get("error") if isinstance(body.get("error"), dict) else {}
+    raw_code = err.get("code")
+    names = {name: code for code, (name, _http) in CODES.items()}
+    if isinstance(err.get("status"), str) and err["status"] in names:
+        code = names[err["status"]]
+    elif isinstance(raw_code, int) and raw_code < 100:
+        code = raw_code
+    elif isinstance(raw_code, int) or status:
+        code = HTTP_TO_CODE.get(int(status or raw_code), 2)
+    else:
+        code = 2
+    http = int(status) if status else (raw_code if isinstance(raw_code, int) and raw_code >= 100 else None)
+    errors = [e for e in err.get("errors") or [] if isinstance(e, dict)]
+    message = str(err.get("message") or (errors[0].get("message") if errors else "") or "")
+    details = [d for d in err.get("details") or [] if isinstance(d, dict)]
+    if where == "operation":
+        http = body.get("httpErrorStatusCode") or http
+        return ApiError(code, message, details, http=http, compute_errors=errors or None)
+    return ApiError(code, message, details, http=http or CODES.get(code, ("UNKNOWN", 500))[1], raw_body=body)
+
+
 def from_http(status: int, message: str | None = None) -> ApiError:
     code = HTTP_TO_CODE.get(status, 2)
     default = {429: "Resource has been exhausted (e.g. check quota).",
@@ -94,6 +136,29 @@ def from_http(status: int, message: str | None = None) -> ApiError:
                503: "The service is currently unavailable.",
                504: "The request timed out."}.get(status, CODES.get(code, ("UNKNOWN", 500))[0])
     return ApiError(code, message or default, http=status)
+
+
+def burst(status: int, message: str | None, service: str, project_number: str, method: str = "POST") -> ApiError:
+    """A burst failure as Google words it. A 429 is a rate limit, with ``ErrorInfo`` reason
+    ``RATE_LIMIT_EXCEEDED`` (and, from the JSON APIs such as Compute, ``errors[].reason``
+    ``rateLimitExceeded``): "Quota exceeded for quota metric 'Requests' and limit 'Requests per
+    minute' ...", or Compute's reads "... quota group 'ReadGroup' and limit 'Read requests per 100
+    seconds' ..." (tests/corpus)."""
+    if status != 429:
+        return from_http(status, message)
+    consumer = f"'project_number:{project_number}'"
+    if service == "compute.googleapis.com" and method.upper() == "GET":
+        text = (f"Quota exceeded for quota group 'ReadGroup' and limit 'Read requests per 100 seconds' of service "
+                f"'{service}' for consumer {consumer}.")
+    else:
+        text = (f"Quota exceeded for quota metric 'Requests' and limit 'Requests per minute' of service "
+                f"'{service}' for consumer {consumer}.")
+    return ApiError(8, message or text, http=429, compute_reason="rateLimitExceeded", details=[
+        {"@type": ERROR_INFO, "reason": "RATE_LIMIT_EXCEEDED", "domain": "googleapis.com",
+         "metadata": {"service": service, "consumer": f"projects/{project_number}"}},
+        {"@type": HELP, "links": [{"description": "Request a higher quota limit.",
+                                   "url": "https://cloud.google.com/docs/quotas/help/request_increase"}]},
+    ])
 
 
 def not_found(resource: str) -> ApiError:
@@ -134,29 +199,34 @@ def permission_denied(permission: str, resource: str, service: str) -> ApiError:
 
 
 def quota_exceeded(metric: str, limit: int, region: str, *, at: str = "call",
-                   service: str = "tpu.googleapis.com") -> ApiError:
-    """The create call's 429 and a failed operation word it differently; both name the region."""
+                   service: str = "tpu.googleapis.com", zone: str | None = None) -> ApiError:
+    """The create call's 429 and a failed operation word it differently; both name the region (a
+    per-zone quota: the zone), as Google's do ("Quota limit 'M' has been exceeded. Limit: 0 in region
+    us-east5.", "Quota 'M' exhausted. Limit 32 in zone europe-west4-a": tests/corpus)."""
+    where = f"zone {zone}" if zone else f"region {region}"
     if at == "call":
-        message = f"Quota limit '{metric}' has been exceeded. Limit: {limit} in region {region}."
+        message = f"Quota limit '{metric}' has been exceeded. Limit: {limit} in {where}."
     else:
-        message = f"Quota '{metric}' exhausted. Limit {limit} in region {region}"
+        message = f"Quota '{metric}' exhausted. Limit {limit} in {where}"
     return ApiError(8, message, details=[{
         "@type": QUOTA_FAILURE,
         "violations": [{
             "subject": f"quota/{metric}",
-            "description": f"Quota '{metric}' exceeded. Limit: {limit} in region {region}.",
+            "description": f"Quota '{metric}' exceeded. Limit: {limit} in {where}.",
             "apiService": service,
             "quotaMetric": f"{service}/{metric}",
             "quotaId": metric,
-            "quotaDimensions": {"region": region},
+            "quotaDimensions": {"zone": zone} if zone else {"region": region},
             "quotaValue": str(limit),
         }],
     }])
 
 
 def stockout(zone: str) -> ApiError:
+    """Cloud TPU's stockout, code 8, as it has read since 2021 (tests/corpus): the text after the
+    zone has changed over the years, the prefix has not."""
     return ApiError(8, f'There is no more capacity in the zone "{zone}"; you can try in another zone '
-                       "where Cloud TPU Nodes are offered (see https://cloud.google.com/tpu/docs/regions)")
+                       "where Cloud TPU Nodes are offered (see https://cloud.google.com/tpu/docs/regions)" + eid())
 
 
 def cidr_conflict(cidr: str, network: str) -> ApiError:

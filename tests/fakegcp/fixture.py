@@ -164,9 +164,24 @@ class FakeGCP:
         self.admin("POST", "stockout/clear", {"zone": zone})
 
     def quota(self, region: str, count: int | None = None, *, metric: str | None = None, limit: int = 0,
-              at: str = "call") -> None:
-        """TPU creates in ``region`` exceed quota: HTTP 429 at the call, or the operation fails (code 8)."""
-        self.admin("POST", "quota", {"region": region, "count": count, "metric": metric, "limit": limit, "at": at})
+              at: str = "call", zone: str | None = None) -> None:
+        """TPU creates in ``region`` exceed quota: HTTP 429 at the call, or the operation fails (code 8).
+        With ``zone``, a per-zone quota: only creates in that zone, worded "in zone Z"."""
+        body: dict[str, Any] = {"region": region, "count": count, "metric": metric, "limit": limit, "at": at}
+        if zone:
+            body.update(zone=zone, per="zone")
+        self.admin("POST", "quota", body)
+
+    def fault(self, api: str, path: str, body: dict[str, Any], *, status: int | None = None,
+              where: str = "call", method: str = "POST", count: int | None = 1) -> dict[str, Any]:
+        """Any error as Google sends it (``body`` = ``{"error": {...}}``) for the next ``count`` calls
+        of ``api`` (tpu.v2, tpu.v1, compute.v1) whose method and path (a regex) match: the call fails
+        with ``status``, or (``where="operation"``) succeeds and its operation ends with the error."""
+        return self.admin("POST", "fault", {"api": api, "method": method, "path": path, "where": where,
+                                            "status": status, "body": body, "count": count})
+
+    def faults(self) -> dict[str, Any]:
+        return self.admin("GET", "faults")
 
     def deny(self, permission: str, count: int | None = None) -> None:
         """Calls needing ``permission`` (a glob such as ``tpu.nodes.*``) get 403 PERMISSION_DENIED."""

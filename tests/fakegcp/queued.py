@@ -80,6 +80,10 @@ def create_queued(store: Store, project: str, zone: str, qr_id: str | None, body
     op = new_operation(store, "v2", project, zone, "create", qr.path)
     qr.state = "ACCEPTED"
     finish(store, op, response=snapshot(qr))
+    fault = store.take_op_fault()      # POST /_admin/fault, where "operation": the request FAILS
+    if fault is not None:
+        store.schedule(store.latencies.of("queued_provisioning"), lambda: _fail(store, qr, fault, []))
+        return op
     store.schedule(store.latencies.of("queued_provisioning"), lambda: _try_provision(store, qr))
     if qr.valid_until is not None:
         store.schedule(max(0.0, qr.valid_until - time.time()), lambda: _expire(store, qr))

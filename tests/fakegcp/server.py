@@ -95,8 +95,11 @@ class FakeCloud:
         try:
             with store.lock:
                 store.advance()
-                self._inject(store, route, req, grpc_method, auth)
-                result = route.handler(req)
+                try:
+                    self._inject(store, route, req, grpc_method, auth)
+                    result = route.handler(req)
+                finally:
+                    store.pending_op_fault = None
             outcome = Outcome(200, result)
         except ApiError as err:
             outcome = Outcome(err.http_status, err.compute_body() if route.style == "compute" else err.rest_body(), err)
@@ -111,13 +114,22 @@ class FakeCloud:
         echo = faults.take_echo("GRPC" if grpc_method else req.method, grpc_method or req.path)
         if echo:
             raise errors.echo_credentials(echo.status, auth, req.path, self.base_url)
+        # POST /_admin/fault: gRPC calls match on the REST method and path they are transcoded to
+        rule = faults.find_fault(api_of(route), req.method, req.path)
+        if rule is not None:
+            if rule.where == "call":
+                faults.spend(rule)
+                raise errors.from_fault_body(rule.body, rule.status)
+            store.pending_op_fault = rule      # the create handler ends its operation with it
         if route.service in faults.disabled:
             from .catalog import project_number
             raise errors.service_disabled(route.service, SERVICE_TITLES.get(route.service, route.service),
                                           project_number(req.params.get("project", self.default_project)))
         burst = faults.take_burst("GRPC" if grpc_method else req.method, grpc_method or req.path)
         if burst:
-            raise errors.from_http(burst.status, burst.message)
+            from .catalog import project_number
+            raise errors.burst(burst.status, burst.message, route.service,
+                               project_number(req.params.get("project", self.default_project)), req.method)
         if route.permission and faults.take_denial(route.permission):
             resource = req.path.split("/projects/", 1)[-1].split(":", 1)[0]
             raise errors.permission_denied(route.permission, f"projects/{resource}", route.service)
@@ -138,6 +150,17 @@ class FakeCloud:
         except (KeyError, ValueError, TypeError) as exc:
             err = ApiError(3, f"Bad admin request: {exc!r}")
             return Outcome(400, err.rest_body(), err)
+
+
+def api_of(route: Route) -> str:
+    """The API a route belongs to, as ``POST /_admin/fault`` names it: tpu.v2, tpu.v1, compute.v1."""
+    if route.call.startswith("tpu.v1."):
+        return "tpu.v1"
+    if route.call.startswith("tpu.v2."):
+        return "tpu.v2"
+    if route.call.startswith("compute."):
+        return "compute.v1"
+    return route.service
 
 
 class _Handler(BaseHTTPRequestHandler):

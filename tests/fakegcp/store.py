@@ -73,6 +73,7 @@ class QuotaRule(Counted):
     metric: str | None = None
     limit: int = 0
     at: str = "call"             # "call": HTTP 429 on create; "operation": the operation fails
+    zone: str | None = None      # a per-zone quota: only creates in this zone, worded "in zone Z"
 
 
 @dataclass
@@ -94,6 +95,24 @@ class Burst(Counted):
 
 
 @dataclass
+class Fault(Counted):
+    """``POST /_admin/fault``: matching calls fail with ``body`` (``where`` "call"), or succeed and
+    their long-running operation ends with ``body``'s error (``where`` "operation")."""
+
+    id: int = 0
+    api: str = ""                # "tpu.v2", "tpu.v1" or "compute.v1"
+    method: str = "POST"
+    path: str = ""               # regex searched in the request path (gRPC: the transcoded REST path)
+    where: str = "call"
+    status: int | None = None    # the HTTP status of a failed call
+    body: dict[str, Any] = field(default_factory=dict)
+
+    def matches(self, api: str, method: str, path: str) -> bool:
+        return (self.api == api and self.method.upper() == method.upper()
+                and re.search(self.path, path) is not None)
+
+
+@dataclass
 class Faults:
     stockouts: dict[tuple[str, str], Counted] = field(default_factory=dict)  # (kind, zone)
     quotas: list[QuotaRule] = field(default_factory=list)
@@ -104,6 +123,7 @@ class Faults:
     node_arch_denied: bool = False
     echoes: list[Burst] = field(default_factory=list)   # errors that quote the request's credentials
     token_failures: Counted | None = None              # the OAuth endpoint answers invalid_grant
+    generic: list[Fault] = field(default_factory=list)  # POST /_admin/fault
 
     def take_stockout(self, kind: str, zone: str) -> bool:
         rule = self.stockouts.get((kind, zone))
@@ -114,8 +134,10 @@ class Faults:
             del self.stockouts[(kind, zone)]
         return hit
 
-    def take_quota(self, region: str, at: str) -> QuotaRule | None:
+    def take_quota(self, region: str, at: str, zone: str | None = None) -> QuotaRule | None:
         for rule in self.quotas:
+            if rule.zone is not None and rule.zone != zone:
+                continue
             if rule.region == region and rule.at == at and rule.take():
                 if rule.spent:
                     self.quotas.remove(rule)
@@ -146,6 +168,18 @@ class Faults:
                 return rule
         return None
 
+    def find_fault(self, api: str, method: str, path: str) -> Fault | None:
+        """The first generic fault for this request that still has matching calls left."""
+        for rule in self.generic:
+            if rule.matches(api, method, path) and not rule.spent:
+                return rule
+        return None
+
+    def spend(self, rule: Fault) -> None:
+        rule.take()
+        if rule.spent and rule in self.generic:
+            self.generic.remove(rule)
+
     def take_cidr_conflict(self) -> bool:
         if self.cidr_conflicts > 0:
             self.cidr_conflicts -= 1
@@ -164,6 +198,8 @@ class Faults:
             "node_arch_denied": self.node_arch_denied,
             "echoes": [asdict(b) for b in self.echoes],
             "token_failures": None if self.token_failures is None else self.token_failures.remaining,
+            "faults": [{"id": f.id, "api": f.api, "method": f.method, "path": f.path, "where": f.where,
+                        "status": f.status, "remaining": f.remaining, "body": f.body} for f in self.generic],
         }
 
 
@@ -228,6 +264,10 @@ class Store:
         self.tpu_v1_status: int | None = None
         self._ip_next: dict[str, int] = {}
         self._external_next = itertools.count(1)
+        # A generic "operation" fault that matched the call being handled: the create handler
+        # takes it (take_op_fault) and its operation ends with that error.
+        self.pending_op_fault: Any = None
+        self.fault_ids = itertools.count(1)
 
     # -- clock and schedule -------------------------------------------------------------
     @staticmethod
@@ -265,6 +305,17 @@ class Store:
         with self.cond:
             self.closed = True
             self.cond.notify_all()
+
+    def take_op_fault(self) -> Any:
+        """The ApiError a create's operation must end with (one matching fault spent), or None."""
+        rule = self.pending_op_fault
+        self.pending_op_fault = None
+        if rule is None:
+            return None
+        self.faults.spend(rule)
+        from .errors import from_fault_body
+
+        return from_fault_body(rule.body, rule.status, where="operation")
 
     # -- identifiers ----------------------------------------------------------------------
     def new_id(self) -> str:

@@ -230,15 +230,17 @@ def create_node(store: Store, project: str, zone: str, node_id: str | None, body
     if api == "v1" and (store.faults.node_arch_denied or project not in store.tpu_node_projects):
         raise node_denied()
     region = catalog.region_of(zone)
-    rule = store.faults.take_quota(region, "call")
+    rule = store.faults.take_quota(region, "call", zone)
     if rule:
         raise _quota_error(rule, acc, node, region)
     if api == "v1" and not node.cidr_block:
         node.cidr_block = _auto_block(store, node, acc)
-    fate: ApiError | None = None
-    if store.faults.take_stockout("tpu", zone):
+    fate: ApiError | None = store.take_op_fault()      # POST /_admin/fault, where "operation"
+    if fate is not None:
+        pass
+    elif store.faults.take_stockout("tpu", zone):
         fate = errors.stockout(zone)
-    elif (rule := store.faults.take_quota(region, "operation")) is not None:
+    elif (rule := store.faults.take_quota(region, "operation", zone)) is not None:
         fate = _quota_error(rule, acc, node, region)
     elif store.faults.take_cidr_conflict():
         fate = errors.cidr_conflict(node.cidr_block or _subnet_range(store, node),
@@ -269,8 +271,9 @@ def _quota_error(rule: Any, acc: catalog.TpuType, node: Node, region: str) -> Ap
                   "v5litepod": "TPUV5s", "v6e": "TPUV6E"}[acc.generation]
         kind = "Preemptible" if (node.preemptible or node.spot) else ""
         shape = "Litepod" if acc.generation == "v5litepod" else ("Pod" if acc.hosts > 1 else "")
-        metric = f"{prefix}{kind}{shape}PerProjectPerRegionForTPUAPI"
-    return errors.quota_exceeded(metric, rule.limit, region, at=rule.at)
+        per = "Zone" if getattr(rule, "zone", None) else "Region"
+        metric = f"{prefix}{kind}{shape}PerProjectPer{per}ForTPUAPI"
+    return errors.quota_exceeded(metric, rule.limit, region, at=rule.at, zone=getattr(rule, "zone", None))
 
 
 def _subnet_range(store: Store, node: Node) -> str:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json as _json
 import time
+from pathlib import Path
 
 import pytest
 from google.api_core import exceptions as gexc
@@ -214,3 +216,176 @@ def test_operation_polling_delay_slows_only_operation_reads(fakegcp, v2):
     assert polled >= 0.4 > plain
     with pytest.raises(FakeGCPError, match="Unknown latency"):
         fakegcp.set_latencies(tpu_creat=1)
+
+
+# ---- POST /_admin/fault: any error as Google sends it ---------------------------------------------
+CORPUS = _json.loads((Path(__file__).resolve().parents[1] / "corpus" / "google_errors.json").read_text())["entries"]
+NODES = r"^/v2/projects/[^/]+/locations/us-central1-b/nodes$"
+INSTANCES = r"^/compute/v1/projects/[^/]+/zones/us-central1-b/instances$"
+RATE_BODY = {"error": {
+    "code": 429, "status": "RESOURCE_EXHAUSTED",
+    "message": "Quota exceeded for quota metric 'Requests' and limit 'Requests per minute' of service "
+               "'tpu.googleapis.com' for consumer 'project_number:1'.",
+    "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "RATE_LIMIT_EXCEEDED",
+                 "domain": "googleapis.com", "metadata": {"service": "tpu.googleapis.com"}}]}}
+
+
+def test_a_call_fault_answers_the_body_verbatim_for_count_calls(fakegcp, v2):
+    fakegcp.fault("tpu.v2", NODES, RATE_BODY, count=2)
+    listed = fakegcp.faults()["faults"]
+    assert [(f["api"], f["method"], f["where"], f["status"], f["remaining"]) for f in listed] == \
+        [("tpu.v2", "POST", "call", 429, 2)]
+    for _ in range(2):
+        with pytest.raises(gexc.TooManyRequests) as info:
+            _create_vm(v2, fakegcp)
+        assert info.value.response.json() == RATE_BODY and info.value.reason == "RATE_LIMIT_EXCEEDED"
+    assert _create_vm(v2, fakegcp).metadata.verb == "create"
+    assert fakegcp.faults()["faults"] == []
+    # other zones, methods and APIs are not touched
+    fakegcp.fault("tpu.v2", NODES, RATE_BODY, count=None)
+    elsewhere = v2.create_node(parent=f"projects/{fakegcp.project}/locations/us-central1-c", node_id="x",
+                               node=tpu_v2.Node(accelerator_type="v2-8", runtime_version=RUNTIME))
+    assert elsewhere.metadata.verb == "create"
+    assert list(v2.list_nodes(parent=_parent(fakegcp)))
+    fakegcp.reset()
+    assert fakegcp.faults()["faults"] == []
+
+
+def test_an_operation_fault_fails_the_operation_and_leaves_no_node(fakegcp, v2):
+    body = {"error": {"code": 9, "message": "Insufficient reserved capacity. Contact customer support to increase "
+                                            "your reservation. [EID: 0x2f8bc266e74261a]"}}
+    fakegcp.fault("tpu.v2", NODES, body, where="operation")
+    op = _create_vm(v2, fakegcp, "a")
+    with pytest.raises(gexc.FailedPrecondition, match="Insufficient reserved capacity"):
+        op.result(timeout=10, polling=FAST_POLLING)
+    assert op.operation.error.code == 9
+    assert [n["name"].rsplit("/", 1)[-1] for n in fakegcp.resources()["nodes"]] == []
+    assert _create_vm(v2, fakegcp, "b").result(timeout=10, polling=FAST_POLLING).state == tpu_v2.Node.State.READY
+
+
+def test_a_fault_reaches_the_v1_grpc_service_with_its_details(fakegcp, v1):
+    body = {"error": {"code": 403, "status": "PERMISSION_DENIED",
+                      "message": "Location us-central1-b is not found or access is unauthorized.",
+                      "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                                   "reason": "LOCATION_POLICY_VIOLATED", "domain": "googleapis.com"},
+                                  {"@type": "type.googleapis.com/unknown.Detail", "x": 1}]}}
+    fakegcp.fault("tpu.v1", r"^/v1/projects/[^/]+/locations/us-central1-b/nodes$", body)
+    with pytest.raises(gexc.PermissionDenied) as info:
+        _create_node(v1, fakegcp)
+    assert info.value.grpc_status_code.value[0] == 7 and info.value.reason == "LOCATION_POLICY_VIOLATED"
+    assert "is not found or access is unauthorized" in info.value.message
+    fakegcp.fault("tpu.v1", r"/nodes$", {"error": {"code": 8, "message": 'There is no more capacity in the zone '
+                                                                        '"us-central1-b"'}}, where="operation")
+    with pytest.raises(gexc.ResourceExhausted, match="no more capacity"):
+        _create_node(v1, fakegcp, "m").result(timeout=10, polling=FAST_POLLING)
+
+
+def test_compute_faults_on_the_call_and_on_the_operation(fakegcp):
+    instances = clients.compute(compute_v1.InstancesClient, fakegcp)
+    operations = clients.compute(compute_v1.ZoneOperationsClient, fakegcp)
+    rate = {"error": {"code": 403, "message": "Rate Limit Exceeded",
+                      "errors": [{"message": "Rate Limit Exceeded", "domain": "usageLimits",
+                                  "reason": "rateLimitExceeded"}]}}
+    fakegcp.fault("compute.v1", INSTANCES, rate)
+
+    def insert(name):
+        return instances.insert(project=fakegcp.project, zone=ZONE, instance_resource=compute_v1.Instance(
+            name=name, machine_type=f"zones/{ZONE}/machineTypes/n1-standard-2"))
+
+    with pytest.raises(gexc.Forbidden) as info:
+        insert("a")
+    assert info.value.errors[0]["reason"] == "rateLimitExceeded"
+    quota = {"error": {"errors": [{"code": "QUOTA_EXCEEDED",
+                                   "message": "Quota 'CPUS' exceeded.  Limit: 24.0 in region us-central1."}]},
+             "httpErrorStatusCode": 403, "httpErrorMessage": "FORBIDDEN"}
+    fakegcp.fault("compute.v1", INSTANCES, quota, where="operation")
+    op = insert("b")
+    done = operations.wait(project=fakegcp.project, zone=ZONE, operation=op.name)
+    assert done.error.errors[0].code == "QUOTA_EXCEEDED" and done.http_error_status_code == 403
+    assert "b" not in [i["name"] for i in fakegcp.resources()["instances"]]
+
+
+@pytest.mark.parametrize("bad, why", [
+    ({"api": "tpu.v3", "path": "x", "body": {"error": {}}, "status": 400}, "'api' must be"),
+    ({"api": "tpu.v2", "path": "(", "body": {"error": {}}, "status": 400}, "not a valid regex"),
+    ({"api": "tpu.v2", "path": "x", "body": {"message": "m"}, "status": 400}, "'body' must be"),
+    ({"api": "tpu.v2", "path": "x", "body": {"error": {"code": 8}}}, "needs 'status'"),
+    ({"api": "tpu.v2", "path": "x", "body": {"error": {}}, "where": "later", "status": 400}, "'where' must be"),
+    ({"api": "tpu.v2", "path": "x", "body": {"error": {}}, "status": 200}, "'status' must be"),
+    ({"api": "tpu.v2", "path": "x", "body": {"error": {}}, "status": 400, "count": 0}, "'count' must be"),
+])
+def test_bad_fault_requests_are_refused_in_one_line(fakegcp, bad, why):
+    with pytest.raises(FakeGCPError, match=why):
+        fakegcp.admin("POST", "fault", bad)
+
+
+def test_canned_faults_use_google_texts(fakegcp, v2):
+    fakegcp.burst(429, count=1, path="/nodes$")
+    with pytest.raises(gexc.TooManyRequests) as info:
+        _create_vm(v2, fakegcp)
+    assert info.value.reason == "RATE_LIMIT_EXCEEDED"
+    assert info.value.message.endswith("Quota exceeded for quota metric 'Requests' and limit 'Requests per minute' "
+                                       f"of service 'tpu.googleapis.com' for consumer 'project_number:"
+                                       f"{info.value.response.json()['error']['details'][0]['metadata']['consumer'].split('/')[1]}'.")
+    fakegcp.quota("us-central1", count=1, at="operation", zone=ZONE, limit=32)
+    with pytest.raises(gexc.ResourceExhausted) as info:
+        _create_vm(v2, fakegcp, "z").result(timeout=10, polling=FAST_POLLING)
+    assert info.value.message == f"Quota 'TPUV2sPreemptiblePerProjectPerZoneForTPUAPI' exhausted. Limit 32 in zone {ZONE}"
+    fakegcp.stockout(ZONE, count=1, kind="vm")
+    instances = clients.compute(compute_v1.InstancesClient, fakegcp)
+    operations = clients.compute(compute_v1.ZoneOperationsClient, fakegcp)
+    op = instances.insert(project=fakegcp.project, zone=ZONE, instance_resource=compute_v1.Instance(
+        name="vm", machine_type=f"zones/{ZONE}/machineTypes/n1-standard-2"))
+    done = operations.wait(project=fakegcp.project, zone=ZONE, operation=op.name)
+    [err] = done.error.errors
+    assert err.code == "ZONE_RESOURCE_POOL_EXHAUSTED"
+    assert [d.error_info.reason for d in err.error_details if d.error_info.reason] == ["resource_availability"]
+
+
+def _replayable(e):
+    return e["where"] != "call" or e["http_status"]
+
+
+REPLAY = [e for e in CORPUS if _replayable(e)]
+
+
+@pytest.mark.parametrize("entry", REPLAY, ids=[e["id"] for e in REPLAY])
+def test_corpus_replayed_through_tpuctl_gcp_provider(fakegcp_env, entry):
+    """Each real response, served by the fake where Google served it (the call or the operation;
+    the operation where the source does not say), read by tpuctl's GCP provider over the wire."""
+    from provision.basics.errors import CloudError
+    from provision.cloud.base import ClusterSpec
+    from provision.cloud.failures import classify
+    from provision.cloud.gcp import GcpProvider
+
+    fake = fakegcp_env
+    fake.set_latencies(tpu_create=0.05, vm_create=0.05)
+    compute = entry["api"] == "compute.v1"
+    where = entry["where"] or "operation"
+    expect = entry["expect"]
+    rate = expect["kind"] in ("rate_limit", "transient")
+    fake.fault("compute.v1" if compute else "tpu.v2", INSTANCES if compute else NODES, entry["body"],
+               where=where, status=entry["http_status"] if where == "call" else None)
+    provider = GcpProvider(fake.project)
+    spec = ClusterSpec(name="replay", accelerator_type="v2-8", zones=(ZONE,), provider="gcp", project=fake.project)
+    create = (lambda: provider.create_vm(spec, ZONE)) if compute else (lambda: provider.create_tpu(spec, ZONE, None))
+    if where == "call":
+        if rate:     # retried with backoff: the fault hits once, the retry succeeds
+            create()
+            counts = fake.call_counts()
+            assert counts["compute.instances.insert" if compute else "tpu.v2.nodes.create"] == 2
+            return
+        with pytest.raises(CloudError) as info:
+            create()
+        assert info.value.kind == expect["kind"], info.value
+        return
+    op = create()
+    deadline = time.monotonic() + 20
+    while not op.done and time.monotonic() < deadline:
+        op = provider.poll(op)
+        time.sleep(0.05)
+    assert op.done and op.error is not None
+    f = classify(code=op.error.code, message=op.error.message, where="operation")
+    assert (f.kind.value, f.scope.value) == (expect["kind"], expect["scope"]), op.error
+    if expect.get("zones_available"):
+        assert list(f.zones_available) == expect["zones_available"]

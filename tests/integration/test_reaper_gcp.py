@@ -156,6 +156,7 @@ class _Stub(BaseHTTPRequestHandler):
         if parts.path == f"/v3/projects/{PROJECT}/timeSeries":
             flt = query.get("filter", [""])[0]
             assert 'metric.type = "tpu.googleapis.com/accelerator/duty_cycle"' in flt, flt
+            assert 'resource.type = "tpu.googleapis.com/GceTpuWorker"' in flt, flt
             assert query.get("interval.startTime") and query.get("interval.endTime")
             return self._send(200, json.dumps({"timeSeries": self.series}).encode())
         return self._send(404, json.dumps({"error": {"code": 404, "status": "NOT_FOUND"}}).encode())
@@ -179,30 +180,43 @@ def stub():
     server.server_close()
 
 
-def series(node: str, value_at, minutes: int = 20) -> dict:
+def series(zone: str, worker_id: str, value_at, minutes: int = 20, accelerator: str = "0") -> dict:
+    """One chip's duty cycle as Cloud Monitoring returns it: on ``tpu.googleapis.com/GceTpuWorker``,
+    whose labels are exactly resource_container, location and worker_id (none names the node)."""
     now = time.time()
     points = []
     for i in range(minutes):
         t = now - 60 * i
         end = datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         points.append({"interval": {"startTime": end, "endTime": end}, "value": {"doubleValue": value_at(t)}})
-    return {"metric": {"type": "tpu.googleapis.com/accelerator/duty_cycle", "labels": {"accelerator_id": "0"}},
-            "resource": {"type": "tpu_worker", "labels": {"project_id": PROJECT, "zone": ZONE, "node_id": node,
-                                                          "worker_id": "0"}},
+    return {"metric": {"type": "tpu.googleapis.com/accelerator/duty_cycle", "labels": {"accelerator_id": accelerator}},
+            "resource": {"type": "tpu.googleapis.com/GceTpuWorker",
+                         "labels": {"resource_container": PROJECT, "location": zone, "worker_id": worker_id}},
             "metricKind": "GAUGE", "valueType": "DOUBLE", "points": points}
 
 
 def test_min_duty_cycle_from_cloud_monitoring(cloud, tpuctl, stub, monkeypatch):
+    """Series are mapped to nodes by zone, the one thing their labels say: each TPU alone in its
+    zone gets its workers' series; TPUs that share a zone cannot be told apart."""
     b = cloud.bucket
-    for name in ("handson", "stuck", "quiet"):
-        up(tpuctl, name, b)
+    zones = {"handson": "us-central1-c", "stuck": "us-central1-f", "quiet": "us-central1-b",
+             "twin-a": "europe-west4-a", "twin-b": "europe-west4-a"}
+    for name, zone in zones.items():
+        r = tpuctl("up", name, "--zone", zone, "--arch", "vm", "--no-vm", "--bucket", b)
+        assert r.code == 0, r.err
     stuck = BucketRun(b, "stuck")
     time.sleep(2.2)
     stuck.beat()
     stuck.lease()
     now = time.time()
-    stub.series = [series("handson", lambda t: 85.0 if t > now - 90 else 0.0),   # someone computes on it
-                   series("stuck", lambda t: 0.4)]                                # the job hangs, the TPU idles
+    stub.series = [
+        series("us-central1-c", "7023718341", lambda t: 85.0 if t > now - 90 else 0.0),   # someone computes on it
+        series("us-central1-c", "7023718341", lambda t: 3.0, accelerator="1"),
+        series("us-central1-f", "1158303367", lambda t: 0.4),                              # the job hangs, the TPU idles
+        series("europe-west4-a", "5567112094", lambda t: 95.0),                            # one of the twins, unknown
+        series("europe-west4-a", "5567112095", lambda t: 0.0),
+        series("asia-east1-c", "9990001112", lambda t: 50.0),                              # no TPU of ours there
+    ]
     monkeypatch.setenv("TPUCTL_MONITORING_API_ENDPOINT", stub.url)
     doc = tpuctl("down", "--idle", "--idle-for", "2s", "--min-duty-cycle", "5", "--dry-run", "--json").json()
     v = {n["cluster"]: n for n in doc["nodes"]}
@@ -210,6 +224,9 @@ def test_min_duty_cycle_from_cloud_monitoring(cloud, tpuctl, stub, monkeypatch):
     assert v["handson"]["verdict"] == "keep" and "outside tpuctl" in v["handson"]["reason"]
     assert v["stuck"]["verdict"] == "delete" and "duty cycle stayed under 5%" in v["stuck"]["reason"]
     assert v["quiet"]["verdict"] == "delete" and v["quiet"]["duty_cycle"].startswith("no samples name this node")
+    for twin in ("twin-a", "twin-b"):      # two TPUs in europe-west4-a: whose series is whose is unknown
+        assert v[twin]["duty_cycle"].startswith("no samples name this node"), v[twin]
+        assert v[twin]["verdict"] == "delete"
     assert stub.requests and stub.requests[-1][0] == f"/v3/projects/{PROJECT}/timeSeries"
     # Monitoring unreachable: said so, and the progress record decides alone
     monkeypatch.setenv("TPUCTL_MONITORING_API_ENDPOINT", "http://127.0.0.1:9")

@@ -1,35 +1,177 @@
-"""One place classifies cloud errors; zone failover acts on the class only."""
+"""One place classifies cloud errors; zone failover acts on the class only.
+
+The corpus (tests/corpus/google_errors.json) holds real error responses, each quoted from a public
+source; every one must be read as its ``expect`` says, from the JSON body (as the REST clients
+carry it) and, for operations, from what tpuctl keeps of an operation error (code and message).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import pytest
+import requests
+from google.api_core import exceptions as gexc
 
-from provision.cloud.failures import Kind, Scope, classify
+from provision.cloud.failures import Kind, Scope, classify, classify_body, failure, scope_of
+from provision.cloud.gcp_errors import compute_operation_failure, failure_of, retriable
 from provision.cluster.failover import ZonePlan
+
+CORPUS = json.loads((Path(__file__).resolve().parents[1] / "corpus" / "google_errors.json").read_text())
+ENTRIES = CORPUS["entries"]
 
 CIDR_MSG = ('Error code 3 ... The \'CIDR Range\' value "10.2.0.0/29" on network default conflicts with another '
             'subnet or object in the (peered) customer network')
 
 
+def test_the_corpus_is_real_and_large_enough():
+    assert len(ENTRIES) >= 30
+    ids = [e["id"] for e in ENTRIES]
+    assert len(set(ids)) == len(ids)
+    for e in ENTRIES:
+        assert e["source"].startswith("https://"), e["id"]
+        assert e["quote"].strip(), e["id"]
+        assert e["where"] in ("call", "operation", None), e["id"]
+        assert isinstance(e["body"].get("error"), dict), e["id"]
+        assert e["envelope"] in ("verbatim", "reconstructed"), e["id"]
+    situations = {e["expect"]["kind"] for e in ENTRIES}
+    assert {"rate_limit", "stockout", "zone_unavailable", "zone_quota", "quota", "global_quota",
+            "permission", "api_disabled", "invalid"} <= situations
+
+
+def _words(text: str) -> str:
+    return " ".join(text.replace("\\n", " ").replace("#", " ").split())
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e["id"] for e in ENTRIES])
+def test_corpus_entry_is_read_as_google_meant(entry):
+    f = classify_body(entry["body"], http_status=entry["http_status"], where=entry["where"])
+    expect = entry["expect"]
+    assert (f.kind.value, f.scope.value) == (expect["kind"], expect["scope"]), f
+    assert f.scope == scope_of(f.kind)
+    if "zones_available" in expect:
+        assert list(f.zones_available) == expect["zones_available"]
+    # the body carries the quoted text (whitespace and comment marks aside)
+    err = entry["body"]["error"]
+    said = err.get("message") or (err.get("errors") or [{}])[0].get("message", "")
+    assert _words(said.split(" [EID")[0])[:60] in _words(entry["quote"]), entry["id"]
+
+
+OPERATIONS = [e for e in ENTRIES if e["where"] in ("operation", None)
+              and e["expect"]["kind"] not in ("rate_limit",)]
+
+
+@pytest.mark.parametrize("entry", OPERATIONS, ids=[e["id"] for e in OPERATIONS])
+def test_an_operation_error_reads_the_same_from_code_and_message(entry):
+    """tpuctl keeps (code, message) of a failed operation: that alone must classify the same way."""
+    body = entry["body"]
+    err = body["error"]
+    if err.get("errors"):
+        code, message = compute_operation_failure(body)       # a Compute operation, as JSON
+    else:
+        code = err.get("code") if isinstance(err.get("code"), int) and err["code"] < 100 else None
+        message = err.get("message", "")
+    f = classify(code=code, message=message, where="operation")
+    assert (f.kind.value, f.scope.value) == (entry["expect"]["kind"], entry["expect"]["scope"]), (code, message)
+    if entry["expect"].get("zones_available"):
+        assert list(f.zones_available) == entry["expect"]["zones_available"]
+
+
+def _http_error(status: int, body: dict) -> gexc.GoogleAPICallError:
+    response = requests.Response()
+    response.status_code = status
+    response._content = json.dumps(body).encode()
+    response.request = requests.Request("POST", "https://tpu.googleapis.com/v2/projects/p/locations/z/nodes").prepare()
+    return gexc.from_http_response(response)
+
+
+CALLS = [e for e in ENTRIES if e["where"] == "call" and e["http_status"]]
+
+
+@pytest.mark.parametrize("entry", CALLS, ids=[e["id"] for e in CALLS])
+def test_a_call_error_reads_the_same_through_api_core(entry):
+    """The REST paths raise google-api-core's exception for the response: its body decides."""
+    exc = _http_error(entry["http_status"], entry["body"])
+    f = failure_of(exc)
+    assert (f.kind.value, f.scope.value) == (entry["expect"]["kind"], entry["expect"]["scope"])
+    assert retriable(exc) == (entry["expect"]["kind"] in ("rate_limit", "transient"))
+    assert not f.message.startswith("POST "), f.message
+
+
+def test_grpc_errors_read_their_unpacked_details():
+    from google.rpc import error_details_pb2
+
+    info = error_details_pb2.ErrorInfo(reason="RATE_LIMIT_EXCEEDED", domain="googleapis.com")
+    exc = gexc.ResourceExhausted("Quota exceeded for quota metric 'Requests' and limit 'Requests per minute'",
+                                 details=[info], error_info=info)
+    assert failure_of(exc).kind == Kind.RATE_LIMIT and retriable(exc)
+    violation = error_details_pb2.QuotaFailure.Violation(
+        subject="quota/TPUV2sPreemptiblePodPerProjectPerZoneForTPUAPI",
+        description="Quota 'TPUV2sPreemptiblePodPerProjectPerZoneForTPUAPI' exhausted. Limit 32 in zone europe-west4-a")
+    quota = error_details_pb2.QuotaFailure(violations=[violation])
+    exc = gexc.ResourceExhausted("Quota exceeded", details=[quota])
+    f = failure_of(exc)
+    assert (f.kind, f.scope) == (Kind.ZONE_QUOTA, Scope.ZONE) and not retriable(exc)
+    exc = gexc.PermissionDenied("Location us-east1-d is not found or access is unauthorized.")
+    assert failure_of(exc).kind == Kind.ZONE_UNAVAILABLE
+
+
+def test_compute_operation_errors_from_json_and_from_client_objects():
+    from google.cloud.compute_v1 import types
+
+    error = {"errors": [{"code": "QUOTA_EXCEEDED", "message": "Quota 'CPUS' exceeded.  Limit: 24.0 in region us-central1."}]}
+    as_json = compute_operation_failure({"error": error, "httpErrorStatusCode": 403})
+    as_error = compute_operation_failure(error)
+    op = types.Operation(error=types.Error(errors=[types.Errors(code="QUOTA_EXCEEDED",
+                                                                 message=error["errors"][0]["message"])]))
+    as_object = compute_operation_failure(op)
+    for code, message in (as_json, as_error, as_object):
+        f = classify(code=code, message=message)
+        assert (f.kind, f.scope) == (Kind.QUOTA, Scope.REGION), message
+    assert compute_operation_failure({"httpErrorStatusCode": 503, "httpErrorMessage": "SERVICE UNAVAILABLE"})[0] == 14
+    assert compute_operation_failure({})[0] == 2
+
+
 @pytest.mark.parametrize("kw, kind, scope", [
-    (dict(http_status=429, message="Rate Limit Exceeded"), Kind.TRANSIENT, Scope.CALL),
-    (dict(http_status=503, message="Service Unavailable"), Kind.TRANSIENT, Scope.CALL),
-    (dict(http_status=500, message="Internal error"), Kind.TRANSIENT, Scope.CALL),
-    (dict(code=4, message="Deadline exceeded"), Kind.TRANSIENT, Scope.CALL),
-    (dict(code=8, message='There is no more capacity in the zone "us-central1-b"'), Kind.STOCKOUT, Scope.ZONE),
-    (dict(code=8, message="ZONE_RESOURCE_POOL_EXHAUSTED"), Kind.STOCKOUT, Scope.ZONE),
-    (dict(code=8, message="Quota 'TPUV2sPreemptiblePodPerProjectPerZoneForTPUAPI' exceeded in region us-central1"),
+    ({"http_status": 429, "message": "Rate Limit Exceeded"}, Kind.RATE_LIMIT, Scope.CALL),
+    ({"http_status": 403, "message": "Rate Limit Exceeded", "errors": [{"reason": "rateLimitExceeded"}]},
+     Kind.RATE_LIMIT, Scope.CALL),
+    ({"http_status": 503, "message": "Service Unavailable"}, Kind.TRANSIENT, Scope.CALL),
+    ({"http_status": 500, "message": "Internal error"}, Kind.TRANSIENT, Scope.CALL),
+    ({"code": 4, "message": "Deadline exceeded"}, Kind.TRANSIENT, Scope.CALL),
+    ({"code": 3, "message": "Cloud TPU was unable to complete the operation. Please try again."}, Kind.TRANSIENT,
+     Scope.CALL),
+    ({"code": 8, "message": 'There is no more capacity in the zone "us-central1-b"'}, Kind.STOCKOUT, Scope.ZONE),
+    ({"code": 8, "message": "ZONE_RESOURCE_POOL_EXHAUSTED"}, Kind.STOCKOUT, Scope.ZONE),
+    ({"code": 8, "message": "Quota 'TPUV2sPreemptiblePodPerProjectPerZoneForTPUAPI' exceeded in region us-central1"},
      Kind.QUOTA, Scope.REGION),
-    (dict(code=3, message=CIDR_MSG), Kind.CIDR_CONFLICT, Scope.CALL),
-    (dict(code=7, message="Permission 'tpu.nodes.create' denied on 'projects/p/locations/z'"), Kind.PERMISSION,
+    ({"http_status": 429, "message": "Quota exceeded", "details": [{
+        "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+        "violations": [{"quotaId": "TPUV2sPreemptiblePerProjectPerZoneForTPUAPI",
+                        "quotaDimensions": {"zone": "europe-west4-a"}}]}]}, Kind.ZONE_QUOTA, Scope.ZONE),
+    ({"code": 3, "message": CIDR_MSG}, Kind.CIDR_CONFLICT, Scope.CALL),
+    ({"code": 7, "message": "Permission 'tpu.nodes.create' denied on 'projects/p/locations/z'"}, Kind.PERMISSION,
      Scope.CLOUD),
-    (dict(http_status=403, reason="SERVICE_DISABLED",
-          message="Cloud TPU API has not been used in project p before or it is disabled"), Kind.API_DISABLED,
+    ({"http_status": 403, "reason": "SERVICE_DISABLED",
+          "message": "Cloud TPU API has not been used in project p before or it is disabled"}, Kind.API_DISABLED,
      Scope.CLOUD),
-    (dict(code=6, message="already exists"), Kind.EXISTS, Scope.CALL),
-    (dict(code=3, message="Invalid accelerator type"), Kind.INVALID, Scope.CLOUD),
+    ({"http_status": 403, "reason": "LOCATION_POLICY_VIOLATED", "message": "Location policy violated"},
+     Kind.ZONE_UNAVAILABLE, Scope.ZONE),
+    ({"code": 6, "message": "already exists"}, Kind.EXISTS, Scope.CALL),
+    ({"code": 3, "message": "Invalid accelerator type"}, Kind.INVALID, Scope.CLOUD),
 ])
 def test_classification(kw, kind, scope):
     f = classify(**kw)
     assert (f.kind, f.scope) == (kind, scope)
+
+
+def test_every_kind_has_one_scope_and_strings_map_back():
+    for kind in Kind:
+        assert failure(kind.value, "m").scope == scope_of(kind)
+    assert failure("conflict", "m").kind == Kind.UNKNOWN and scope_of("nonsense") == Scope.CLOUD
+    assert failure(Kind.RATE_LIMIT, "m").retriable and failure(Kind.TRANSIENT, "m").retriable
+    assert not failure(Kind.QUOTA, "m").retriable
 
 
 def test_permission_hint_names_the_role():
@@ -37,11 +179,21 @@ def test_permission_hint_names_the_role():
     assert "roles/tpu.admin" in f.hint and "tpu.nodes.create" in f.hint
     f = classify(code=7, message="Required 'compute.instances.create' permission for 'projects/p'")
     assert "roles/compute.instanceAdmin.v1" in f.hint
+    f = classify(http_status=403, message="cannot create a TPU Node on a project linked to a free-trial billing account")
+    assert "billing account" in f.hint
 
 
 def test_disabled_api_hint_names_the_api():
     f = classify(http_status=403, message="Compute Engine API has not been used ... compute.googleapis.com")
     assert f.hint == "enable it: gcloud services enable compute.googleapis.com"
+
+
+def test_quota_hints_say_where_and_what():
+    f = classify(code=8, message="Quota 'TPUV2sPreemptiblePodPerProjectPerZoneForTPUAPI' exhausted. Limit 32 in zone "
+                                 "europe-west4-a")
+    assert "europe-west4-a" in f.hint and "next zone" in f.hint
+    f = classify(code=8, message="Quota 'CPUS_ALL_REGIONS' exceeded.  Limit: 32.0 globally.")
+    assert f.kind == Kind.GLOBAL_QUOTA and "no zone can help" in f.hint
 
 
 def test_failover_skips_stocked_out_zones_and_quota_regions():
@@ -53,6 +205,33 @@ def test_failover_skips_stocked_out_zones_and_quota_regions():
     plan.record("europe-west4-a", classify(code=7, message="Permission 'tpu.nodes.create' denied"))
     assert plan.next_zone() is None and plan.stopped.kind == Kind.PERMISSION
     assert "us-central1-b: stockout" in plan.explain() and "region us-central1: quota" in plan.explain()
+
+
+def test_failover_on_zone_quota_and_unserved_zones_keeps_the_region():
+    plan = ZonePlan(("us-central1-b", "us-central1-c", "europe-west4-a"))
+    plan.record("us-central1-b", classify(code=8, message="Quota 'X' exhausted. Limit 32 in zone us-central1-b"))
+    assert plan.next_zone() == "us-central1-c"
+    plan.record("us-central1-c", classify(http_status=403, message="Location us-central1-c is not found or access "
+                                                                   "is unauthorized."))
+    assert plan.next_zone() == "europe-west4-a"
+    plan.record("europe-west4-a", classify(code=8, message="Quota 'GPUS_ALL_REGIONS' exceeded.  Limit: 1.0 globally."))
+    assert plan.next_zone() is None and plan.stopped.kind == Kind.GLOBAL_QUOTA
+
+
+def test_failover_uses_zones_available():
+    plan = ZonePlan(("us-central1-b", "us-central1-c", "us-central1-f", "europe-west4-a"))
+    f = classify_body({"error": {"errors": [{
+        "code": "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", "message": "The zone ... does not have enough resources",
+        "errorDetails": [{"errorInfo": {"reason": "resource_availability",
+                                        "metadatas": {"zonesAvailable": "us-central1-a,us-central1-f"}}}]}]}})
+    plan.record("us-central1-b", f)
+    assert plan.next_zone() == "us-central1-f"          # named as having capacity; us-central1-c is not
+    assert "us-central1-c" in plan.blocked_zones
+    empty = classify_body({"error": {"errors": [{"code": "ZONE_RESOURCE_POOL_EXHAUSTED", "message": "m", "errorDetails": [
+        {"errorInfo": {"reason": "resource_availability", "metadatas": {"zonesAvailable": ""}}}]}]}})
+    plan = ZonePlan(("us-central1-b", "us-central1-c"))
+    plan.record("us-central1-b", empty)
+    assert plan.next_zone() == "us-central1-c"           # an empty list says nothing about the others
 
 
 def test_storage_hints_name_bucket_level_roles_not_storage_admin():
