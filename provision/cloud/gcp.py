@@ -418,8 +418,14 @@ class GcpProvider:
                             params={"force": "true"})
             return Operation(name=f"tpu2:{op['name']}", zone=zone, verb="delete", kind="tpu", target=name)
         if _api_arch(n, Arch.VM) == Arch.NODE:
-            op = self._call("tpu.v1.nodes.delete", "DELETE", f"{self._tpu}/v1/{path}")
-            return Operation(name=f"tpu1:{op['name']}", zone=zone, verb="delete", kind="tpu", target=name)
+            try:
+                op = self._call("tpu.v1.nodes.delete", "DELETE", f"{self._tpu}/v1/{path}")
+                return Operation(name=f"tpu1:{op['name']}", zone=zone, verb="delete", kind="tpu", target=name)
+            except NotFound:
+                pass    # v1 is gone, yet v2 lists the Node: v2 deletes any node
+            except CloudError as exc:
+                if exc.kind not in ("permission", "api_disabled"):
+                    raise
         op = self._call("tpu.v2.nodes.delete", "DELETE", f"{self._tpu}/v2/{path}")
         return Operation(name=f"tpu2:{op['name']}", zone=zone, verb="delete", kind="tpu", target=name)
 

@@ -75,6 +75,10 @@ def test_tpu_vm_clusters_work_when_v1_is_gone_or_closed(fakegcp_env, status):
     [node] = every.json()["clusters"]
     assert node["name"] == "legacy" and node["tpu"]["arch"] == "node" and node["tpu"]["state"] == "READY"
     assert node["tpu"]["cidr_block"] == legacy.json()["cidr"]
+    # and it can still be deleted: v2 deletes a node of either architecture
+    gone = run_tpuctl_process("down", "legacy", "--json")
+    assert gone.code == 0, gone.err
+    assert fake.resources()["nodes"] == [] and fake.resources()["instances"] == []
 
 
 def test_tpu_node_refused_in_one_line_naming_arch_vm_and_nothing_left(fakegcp_env):
