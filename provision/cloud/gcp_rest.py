@@ -32,7 +32,6 @@ TPU_ENDPOINT = "https://tpu.googleapis.com"
 COMPUTE_ENDPOINT = "https://compute.googleapis.com"
 COMPUTE_PATH = "/compute/v1"
 CONNECT_TIMEOUT = 10.0
-POOL_SIZE = 16          # concurrent reads (used_ranges runs six at once, list + v1 enrichments more)
 
 
 def _base(value: str | None, default: str) -> str:
@@ -61,13 +60,10 @@ class Rest:
     """One authorized HTTP session shared by every call of a provider (thread-safe for requests)."""
 
     def __init__(self, credentials: Any) -> None:
-        import requests.adapters
         from google.auth.transport.requests import AuthorizedSession
 
+        # requests keeps up to 10 connections per host, more than tpuctl's concurrent reads use
         self.session = AuthorizedSession(credentials)
-        adapter = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=POOL_SIZE, max_retries=0)
-        self.session.mount("https://", adapter)
-        self.session.mount("http://", adapter)
         self.session.headers["User-Agent"] = "tpuctl"
 
     def call(self, method: str, url: str, *, params: dict[str, Any] | None = None,
