@@ -58,6 +58,12 @@ class Job:
         """Which variables ``init_checkpoint`` fills, and which of them it must contain."""
         return variables, lambda name: True
 
+    def trainable(self, name: str) -> bool:
+        """Whether the optimizer updates the variable of this original name (False for those
+        the loss does not reach, such as the pooler under a span head: the original's
+        optimizer skips variables without a gradient)."""
+        return True
+
     def finish(self, runner: Any) -> dict[str, float]:
         """After the last step: evaluate, export. Returns metrics for progress.json."""
         return {}

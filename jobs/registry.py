@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from .bert.classifier import ClassifierJob
 from .bert.pretrain import PretrainJob
+from .bert.squad_job import SquadJob
 from .errors import ConfigError
 from .job import Job
 from .runner import Runner
 from .spec import JobSpec
 
-JOBS: dict[str, type[Job]] = {"bert-pretrain": PretrainJob, "bert-finetune": ClassifierJob}
+JOBS: dict[str, type[Job]] = {"bert-pretrain": PretrainJob, "bert-finetune": ClassifierJob,
+                              "bert-squad": SquadJob}
 
 
 def make_job(spec: JobSpec) -> Job:

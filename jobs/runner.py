@@ -181,8 +181,9 @@ class Runner:
         with self.strategy.scope():
             self.model = self.job.build_model()
             self.variables = {name: unwrap(v) for name, v in self.model.original_variables().items()}
+            trained = {n: v for n, v in self.variables.items() if self.job.trainable(n)}
             self.optimizer = AdamWeightDecay(
-                self.variables, init_lr=spec.learning_rate, num_train_steps=spec.num_train_steps,
+                trained, init_lr=spec.learning_rate, num_train_steps=spec.num_train_steps,
                 num_warmup_steps=spec.warmup_steps, weight_decay_rate=spec.weight_decay_rate,
                 jit_compile=self.device.xla and self.strategy.num_replicas_in_sync > 1)
         self.position = tf.Variable(0, dtype=tf.int64, trainable=False, name=INPUT_POSITION)

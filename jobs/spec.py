@@ -10,7 +10,8 @@ A spec is flat (``key: value``): the keys are those of the original google-resea
 ``run_pretraining.py`` and ``run_classifier.py`` recognise them. ``job`` picks the dataclass:
 
 - ``bert-pretrain``: masked-LM + next-sentence pretraining (:class:`PretrainSpec`);
-- ``bert-finetune``: sequence classification from TSV/CSV (:class:`FinetuneSpec`).
+- ``bert-finetune``: sequence classification from TSV/CSV (:class:`FinetuneSpec`);
+- ``bert-squad``: SQuAD span extraction (:class:`SquadSpec`).
 
 Relative local paths are taken relative to the current directory, like the original flags.
 """
@@ -54,7 +55,7 @@ def _opt(default: Any, doc: str, **kw: Any) -> Any:
 class JobSpec:
     """Keys every job has; what the control plane reads without TensorFlow."""
 
-    job: str = _required("bert-pretrain or bert-finetune")
+    job: str = _required("bert-pretrain, bert-finetune or bert-squad")
     model_dir: str = _required("where checkpoints, progress.json and TensorBoard summaries go "
                                "(gs://bucket/path or a local directory)")
     bert_dir: str = _required("an original google-research BERT directory: bert_config.json, "
@@ -202,7 +203,61 @@ class FinetuneSpec(JobSpec):
             raise SpecError("classifier_dropout must be in [0, 1)")
 
 
-JOBS: dict[str, type[JobSpec]] = {"bert-pretrain": PretrainSpec, "bert-finetune": FinetuneSpec}
+@dataclass
+class SquadSpec(JobSpec):
+    """``bert-squad``: span-extraction fine-tuning on SQuAD v1.1/v2.0, as run_squad.py."""
+
+    learning_rate: float = _opt(3e-5, "peak learning rate of AdamW")
+    max_seq_length: int = _opt(384, "tokens per window: [CLS] question [SEP] context [SEP]")
+    num_train_steps: int = _opt(0, "total optimizer steps; 0: num_train_epochs x training "
+                                   "questions / train_batch_size (as run_squad.py)")
+    num_train_epochs: float = _opt(2.0, "epochs over the training questions when "
+                                        "num_train_steps is 0")
+    train_file: str = _required("SQuAD JSON to train on (train-v1.1.json, train-v2.0.json)",
+                                path="file")
+    predict_file: str | None = _opt(None, "SQuAD JSON to predict after training (dev-v1.1.json): "
+                                          "predictions.json and eval_results.json (EM, F1)",
+                                    path="file")
+    version_2_with_negative: bool = _opt(False, "SQuAD v2.0: questions may have no answer")
+    doc_stride: int = _opt(128, "tokens between the starts of consecutive context windows")
+    max_query_length: int = _opt(64, "question tokens kept")
+    n_best_size: int = _opt(20, "start and end candidates per window when decoding")
+    max_answer_length: int = _opt(30, "longest answer, in sub-tokens")
+    null_score_diff_threshold: float = _opt(0.0, "v2.0: predict no answer when the null score "
+                                                 "exceeds the best span's by more than this")
+    predict_batch_size: int = _opt(8, "global batch size for prediction")
+
+    def _check(self) -> None:
+        from .bert import squad_check as squad  # pure Python: no TensorFlow
+
+        if self.num_train_epochs is None or not self.num_train_epochs > 0:
+            raise SpecError(f"num_train_epochs is {self.num_train_epochs}; use a positive number "
+                            "such as --set num_train_epochs=2")
+        _positive(self, "doc_stride", "max_query_length", "n_best_size", "max_answer_length",
+                  "predict_batch_size")
+        for key in ("train_file", "predict_file"):
+            value = getattr(self, key)
+            if value and not _is_remote(value):
+                try:
+                    count = squad.check_file(value, key == "train_file",
+                                             self.version_2_with_negative)
+                except squad.SquadError as exc:
+                    raise SpecError(f"{key}: {exc}") from None
+                if key == "train_file" and self.num_train_steps == 0:
+                    self.num_train_steps = max(1, int(count / self.train_batch_size
+                                                      * self.num_train_epochs))
+        if self.num_train_steps == 0:
+            raise SpecError("train_file is remote, so its size is unknown here; give "
+                            "--set num_train_steps=N (epochs x questions / train_batch_size)")
+        super()._check()
+        if self.max_query_length + 4 > self.max_seq_length:
+            raise SpecError(f"max_query_length {self.max_query_length} leaves no context in "
+                            f"max_seq_length {self.max_seq_length}; use --set max_query_length=64 "
+                            "with max_seq_length 384")
+
+
+JOBS: dict[str, type[JobSpec]] = {"bert-pretrain": PretrainSpec, "bert-finetune": FinetuneSpec,
+                                  "bert-squad": SquadSpec}
 
 
 # --------------------------------------------------------------------------------------------

@@ -341,6 +341,28 @@ class ClassifierModel(keras.Model):
         return {**self.encoder.original_variables(), **self.classifier.original_variables()}
 
 
+class SquadModel(keras.Model):
+    """Encoder + a linear start/end layer on every token, as run_squad.py: ``cls/squad/
+    output_weights`` [2, hidden] and ``cls/squad/output_bias`` [2] (no dropout on the head)."""
+
+    def __init__(self, config: BertConfig, **kwargs):
+        super().__init__(name=kwargs.pop("name", "bert_squad"), **kwargs)
+        self.config = config
+        self.encoder = BertEncoder(config)
+        self.encoder.build()
+        self.span = OutputLayer(config, 2, "cls/squad", name="squad")
+        self.span.build()
+        self.built = True
+
+    def call(self, features, training=False, seed=None):
+        sequence = self.encoder(features, training=training, seed=fold(seed, 0))["sequence_output"]
+        logits = self.span(sequence)   # [batch, seq, 2], float32
+        return {"start_logits": logits[:, :, 0], "end_logits": logits[:, :, 1]}
+
+    def original_variables(self) -> dict:
+        return {**self.encoder.original_variables(), **self.span.original_variables()}
+
+
 def build_encoder(config: BertConfig) -> BertEncoder:
     encoder = BertEncoder(config)
     encoder.build()

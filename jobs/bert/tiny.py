@@ -10,12 +10,16 @@
 - ``corpus.txt``: a pretraining corpus (one sentence per line, blank line between documents)
   whose documents each keep to one topic, so masked-LM and next-sentence are both learnable;
 - ``train.tsv`` / ``dev.tsv``: a sentiment task (``text<TAB>label``, pos/neg) decided by the
-  polarity words in each sentence: learnable by a tiny model in a couple hundred steps.
+  polarity words in each sentence: learnable by a tiny model in a couple hundred steps;
+- ``squad/train-v1.1.json`` / ``squad/dev-v1.1.json``: a SQuAD v1.1 task: paragraphs of topic
+  sentences (adjectives as distractors) with one praising or damning clause; the question
+  ("is it good ?" / "is it bad ?") asks for its words ("good", "very good", also glued to "!").
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 
@@ -146,6 +150,43 @@ def _review(rng: random.Random) -> tuple[str, str]:
     return rng.choice(forms), label
 
 
+def _clause(rng: random.Random, words: list[str]) -> tuple[str, str]:
+    """(clause, answer) where the answer is a substring of the clause."""
+    subject = rng.choice(["movie", "film", "story", "show", "book"])
+    answer = ("very " if rng.random() < 0.3 else "") + rng.choice(words)
+    form = rng.randrange(3)
+    if form == 0:
+        return f"the {subject} was {answer} .", answer
+    if form == 1:
+        return f"it was {answer}! we read the {subject} today .", answer
+    return f"a {answer} {subject} , they said .", answer
+
+
+def squad_task(rng: random.Random, paragraphs: int, prefix: str) -> dict:
+    """A SQuAD v1.1 file: one question per paragraph, its answer at exact character offsets."""
+    out = []
+    for p in range(paragraphs):
+        topic = list(TOPICS)[p % len(TOPICS)]
+        parts: list[tuple[str, str | None]] = [(_sentence(rng, topic), None)
+                                               for _ in range(rng.randint(1, 4))]
+        for kind, words in [rng.choice((("good", POSITIVE), ("bad", NEGATIVE)))]:
+            clause, answer = _clause(rng, words)
+            parts.insert(rng.randrange(len(parts) + 1), (clause, f"{kind}\t{answer}"))
+        context, qas = "", []
+        for text, tag in parts:
+            if context:
+                context += " "
+            if tag is not None:
+                kind, answer = tag.split("\t")
+                start = len(context) + text.index(answer)
+                qas.append({"id": f"{prefix}-{p}-{kind}", "question": f"is it {kind} ?",
+                            "answers": [{"text": answer, "answer_start": start}]})
+            context += text
+        qas.sort(key=lambda q: q["id"])
+        out.append({"title": f"{prefix}-{p}", "paragraphs": [{"context": context, "qas": qas}]})
+    return {"version": "1.1", "data": out}
+
+
 def write(out_dir: str, seed: int = 0) -> dict[str, str]:
     """Write the directory; returns the paths written by role."""
     from . import weights  # TensorFlow only for the checkpoint
@@ -168,6 +209,11 @@ def write(out_dir: str, seed: int = 0) -> dict[str, str]:
             for _ in range(count):
                 text, label = _review(rng)
                 f.write(f"{text}\t{label}\n")
+    os.makedirs(os.path.join(out_dir, "squad"), exist_ok=True)
+    for name, count in (("train-v1.1.json", 600), ("dev-v1.1.json", 150)):
+        paths[name] = os.path.join(out_dir, "squad", name)
+        with open(paths[name], "w", encoding="utf-8") as f:
+            json.dump(squad_task(rng, count, name.split("-")[0]), f, indent=1)
     paths["checkpoint"] = weights.write(os.path.join(out_dir, "bert_model.ckpt"),
                                         initial_values(config, seed))
     return paths

@@ -1,0 +1,200 @@
+"""``bert-squad``: span-extraction fine-tuning on SQuAD v1.1/v2.0, as run_squad.py, on the runner.
+
+The training file becomes features (:mod:`jobs.bert.squad`: windows, positions) written once per
+start to TFRecord shards in ``<model_dir>/squad_data`` (deterministically, so a restart writes
+the same bytes) and read through the epoch stream of :mod:`jobs.data`: a resumed run continues
+with the very windows the uninterrupted run would have read. The model is the encoder and a
+start/end layer under the original names ``cls/squad/output_weights`` / ``output_bias``, so a
+checkpoint fine-tuned by run_squad.py initialises it unchanged (``init_checkpoint``); the loss is
+the mean of the start and end cross-entropies.
+
+When training ends the job predicts ``predict_file`` (its windows padded to whole batches, in
+order), decodes the n-best spans and writes ``<model_dir>/predictions.json`` (question id ->
+answer text), ``nbest_predictions.json``, ``null_odds.json`` (v2.0) and ``eval_results.json``
+with the official ``exact_match`` and ``f1`` (percent), which also go to progress.json.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import tensorflow as tf
+
+from .. import data
+from ..errors import ConfigError
+from ..job import Job, log
+from ..spec import SquadSpec
+from ..summaries import ScalarWriter
+from . import check_case, read_config, squad
+from .classifier import pad_to_batches, write_records
+from .modeling import SquadModel
+from .tokenization import FullTokenizer
+
+DATA_DIR = "squad_data"
+SHARD_FEATURES = 4096
+
+
+def feature_arrays(features: list[squad.Feature]) -> dict[str, np.ndarray]:
+    return {"token_ids": np.array([f.input_ids for f in features], np.int32),
+            "segment_ids": np.array([f.segment_ids for f in features], np.int32),
+            "padding_mask": np.array([f.input_mask for f in features], np.int32),
+            "start_positions": np.array([f.start_position for f in features], np.int32),
+            "end_positions": np.array([f.end_position for f in features], np.int32),
+            "feature_index": np.arange(len(features), dtype=np.int32),
+            "label": np.zeros(len(features), np.int32),
+            "weight": np.ones(len(features), np.float32)}
+
+
+class SquadJob(Job):
+    metric_names = ()
+
+    def __init__(self, spec: SquadSpec):
+        super().__init__(spec)
+        self.spec: SquadSpec = spec
+
+    def batch_sizes(self) -> dict[str, int]:
+        sizes = {"train_batch_size": self.spec.train_batch_size}
+        if self.spec.predict_file:
+            sizes["predict_batch_size"] = self.spec.predict_batch_size
+        return sizes
+
+    def _features(self, path: str, training: bool):
+        s = self.spec
+        try:
+            examples = squad.read_examples(path, training, s.version_2_with_negative, warn=log)
+            features = squad.convert_to_features(examples, self.tokenizer, s.max_seq_length,
+                                                 s.doc_stride, s.max_query_length, training)
+        except squad.SquadError as exc:
+            raise ConfigError(str(exc)) from None
+        if not features:
+            raise ConfigError(f"{path} gives no usable questions; check the file")
+        return examples, features
+
+    def prepare(self, runner) -> None:
+        s = self.spec
+        self.config = read_config(s.bert_dir)
+        if s.max_seq_length > self.config.max_position_embeddings:
+            raise ConfigError(f"max_seq_length {s.max_seq_length} exceeds "
+                              f"max_position_embeddings {self.config.max_position_embeddings}; "
+                              f"use --set max_seq_length={self.config.max_position_embeddings}")
+        check_case(s)
+        self.tokenizer = FullTokenizer(f"{s.bert_dir.rstrip('/')}/vocab.txt", s.do_lower_case)
+        train_examples, train = self._features(s.train_file, training=True)
+        arrays = feature_arrays(train)
+        out_dir = f"{runner.model_dir}/{DATA_DIR}"
+        tf.io.gfile.makedirs(out_dir)
+        n = len(train)
+        shards = -(-n // SHARD_FEATURES)
+        files = [f"{out_dir}/train-{i:05d}-of-{shards:05d}.tfrecord" for i in range(shards)]
+        for i, path in enumerate(files):
+            write_records(path, arrays, range(i, n, shards))
+        for stale in tf.io.gfile.glob(f"{out_dir}/train-*.tfrecord"):
+            if stale not in files:
+                tf.io.gfile.remove(stale)
+        index = data.build_index(files, f"{out_dir}/{data.INDEX_NAME}", log)
+        self.stream = data.EpochStream(index, s.seed)
+        self.predict_records = None
+        if s.predict_file:
+            self.predict_examples, self.predict_features = self._features(s.predict_file, False)
+            padded = pad_to_batches(feature_arrays(self.predict_features), s.predict_batch_size)
+            padded["feature_index"][len(self.predict_features):] = -1
+            self.predict_records = f"{out_dir}/predict.tfrecord"
+            write_records(self.predict_records, padded, range(len(padded["weight"])))
+            self.predict_batches = len(padded["weight"]) // s.predict_batch_size
+        log(f"{len(train_examples)} training questions, {n} windows "
+            f"({n / s.train_batch_size:.1f} steps per epoch)"
+            + (f"; {len(self.predict_examples)} questions to predict" if s.predict_file else ""))
+
+    def parse(self, records):
+        n = self.spec.max_seq_length
+        schema = {"token_ids": tf.io.FixedLenFeature([n], tf.int64),
+                  "segment_ids": tf.io.FixedLenFeature([n], tf.int64),
+                  "padding_mask": tf.io.FixedLenFeature([n], tf.int64),
+                  "start_positions": tf.io.FixedLenFeature([], tf.int64),
+                  "end_positions": tf.io.FixedLenFeature([], tf.int64),
+                  "feature_index": tf.io.FixedLenFeature([], tf.int64)}
+        ex = tf.io.parse_example(records, schema)
+        return {k: tf.cast(v, tf.int32) for k, v in ex.items()}
+
+    def dataset(self, ctx: tf.distribute.InputContext, position: int) -> tf.data.Dataset:
+        return data.host_batches(self.stream.records(position), ctx, self.spec.train_batch_size,
+                                 self.parse)
+
+    def build_model(self):
+        return SquadModel(self.config)
+
+    def loss(self, model, features, training: bool, seed=None):
+        out = model(features, training=training, seed=seed)
+        start = tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=features["start_positions"], logits=out["start_logits"])
+        end = tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=features["end_positions"], logits=out["end_logits"])
+        return (tf.reduce_mean(start) + tf.reduce_mean(end)) / 2.0, {}
+
+    def init_variables(self, variables):
+        # The encoder must be there; cls/squad/* loads too when the checkpoint has it (a model
+        # fine-tuned by run_squad.py), else the head starts fresh.
+        return variables, lambda name: name.startswith("bert/")
+
+    def trainable(self, name: str) -> bool:
+        return not name.startswith("bert/pooler/")   # run_squad.py never reaches the pooler
+
+    # ---------------------------------------------------------------------------------------
+    # Prediction and the official evaluation
+
+    def logits(self, runner) -> dict[int, tuple[list[float], list[float]]]:
+        """unique_id -> (start logits, end logits) for every window of predict_file."""
+        global_batch = self.spec.predict_batch_size
+        strategy, model = runner.strategy, runner.model
+
+        def dataset_fn(ctx):
+            return data.host_batches(data.in_order([self.predict_records]), ctx, global_batch,
+                                     self.parse)
+
+        def replica_step(batch):
+            out = model(batch, training=False)
+            return batch["feature_index"], out["start_logits"], out["end_logits"]
+
+        @tf.function
+        def step(iterator):
+            return strategy.run(replica_step, args=(next(iterator),))
+
+        iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+        found: dict[int, tuple[list[float], list[float]]] = {}
+        for _ in range(self.predict_batches):
+            indices, starts, ends = step(iterator)
+            for i, s, e in zip(strategy.experimental_local_results(indices),
+                               strategy.experimental_local_results(starts),
+                               strategy.experimental_local_results(ends)):
+                for k, si, ei in zip(i.numpy(), s.numpy(), e.numpy()):
+                    if k >= 0:
+                        feature = self.predict_features[int(k)]
+                        found[feature.unique_id] = (si.tolist(), ei.tolist())
+        return found
+
+    def finish(self, runner) -> dict[str, float]:
+        if self.predict_records is None:
+            return {}
+        s = self.spec
+        prediction = squad.predict(self.predict_examples, self.predict_features, self.logits(runner),
+                                   s.n_best_size, s.max_answer_length, s.do_lower_case,
+                                   s.version_2_with_negative, s.null_score_diff_threshold)
+        model_dir = runner.model_dir
+        outputs = {"predictions.json": prediction.answers,
+                   "nbest_predictions.json": prediction.nbest}
+        if s.version_2_with_negative:
+            outputs["null_odds.json"] = prediction.null_odds
+        for name, value in outputs.items():
+            with tf.io.gfile.GFile(f"{model_dir}/{name}", "w") as f:
+                f.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+        results = squad.evaluate(squad.load_json(s.predict_file), prediction.answers)
+        results["global_step"] = float(runner.optimizer.step.numpy())
+        with tf.io.gfile.GFile(f"{model_dir}/eval_results.json", "w") as f:
+            f.write(json.dumps(results, indent=2, sort_keys=True) + "\n")
+        ScalarWriter(f"{model_dir}/eval").write(int(runner.optimizer.step.numpy()),
+                                                 {"exact_match": results["exact_match"],
+                                                  "f1": results["f1"]})
+        log(f"SQuAD {s.predict_file}: exact_match {results['exact_match']:.2f}, "
+            f"f1 {results['f1']:.2f}")
+        return {"exact_match": results["exact_match"], "f1": results["f1"]}
