@@ -250,10 +250,10 @@ class SquadSpec(JobSpec):
             raise SpecError("train_file is remote, so its size is unknown here; give "
                             "--set num_train_steps=N (epochs x questions / train_batch_size)")
         super()._check()
-        if self.max_query_length + 4 > self.max_seq_length:
+        if self.max_seq_length <= self.max_query_length + 3:
             raise SpecError(f"max_query_length {self.max_query_length} leaves no context in "
-                            f"max_seq_length {self.max_seq_length}; use --set max_query_length=64 "
-                            "with max_seq_length 384")
+                            f"max_seq_length {self.max_seq_length}; lower it, e.g. --set "
+                            f"max_query_length={max(1, self.max_seq_length // 6)}")
 
 
 JOBS: dict[str, type[JobSpec]] = {"bert-pretrain": PretrainSpec, "bert-finetune": FinetuneSpec,
