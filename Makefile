@@ -30,11 +30,8 @@ test: $(STAMP)
 # (tpuctl classifies from the HTTP status and message, not from `reason`).
 LOWEST       ?= .venv-lowest
 LOWEST_STAMP := $(LOWEST)/.tpuctl-installed
-LOWEST_TESTS ?= tests/integration -m "not tf" \
-	--ignore=tests/integration/test_startup_script.py --ignore=tests/integration/test_bootstrap_debian12.py \
-	--deselect tests/integration/test_fakegcp_faults.py::test_permission_denied_names_the_permission \
-	--deselect "tests/integration/test_fakegcp_faults.py::test_disabled_api[tpu]" \
-	--deselect "tests/integration/test_fakegcp_faults.py::test_disabled_api[compute]"
+LOWEST_TESTS ?= tests/integration -m "not tf and not client_error_reason" \
+	--ignore=tests/integration/test_startup_script.py --ignore=tests/integration/test_bootstrap_debian12.py
 
 $(LOWEST_STAMP): pyproject.toml tests/lowest_deps.py
 	rm -rf $(LOWEST)

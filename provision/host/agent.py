@@ -155,12 +155,14 @@ def agent_loop(cluster: str, bucket_url: str, project: str, worker: str, role: s
     from ..cloud.storage import open_bucket
     from ..runs.store import current_name
 
+    target = Target(provider="gcp", project=project, zone=None)
+    # the HTTP stack is imported here, in this thread, before the autodown thread starts using it:
+    # two threads importing urllib3 at once can see it half-initialised
+    bucket = open_bucket(bucket_url, target)
     if role == "host" and not once:
         from .autodown import start_host_autodown
 
         start_host_autodown(cluster, bucket_url, project, autodown_s)
-    target = Target(provider="gcp", project=project, zone=None)
-    bucket = open_bucket(bucket_url, target)
     running: dict[tuple[str, int], subprocess.Popen] = {}
     supervising: dict[str, subprocess.Popen] = {}
     while True:

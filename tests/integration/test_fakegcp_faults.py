@@ -151,6 +151,7 @@ def test_quota_in_the_operation(fakegcp, v2):
     assert failure.violations[0].quota_id == "TPUV2sPreemptiblePodPerProjectPerZoneForTPUAPI"
 
 
+@pytest.mark.client_error_reason
 def test_permission_denied_names_the_permission(fakegcp, v2, v1):
     fakegcp.deny("tpu.nodes.create", count=2)
     assert list(v2.list_nodes(parent=_parent(fakegcp))) == []
@@ -164,6 +165,7 @@ def test_permission_denied_names_the_permission(fakegcp, v2, v1):
     assert _create_vm(v2, fakegcp).metadata.verb == "create"
 
 
+@pytest.mark.client_error_reason
 @pytest.mark.parametrize("service", ["tpu", "compute"])
 def test_disabled_api(fakegcp, v2, v1, service):
     fakegcp.disable_service(service)
@@ -230,6 +232,7 @@ RATE_BODY = {"error": {
                  "domain": "googleapis.com", "metadata": {"service": "tpu.googleapis.com"}}]}}
 
 
+@pytest.mark.client_error_reason
 def test_a_call_fault_answers_the_body_verbatim_for_count_calls(fakegcp, v2):
     fakegcp.fault("tpu.v2", NODES, RATE_BODY, count=2)
     listed = fakegcp.faults()["faults"]
@@ -263,6 +266,7 @@ def test_an_operation_fault_fails_the_operation_and_leaves_no_node(fakegcp, v2):
     assert _create_vm(v2, fakegcp, "b").result(timeout=10, polling=FAST_POLLING).state == tpu_v2.Node.State.READY
 
 
+@pytest.mark.client_error_reason
 def test_a_fault_reaches_the_v1_grpc_service_with_its_details(fakegcp, v1):
     body = {"error": {"code": 403, "status": "PERMISSION_DENIED",
                       "message": "Location us-central1-b is not found or access is unauthorized.",
@@ -319,6 +323,7 @@ def test_bad_fault_requests_are_refused_in_one_line(fakegcp, bad, why):
         fakegcp.admin("POST", "fault", bad)
 
 
+@pytest.mark.client_error_reason
 def test_canned_faults_use_google_texts(fakegcp, v2):
     fakegcp.burst(429, count=1, path="/nodes$")
     with pytest.raises(gexc.TooManyRequests) as info:
