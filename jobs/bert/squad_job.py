@@ -11,7 +11,9 @@ the mean of the start and end cross-entropies.
 When training ends the job predicts ``predict_file`` (its windows padded to whole batches, in
 order), decodes the n-best spans and writes ``<model_dir>/predictions.json`` (question id ->
 answer text), ``nbest_predictions.json``, ``null_odds.json`` (v2.0) and ``eval_results.json``
-with the official ``exact_match`` and ``f1`` (percent), which also go to progress.json.
+with the official ``exact_match`` and ``f1`` (percent), which also go to progress.json; and it
+exports ``<model_dir>/export``, an original-layout directory whose checkpoint holds ``bert/*`` and
+``cls/squad/*`` under the original names.
 """
 
 from __future__ import annotations
@@ -26,12 +28,13 @@ from ..errors import ConfigError
 from ..job import Job, log
 from ..spec import SquadSpec
 from ..summaries import ScalarWriter
-from . import check_case, read_config, squad
+from . import check_case, read_config, squad, weights
 from .classifier import pad_to_batches, write_records
 from .modeling import SquadModel
 from .tokenization import FullTokenizer
 
 DATA_DIR = "squad_data"
+EXPORT_DIR = "export"
 SHARD_FEATURES = 4096
 
 
@@ -173,7 +176,18 @@ class SquadJob(Job):
                         found[feature.unique_id] = (si.tolist(), ei.tolist())
         return found
 
+    def export(self, runner) -> None:
+        """``<model_dir>/export``: an original-layout directory (bert_config.json, vocab.txt,
+        bert_model.ckpt with ``bert/*`` and ``cls/squad/*``), as run_squad.py's checkpoints."""
+        export = f"{runner.model_dir}/{EXPORT_DIR}"
+        tf.io.gfile.makedirs(export)
+        weights.write(f"{export}/bert_model.ckpt", weights.values_of(runner.variables))
+        for name in ("bert_config.json", "vocab.txt"):
+            tf.io.gfile.copy(f"{self.spec.bert_dir.rstrip('/')}/{name}", f"{export}/{name}",
+                             overwrite=True)
+
     def finish(self, runner) -> dict[str, float]:
+        self.export(runner)
         if self.predict_records is None:
             return {}
         s = self.spec

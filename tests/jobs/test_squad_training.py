@@ -1,0 +1,107 @@
+"""The tiny SQuAD job: F1 >= 80 on its dev set, the reported F1 equals the F1 recomputed from
+predictions.json, the span head keeps the original names both ways, and a killed-and-stopped run
+ends with the weights of a straight one."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from .conftest import REPO, _from_template, read_progress, run_job
+
+pytestmark = [pytest.mark.tf, pytest.mark.slow]
+
+SQUAD_F1 = 80.0
+
+
+def squad_spec(tmp_path: Path, tiny: Path, **overrides) -> Path:
+    """templates/bert-squad-tiny.yaml on the tiny SQuAD task."""
+    return _from_template("bert-squad-tiny.yaml", tmp_path / "squad.yaml", {
+        "model_dir": str(tmp_path / "squad"), "bert_dir": str(tiny),
+        "train_file": str(tiny / "squad" / "train-v1.1.json"),
+        "predict_file": str(tiny / "squad" / "dev-v1.1.json"), **overrides})
+
+
+def test_tiny_squad_reaches_f1_80_and_reports_the_f1_of_its_predictions(tmp_path, tiny_dir):
+    proc = run_job(squad_spec(tmp_path, tiny_dir))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    model_dir = tmp_path / "squad"
+    results = json.loads((model_dir / "eval_results.json").read_text())
+    assert results["f1"] >= SQUAD_F1, results
+    dev = tiny_dir / "squad" / "dev-v1.1.json"
+    predictions = json.loads((model_dir / "predictions.json").read_text())
+    questions = [qa["id"] for a in json.loads(dev.read_text())["data"] for p in a["paragraphs"]
+                 for qa in p["qas"]]
+    assert sorted(predictions) == sorted(questions)
+    # The official computation from the files alone gives the very numbers the job reported.
+    cli = subprocess.run([sys.executable, "-m", "jobs.bert.squad", "evaluate", str(dev),
+                          str(model_dir / "predictions.json")], cwd=REPO, capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert cli.returncode == 0, cli.stderr
+    recomputed = json.loads(cli.stdout)
+    assert recomputed["f1"] == results["f1"] and recomputed["exact_match"] == results["exact_match"]
+    record = read_progress(model_dir)
+    assert record["status"] == "finished"
+    assert record["metrics"]["f1"] == results["f1"]
+    assert record["metrics"]["exact_match"] == results["exact_match"]
+
+    # The span head under run_squad.py's names: in the export (original layout) and in the
+    # runner's checkpoints; the pooler is not trained (no gradient reaches it), as the original.
+    import tensorflow as tf
+
+    export = tf.train.load_checkpoint(str(model_dir / "export" / "bert_model.ckpt"))
+    shapes = export.get_variable_to_shape_map()
+    assert shapes["cls/squad/output_weights"] == [2, 32] and shapes["cls/squad/output_bias"] == [2]
+    init = tf.train.load_checkpoint(str(tiny_dir / "bert_model.ckpt"))
+    np.testing.assert_array_equal(export.get_tensor("bert/pooler/dense/kernel"),
+                                  init.get_tensor("bert/pooler/dense/kernel"))
+    assert not np.allclose(export.get_tensor("bert/encoder/layer_0/output/dense/kernel"),
+                           init.get_tensor("bert/encoder/layer_0/output/dense/kernel"))
+
+
+def test_a_run_squad_checkpoint_loads_unchanged(tmp_path, tiny_dir):
+    """A checkpoint in run_squad.py's layout (bert/* and cls/squad/*) initialises every variable
+    of the model, head included, and predicting with it needs no training step."""
+    import tensorflow as tf
+
+    from jobs.bert import read_config, weights
+    from jobs.bert.tiny import initial_values
+
+    config = read_config(str(tiny_dir))
+    arrays = initial_values(config, seed=3)
+    rng = np.random.default_rng(0)
+    arrays["cls/squad/output_weights"] = rng.standard_normal((2, 32)).astype(np.float32)
+    arrays["cls/squad/output_bias"] = np.array([0.5, -0.5], np.float32)
+    prefix = weights.write(str(tmp_path / "run_squad" / "model.ckpt-100"), arrays)
+    proc = run_job(squad_spec(tmp_path, tiny_dir, init_checkpoint=prefix, num_train_steps=1,
+                              save_checkpoints_steps=1, steps_per_execution=1, learning_rate=1e-9,
+                              warmup_proportion=0.0))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"initialized {len(arrays) - 7} variables from" in proc.stderr  # no MLM/NSP heads
+    assert "start fresh" not in proc.stderr
+    out = tf.train.load_checkpoint(str(tmp_path / "squad" / "export" / "bert_model.ckpt"))
+    np.testing.assert_allclose(out.get_tensor("cls/squad/output_bias"), [0.5, -0.5], atol=1e-6)
+
+
+def test_killed_and_stopped_squad_run_ends_with_the_weights_of_a_straight_one(tmp_path, tiny_dir):
+    from .test_exact_resume import checkpoint_arrays, interrupt_twice, steps_per_epoch
+
+    total = 100
+    settings = {"num_train_steps": total, "save_checkpoints_steps": 10, "steps_per_execution": 5,
+                "predict_file": None}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    straight = run_job(squad_spec(tmp_path / "a", tiny_dir, **settings))
+    assert straight.returncode == 0, straight.stderr[-3000:]
+    assert total > 2 * steps_per_epoch(straight.stderr)   # crosses epochs
+    interrupt_twice(squad_spec(tmp_path / "b", tiny_dir, **settings), tmp_path / "b" / "squad",
+                    total)
+    want = checkpoint_arrays(tmp_path / "a" / "squad" / f"ckpt-{total}")
+    got = checkpoint_arrays(tmp_path / "b" / "squad" / f"ckpt-{total}")
+    assert set(got) == set(want)
+    assert [k for k in want if not np.array_equal(want[k], got[k])] == []
