@@ -70,7 +70,11 @@ def _run_row(r: dict) -> list:
 
     loss = r.get("loss")
     eps = r.get("examples_per_sec")
-    return [r["run_id"], r["cluster"], r["status"], f"{r.get('step') or 0}/{r.get('num_train_steps')}",
+    status = r["status"]
+    em, f1 = r.get("exact_match"), r.get("f1")
+    if isinstance(em, (int, float)) and isinstance(f1, (int, float)):  # SQuAD: the official metrics
+        status = f"{status} (EM {em:.1f}, F1 {f1:.1f})"
+    return [r["run_id"], r["cluster"], status, f"{r.get('step') or 0}/{r.get('num_train_steps')}",
             f"{loss:.4f}" if loss is not None else None, f"{eps:.1f}" if eps else None, r["preemptions"],
             r["failures"], f"{r['steps_lost']} steps, {format_duration(r['seconds_lost'])}"]
 
@@ -91,6 +95,7 @@ def run_summary(cluster_name: str, target) -> dict | None:
     except TpuctlError:
         return None
     p = rec.last_progress or {}
+    metrics = p.get("metrics") if isinstance(p.get("metrics"), dict) else {}
     since = (rec.attempt or {}).get("tpu_created_at")
     try:
         down = bootstrap.failed(bootstrap.read(store.bucket, rec.cluster), workers_since=since)
@@ -101,4 +106,5 @@ def run_summary(cluster_name: str, target) -> dict | None:
             "examples_per_sec": p.get("examples_per_sec"), "preemptions": rec.preemptions,
             "failures": rec.failures, "steps_lost": rec.steps_lost, "seconds_lost": round(rec.seconds_lost, 1),
             "attempts": rec.attempts, "model_dir": rec.model_dir, "reason": rec.reason,
-            "bootstrap_failed": [b.to_dict() for b in down]}
+            "bootstrap_failed": [b.to_dict() for b in down],
+            **{k: metrics[k] for k in ("exact_match", "f1") if k in metrics}}
