@@ -6,6 +6,12 @@ its run's end, and its run's last heartbeat; it is reaped once idle for ``idle_f
 TERMINATED nodes bill nothing but hold quota, so they go too, unless a live supervisor is about to
 recreate them. A node labelled ``tpuctl-keep=true`` is never touched.
 
+A queued resource without a node is judged too (:func:`judge_queued`): a FAILED or SUSPENDED one
+never provisions again but holds its quota until deleted, so it goes; one that is still waiting
+for capacity is kept while its cluster has anything else (a host VM, a TPU, a local record), and
+goes once it has waited ``idle_for`` with nothing else left of its cluster (it would become a billed
+TPU nobody is waiting for).
+
 Where Cloud Monitoring is reachable, the TPU's duty cycle is an extra signal (``--min-duty-cycle``):
 a node the progress record calls idle is kept while its duty cycle reached the minimum within
 ``idle_for`` (something outside tpuctl computes on it), and a node whose run keeps reporting is
@@ -18,7 +24,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..cloud.base import PENDING_TPU_STATES, DutyCycle, TpuNode, TpuState
+from ..cloud.base import (
+    PENDING_TPU_STATES,
+    DutyCycle,
+    QueuedRequest,
+    QueuedState,
+    TpuNode,
+    TpuState,
+)
 
 # A supervisor that has not written its heartbeat for this long is not about to recreate anything.
 SUPERVISOR_STALE_S = 120.0
@@ -114,6 +127,31 @@ def _by_progress(node: TpuNode, run: RunView | None, *, now: float, idle_for: fl
     if run is not None and run.live and run.heartbeat_at:
         return Verdict(False, f"training (run {run.run_id}, last progress {_human(quiet)} ago)", idle_since)
     return Verdict(False, f"{why} for {_human(quiet)}, under --idle-for {_human(idle_for)}", idle_since)
+
+
+def judge_queued(req: QueuedRequest, *, now: float, idle_for: float, cluster_has_more: bool) -> Verdict:
+    """Delete or keep a queued resource that has no node (a request with a node is judged as its TPU).
+
+    ``cluster_has_more``: its cluster still has a host VM, a TPU or a local record somewhere tpuctl sees.
+    """
+    if req.keep:
+        return Verdict(False, "labelled tpuctl-keep=true")
+    if req.state == QueuedState.DELETING:
+        return Verdict(False, "already being deleted")
+    if req.dead:
+        why = f" ({req.error})" if req.error else ""
+        return Verdict(True, f"{req.state.value}{why}: never provisions again, and holds its quota until deleted",
+                       req.created_at)
+    if req.holds_nodes:
+        return Verdict(False, f"{req.state.value}: its TPU is judged on its own")
+    waited = max(0.0, now - req.created_at) if req.created_at else 0.0
+    state = f"{req.state.value} for {_human(waited)}"
+    if cluster_has_more:
+        return Verdict(False, f"{state}: asked for by cluster {req.cluster}, which still exists", req.created_at)
+    alone = f"and cluster {req.cluster} has nothing else left (no host VM, TPU or local record)"
+    if waited >= idle_for:
+        return Verdict(True, f"{state}, {alone}: it would become a billed TPU nobody waits for", req.created_at)
+    return Verdict(False, f"{state}, under --idle-for {_human(idle_for)}, {alone}", req.created_at)
 
 
 def view_of(record: dict[str, Any], progress: dict[str, Any] | None = None,

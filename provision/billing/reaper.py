@@ -13,7 +13,10 @@ detached local agent on the local provider) and by the benchmark. For every TPU 
 3. deletes the idle ones, all operations started at once and waited on, and says per deletion
    what it saves per hour at list price. The host VM stays: it is cheap and runs the agent
    (``tpuctl down NAME`` deletes everything);
-4. clears what clusters with no resources left still hold: their TPU range reservation and
+4. judges every queued resource of a cluster that has no node (:func:`provision.billing.idle.judge_queued`):
+   FAILED and SUSPENDED requests hold quota until deleted and never provision, so they go, and the
+   output names the quota each frees; a waiting one goes only when its cluster has nothing else;
+5. clears what clusters with no resources left still hold: their TPU range reservation and
    their local record.
 
 A run whose records cannot be read (a bucket error) keeps its TPU: the reaper never deletes what
@@ -33,10 +36,10 @@ from typing import Any
 from ..basics.errors import NotFound, TpuctlError
 from ..basics.validate import CLUSTER_LABEL, format_duration
 from ..catalog import prices
-from ..cloud.base import DutyCycle, Provider, TpuNode
+from ..cloud.base import DutyCycle, Provider, QueuedRequest, TpuNode
 from ..cloud.operations import Backoff, OperationTimeout, wait_all
-from ..cluster import bucket_for, ledger
-from .idle import RunView, Verdict, judge, view_of
+from ..cluster import bucket_for, cached_spec, delete_request, ledger
+from .idle import RunView, Verdict, judge, judge_queued, view_of
 
 Log = Callable[[str], None]
 
@@ -82,6 +85,34 @@ class NodeReport:
 
 
 @dataclass
+class QueuedReport:
+    """A queued resource without a node: what it holds and whether it goes."""
+
+    request: QueuedRequest
+    verdict: Verdict
+    deleted: bool = False
+    error: str | None = None
+
+    @property
+    def cluster(self) -> str:
+        return self.request.cluster or self.request.name
+
+    def line(self, dry_run: bool) -> str:
+        q = self.request
+        verb = "would delete" if dry_run else "deleted" if self.deleted else "could not delete"
+        return (f"{verb} queued resource {q.name} ({q.zone}, {q.state.value}): bills nothing; "
+                f"{'would free' if dry_run or not self.deleted else 'frees'} the quota it held: {q.quota()}"
+                + (f"; {self.error}" if self.error else ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        q, v = self.request, self.verdict
+        return {"cluster": self.cluster, "name": q.name, "zone": q.zone, "accelerator_type": q.accelerator_type,
+                "state": q.state.value, "spot": q.spot, "keep_label": q.keep, "created_at": q.created_at,
+                "quota": q.quota(), "verdict": "delete" if v.delete else "keep", "reason": v.reason,
+                "deleted": self.deleted, "error": self.error}
+
+
+@dataclass
 class ReapResult:
     provider: str
     project: str | None
@@ -92,6 +123,7 @@ class ReapResult:
     min_duty_cycle: float | None = None
     duty_status: str | None = None
     nodes: list[NodeReport] = field(default_factory=list)
+    requests: list[QueuedReport] = field(default_factory=list)
     kept_vms: list[str] = field(default_factory=list)
     cleared: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -110,16 +142,30 @@ class ReapResult:
         return [r for r in self.nodes if r.error]
 
     @property
+    def requests_to_delete(self) -> list[QueuedReport]:
+        return [r for r in self.requests if r.verdict.delete]
+
+    @property
+    def failed_requests(self) -> list[QueuedReport]:
+        return [r for r in self.requests if r.error]
+
+    @property
     def saved_per_hour(self) -> float:
         done = self.to_delete if self.dry_run else self.deleted
         return round(sum(r.hourly for r in done), 4)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ok": not self.failed, "provider": self.provider, "project": self.project, "zone": self.zone or "all",
+        gone = [r for r in self.requests if r.deleted]
+        return {"ok": not self.failed and not self.failed_requests, "provider": self.provider,
+                "project": self.project, "zone": self.zone or "all",
                 "dry_run": self.dry_run, "idle_for_s": self.idle_for, "min_duty_cycle": self.min_duty_cycle,
                 "duty_cycle": self.duty_status, "nodes": [r.to_dict() for r in self.nodes],
-                "deleted": [f"TPU {r.node.name} ({r.node.zone})" for r in self.deleted],
-                "would_delete": [f"TPU {r.node.name} ({r.node.zone})" for r in self.to_delete] if self.dry_run else [],
+                "queued_resources": [r.to_dict() for r in self.requests],
+                "deleted": [f"TPU {r.node.name} ({r.node.zone})" for r in self.deleted]
+                + [f"queued resource {r.request.name} ({r.request.zone})" for r in gone],
+                "would_delete": ([f"TPU {r.node.name} ({r.node.zone})" for r in self.to_delete]
+                                 + [f"queued resource {r.request.name} ({r.request.zone})"
+                                    for r in self.requests_to_delete]) if self.dry_run else [],
                 "kept_vms": self.kept_vms, "cleared": self.cleared, "notes": self.notes,
                 "saves_usd_per_hour": self.saved_per_hour, "price_source": prices.describe_source(),
                 "seconds": round(self.seconds, 2)}
@@ -128,7 +174,7 @@ class ReapResult:
         from ..basics.text import table
 
         lines = []
-        if not self.nodes:
+        if not self.nodes and not self.requests:
             lines.append("no tpuctl TPUs" + (f" in {self.zone}" if self.zone else ""))
         else:
             rows = []
@@ -139,6 +185,12 @@ class ReapResult:
                 rows.append([r.cluster, n.zone, n.accelerator_type, n.state.value,
                              f"{r.run.run_id} ({r.run.status})" if r.run else None, action, r.verdict.reason,
                              f"{r.hourly:.2f}" if r.verdict.delete else None])
+            for q in self.requests:
+                action = ("would delete" if self.dry_run else "deleted" if q.deleted else "FAILED") \
+                    if q.verdict.delete else "keep"
+                rows.append([q.cluster, q.request.zone, f"{q.request.accelerator_type} (queued)",
+                             q.request.state.value, None, action, q.verdict.reason,
+                             "0.00" if q.verdict.delete else None])
             lines.append(table(rows, ("CLUSTER", "ZONE", "TPU", "STATE", "RUN", "ACTION", "WHY", "SAVES $/H")))
         for r in self.to_delete:
             n = r.node
@@ -147,6 +199,8 @@ class ReapResult:
                       else "bills nothing while dead; frees its quota")
             lines.append(f"{verb} TPU {n.name} ({n.zone}): {saving}"
                          + (f"; {r.error}" if r.error else ""))
+        for q in self.requests_to_delete:
+            lines.append(q.line(self.dry_run))
         for vm in self.kept_vms:
             lines.append(f"kept host VM {vm}")
         for c in self.cleared:
@@ -155,9 +209,11 @@ class ReapResult:
             lines.append(f"duty cycle: {self.duty_status}")
         lines.extend(self.notes)
         count = len(self.to_delete) if self.dry_run else len(self.deleted)
+        reqs = len(self.requests_to_delete) if self.dry_run else len([r for r in self.requests if r.deleted])
         tail = " (dry run: nothing was deleted)" if self.dry_run else ""
-        lines.append(f"{'would delete' if self.dry_run else 'deleted'} {count} TPU(s), "
-                     f"saves ${self.saved_per_hour:.2f}/hour at list price{tail}")
+        lines.append(f"{'would delete' if self.dry_run else 'deleted'} {count} TPU(s)"
+                     + (f" and {reqs} queued resource(s)" if reqs else "")
+                     + f", saves ${self.saved_per_hour:.2f}/hour at list price{tail}")
         return "\n".join(lines)
 
 
@@ -227,11 +283,18 @@ def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None =
     result = ReapResult(provider=provider.name, project=provider.project, zone=zone, idle_for=idle_for,
                         dry_run=dry_run, who=who, min_duty_cycle=min_duty_cycle)
     selector = {CLUSTER_LABEL: cluster} if cluster else None
-    with ThreadPoolExecutor(2) as pool:
+    with ThreadPoolExecutor(3) as pool:
         tpus_f = pool.submit(provider.list_tpus, zone, selector)
         vms_f = pool.submit(provider.list_vms, None, selector)
-        nodes = [n for n in tpus_f.result() if CLUSTER_LABEL in n.labels]
+        queued_f = pool.submit(provider.list_queued, zone, selector)
+        all_nodes = tpus_f.result()
+        nodes = [n for n in all_nodes if CLUSTER_LABEL in n.labels]
         vms = [v for v in vms_f.result() if CLUSTER_LABEL in v.labels]
+        try:
+            queued = [q for q in queued_f.result() if CLUSTER_LABEL in q.labels]
+        except TpuctlError as exc:      # idle TPUs are still reaped; the output says what was not seen
+            queued = []
+            result.notes.append(f"could not list queued resources, so none was judged: {exc.one_line()}")
     vm_of = {v.labels[CLUSTER_LABEL]: v for v in vms}
 
     duty_table: dict[tuple[str, str | None], DutyCycle] | None = None
@@ -272,12 +335,23 @@ def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None =
             result.nodes = list(pool.map(examine, nodes))
     result.nodes.sort(key=lambda r: (r.cluster, r.node.zone, r.node.name))
 
+    node_clusters = {n.cluster for n in nodes}
+    now = time.time()
+    for q in queued:
+        if any(q.owns(n) for n in all_nodes):
+            continue    # a request that has its node is judged through it (deleting the node deletes it)
+        more = q.cluster in vm_of or q.cluster in node_clusters or cached_spec(provider, q.cluster) is not None
+        result.requests.append(QueuedReport(q, judge_queued(q, now=now, idle_for=idle_for, cluster_has_more=more)))
+    result.requests.sort(key=lambda r: (r.cluster, r.request.zone, r.request.name))
+
     if not dry_run:
         _recheck(provider, target, [r for r in result.nodes if r.verdict.delete and not r.node.dead], idle_for,
                  min_duty_cycle)
     doomed = result.to_delete
     if doomed and not dry_run:
         _delete(provider, doomed, who=who, target=target, timeout=timeout, log=log, backoff=backoff)
+    if result.requests_to_delete and not dry_run:
+        _delete_requests(provider, result.requests_to_delete, all_nodes, timeout=timeout, log=log, backoff=backoff)
     touched = {r.cluster for r in doomed}
     for name in sorted(touched):
         vm = vm_of.get(name)
@@ -292,7 +366,9 @@ def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None =
         else:
             _clear(provider, name, result, reason="its TPU was deleted and it has no host VM")
     if cluster is None and zone is None:
-        _clear_stale(provider, {n.cluster or n.name for n in nodes} | set(vm_of), result, dry_run=dry_run)
+        alive = {n.cluster or n.name for n in nodes} | set(vm_of) | {r.cluster for r in result.requests
+                                                                     if not r.deleted}
+        _clear_stale(provider, alive, result, dry_run=dry_run)
     result.seconds = time.monotonic() - start
     return result
 
@@ -373,6 +449,39 @@ def _delete(provider: Provider, doomed: list[NodeReport], *, who: str, target: A
         ledger.record(provider, "tpu_deleted", r.cluster, bucket=bucket, t=r.deleted_at, by=who,
                      idle_since=r.verdict.idle_since, reason=r.verdict.reason, hourly_usd=r.hourly,
                      run_id=r.run.run_id if r.run else None, **ledger.node_fields(n))
+
+
+def _delete_requests(provider: Provider, doomed: list[QueuedReport], nodes: list[TpuNode], *, timeout: float,
+                     log: Log, backoff: Backoff) -> None:
+    """Delete queued resources (force only where one holds a node), all at once, and wait for them."""
+    pending = []
+    for r in doomed:
+        q = r.request
+        log(f"deleting {q.describe()} ({r.verdict.reason}): frees the quota it held: {q.quota()}")
+        try:
+            op = delete_request(provider, q, nodes=nodes, log=log)
+        except TpuctlError as exc:
+            r.error = exc.one_line()
+            continue
+        if op is None:
+            r.deleted = True
+        else:
+            pending.append((r, op))
+    try:
+        wait_all(provider, [op for _r, op in pending], timeout=timeout, backoff=backoff)
+    except OperationTimeout as exc:
+        late = {op.target for op in exc.pending}
+        for r, _op in pending:
+            if r.request.name in late:
+                r.error = f"deletion still running after {format_duration(timeout)}; rerun tpuctl down --idle"
+    for r, op in pending:
+        if r.error:
+            continue
+        if op.error and op.error.code != 5:
+            r.error = f"deletion failed: {op.error.message}"
+        else:
+            r.deleted = True
+            log(f"deleted {r.request.describe()}: freed the quota it held: {r.request.quota()}")
 
 
 def _ledger_bucket(provider: Provider, url: str | None, target: Any) -> Any:

@@ -122,6 +122,44 @@ class VmState(str, enum.Enum):
             return cls.UNKNOWN
 
 
+class QueuedState(str, enum.Enum):
+    """A queued resource's states (google-cloud-tpu ``tpu_v2.QueuedResourceState.State``)."""
+
+    STATE_UNSPECIFIED = "STATE_UNSPECIFIED"
+    CREATING = "CREATING"
+    ACCEPTED = "ACCEPTED"
+    PROVISIONING = "PROVISIONING"
+    FAILED = "FAILED"
+    DELETING = "DELETING"
+    ACTIVE = "ACTIVE"
+    SUSPENDING = "SUSPENDING"
+    SUSPENDED = "SUSPENDED"
+    WAITING_FOR_RESOURCES = "WAITING_FOR_RESOURCES"
+    UNKNOWN = "UNKNOWN"
+
+    @classmethod
+    def of(cls, value: Any) -> QueuedState:
+        name = getattr(value, "name", value)
+        try:
+            return cls(str(name))
+        except ValueError:
+            return cls.UNKNOWN
+
+
+# A FAILED request "remains in the queue until it is explicitly deleted" and a SUSPENDED one "is no
+# longer eligible for further allocation" (cloud.google.com/tpu/docs/queued-resources); both keep
+# holding quota until deleted (marin-community/marin#87).
+DEAD_QUEUED_STATES = frozenset({QueuedState.FAILED, QueuedState.SUSPENDED})
+# Asked for, not yet given: no node, but it holds quota and becomes a billed TPU once capacity frees
+# up (WAITING_FOR_RESOURCES replaced ACCEPTED; CREATING is the request being admitted).
+WAITING_QUEUED_STATES = frozenset({QueuedState.CREATING, QueuedState.ACCEPTED, QueuedState.WAITING_FOR_RESOURCES,
+                                   QueuedState.STATE_UNSPECIFIED})
+# States in which a request has (or is making, or is deleting) its nodes: deleting it then needs
+# ``force`` (DeleteQueuedResourceRequest.force: without it a request is deleted only once its nodes
+# are gone, or in ACCEPTED, FAILED or SUSPENDED).
+NODE_QUEUED_STATES = frozenset({QueuedState.PROVISIONING, QueuedState.ACTIVE, QueuedState.SUSPENDING})
+
+
 # States in which a TPU holds quota or bills but can never train again without being recreated.
 DEAD_TPU_STATES = frozenset({TpuState.PREEMPTED, TpuState.TERMINATED})
 # States on the way to READY.
@@ -327,6 +365,68 @@ class TpuNode:
 
 
 @dataclass
+class QueuedRequest:
+    """A queued resource: a request for a TPU VM that the cloud fills when it has capacity.
+
+    It is a resource of its own: without a node (WAITING_FOR_RESOURCES, FAILED, SUSPENDED) it
+    bills nothing but holds quota until deleted, and a waiting one later becomes a billed TPU.
+    ``labels`` are those of the node it asks for (the request itself carries none).
+    """
+
+    name: str
+    zone: str
+    state: QueuedState
+    accelerator_type: str
+    spot: bool = False
+    created_at: float | None = None
+    node_names: list[str] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)
+    error: str = ""                     # why it FAILED, as the cloud says
+
+    @property
+    def cluster(self) -> str | None:
+        return self.labels.get(validate.CLUSTER_LABEL)
+
+    @property
+    def keep(self) -> bool:
+        return self.labels.get(validate.KEEP_LABEL) == "true"
+
+    @property
+    def dead(self) -> bool:
+        return self.state in DEAD_QUEUED_STATES
+
+    @property
+    def waiting(self) -> bool:
+        return self.state in WAITING_QUEUED_STATES
+
+    @property
+    def holds_nodes(self) -> bool:
+        return self.state in NODE_QUEUED_STATES
+
+    def owns(self, node: TpuNode) -> bool:
+        """Whether ``node`` is the TPU this request asked for (and got)."""
+        return node.zone == self.zone and node.name in self.node_names
+
+    def quota(self) -> str:
+        """The quota it holds, in the catalogue's words: type, TensorCores, chips, tier."""
+        tier = "spot" if self.spot else "on-demand"
+        try:
+            acc = parse_accelerator(self.accelerator_type)
+        except UsageError:
+            return f"{self.accelerator_type or 'an unknown TPU type'} ({tier})"
+        return f"{acc.name}: {acc.cores} TensorCores, {acc.chips} chips ({tier})"
+
+    def describe(self) -> str:
+        return f"queued resource {self.name} ({self.zone}, {self.state.value})"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["state"] = self.state.value
+        d["quota"] = self.quota()
+        return d
+
+
+@dataclass
 class OperationError:
     code: int                 # google.rpc.Code: 3 INVALID_ARGUMENT, 8 RESOURCE_EXHAUSTED, ...
     message: str
@@ -361,6 +461,8 @@ class Provider(Protocol):
     project: str
     # the bucket a cluster uses when nobody named one (the local provider's directory bucket)
     default_bucket: ClassVar[str | None]
+    # whether the cloud has queued resources (Cloud TPU does; the local provider does not)
+    offers_queued: ClassVar[bool]
 
     # Host VMs
     def create_vm(self, spec: ClusterSpec, zone: str) -> Operation: ...
@@ -377,6 +479,14 @@ class Provider(Protocol):
 
     # Operations
     def poll(self, op: Operation) -> Operation: ...
+
+    # Queued resources (requests for a TPU VM filled when capacity frees up); a provider without
+    # them (offers_queued False) lists none and creates a --queued TPU directly
+    def list_queued(self, zone: str | None = None, labels: dict[str, str] | None = None) -> list[QueuedRequest]: ...
+    def get_queued(self, zone: str, name: str) -> QueuedRequest | None: ...
+    def delete_queued(self, zone: str, name: str, force: bool = False) -> Operation: ...
+    # the create operation of an existing request: done once it is ACTIVE (its node exists) or dead
+    def watch_queued(self, zone: str, name: str) -> Operation: ...
 
     # Network: every range a new TPU block must not overlap, and claims on blocks that every
     # tpuctl in the project sees (so two concurrent ups never pick the same block)

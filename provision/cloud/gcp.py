@@ -47,6 +47,8 @@ from .base import (
     Health,
     Operation,
     OperationError,
+    QueuedRequest,
+    QueuedState,
     TpuNode,
     TpuState,
     Used,
@@ -131,6 +133,7 @@ def _items(meta: Json | None) -> list[Json]:
 class GcpProvider:
     name: ClassVar[str] = "gcp"
     default_bucket: ClassVar[str | None] = None
+    offers_queued: ClassVar[bool] = True
 
     def __init__(self, project: str, settings: dict[str, Any] | None = None):
         self.project = project
@@ -349,17 +352,60 @@ class GcpProvider:
         return Operation(name=f"tpu1:{op['name']}", zone=zone, verb="create", kind="tpu", target=spec.name)
 
     def _create_queued(self, spec: ClusterSpec, zone: str) -> Operation:
+        """A queued resource as gcloud asks for one: ``gcloud compute tpus queued-resources create
+        --spot`` sets the spot tier (``spot: {}``) on the request and no ``schedulingConfig`` in its
+        node spec (gcloud 528, command_lib/compute/tpus/queued_resources/util.py: CreateNodeSpec,
+        SetSpot). A queued resource has no preemptible tier: --preemptible asks for spot too."""
         parent = f"projects/{self.project}/locations/{zone}"
-        qr: Json = {"tpu": {"nodeSpec": [{"parent": parent, "nodeId": spec.name, "node": self._v2_node(spec)}]}}
+        node = self._v2_node(spec)
+        node.pop("schedulingConfig", None)
+        qr: Json = {"tpu": {"nodeSpec": [{"parent": parent, "nodeId": spec.name, "node": node}]}}
         if spec.spot or spec.preemptible:
             qr["spot"] = {}
         if spec.valid_until_seconds:
             qr["queueingPolicy"] = {"validUntilTime": _rfc3339(int(time.time() + spec.valid_until_seconds))}
         self._call("tpu.v2.queuedResources.create", "POST", f"{self._loc(zone)}/queuedResources",
                    params={"queuedResourceId": spec.name}, body=qr)
-        # Done when the queued resource is ACTIVE (its node exists) or FAILED: see poll().
-        return Operation(name=f"queued:{parent}/queuedResources/{spec.name}", zone=zone,
-                         verb="create", kind="queued-resource", target=spec.name)
+        return self.watch_queued(zone, spec.name)
+
+    # ---- queued resources ------------------------------------------------------------------------
+    def watch_queued(self, zone: str, name: str) -> Operation:
+        """Done when the queued resource is ACTIVE (its node exists), FAILED or SUSPENDED: see poll()."""
+        return Operation(name=f"queued:projects/{self.project}/locations/{zone}/queuedResources/{name}",
+                         zone=zone, verb="create", kind="queued-resource", target=name)
+
+    @staticmethod
+    def _queued(qr: Json) -> QueuedRequest:
+        name = str(qr.get("name") or "")
+        specs = [s for s in ((qr.get("tpu") or {}).get("nodeSpec") or []) if isinstance(s, dict)]
+        node = (specs[0].get("node") or {}) if specs else {}
+        state = qr.get("state") or {}
+        failed = ((state.get("failedData") or {}).get("error")) or {}
+        return QueuedRequest(name=_short(name), zone=_zone_of(name), state=QueuedState.of(state.get("state")),
+                             accelerator_type=str(node.get("acceleratorType") or ""), spot="spot" in qr,
+                             created_at=_timestamp(qr.get("createTime")),
+                             node_names=[str(s["nodeId"]) for s in specs if s.get("nodeId")],
+                             labels=dict(node.get("labels") or {}),
+                             error=redact(str(failed.get("message") or "")))
+
+    def list_queued(self, zone: str | None = None, labels: dict[str, str] | None = None) -> list[QueuedRequest]:
+        """Every queued resource (zone ``-``: of every zone, as ``gcloud compute tpus queued-resources
+        list --zone=-`` lists them) whose node spec carries ``labels``."""
+        items = self._pages("tpu.v2.queuedResources.list", f"{self._loc(zone)}/queuedResources", "queuedResources")
+        return [q for q in (self._queued(i) for i in items) if matches(q.labels, labels)]
+
+    def get_queued(self, zone: str, name: str) -> QueuedRequest | None:
+        try:
+            return self._queued(self._call("tpu.v2.queuedResources.get", "GET",
+                                           f"{self._loc(zone)}/queuedResources/{name}"))
+        except NotFound:
+            return None
+
+    def delete_queued(self, zone: str, name: str, force: bool = False) -> Operation:
+        """``force`` deletes its nodes first; without it Google deletes only a request that has none."""
+        op = self._call("tpu.v2.queuedResources.delete", "DELETE", f"{self._loc(zone)}/queuedResources/{name}",
+                        params={"force": "true"} if force else None)
+        return Operation(name=f"tpu2:{op['name']}", zone=zone, verb="delete", kind="queued-resource", target=name)
 
     @staticmethod
     def _node(n: Json, arch: Arch) -> TpuNode:
@@ -414,6 +460,8 @@ class GcpProvider:
             raise NotFound(f"TPU {name} not found in {zone}")
         path = f"projects/{self.project}/locations/{zone}/nodes/{name}"
         if n.get("queuedResource"):
+            # the node is its queued resource's: deleting the request with force deletes both
+            # (DeleteQueuedResourceRequest.force; without it a request holding a node is refused)
             op = self._call("tpu.v2.queuedResources.delete", "DELETE", f"{self._tpu}/v2/{n['queuedResource']}",
                             params={"force": "true"})
             return Operation(name=f"tpu2:{op['name']}", zone=zone, verb="delete", kind="tpu", target=name)

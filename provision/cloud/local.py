@@ -35,6 +35,7 @@ from .base import (
     Health,
     Operation,
     OperationError,
+    QueuedRequest,
     TpuNode,
     TpuState,
     Used,
@@ -69,7 +70,7 @@ def detect_device() -> str:
     if not smi:
         return "cpu"
     try:
-        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=5).stdout
+        out = subprocess.run([smi, "-L"], check=False, capture_output=True, text=True, timeout=5).stdout
     except (OSError, subprocess.SubprocessError):
         return "cpu"
     count = sum(1 for line in out.splitlines() if line.startswith("GPU "))
@@ -79,6 +80,7 @@ def detect_device() -> str:
 class LocalProvider:
     name: ClassVar[str] = "local"
     default_bucket: ClassVar[str | None] = LOCAL_DEFAULT_BUCKET
+    offers_queued: ClassVar[bool] = False     # --queued creates the TPU directly (and up says so)
 
     def __init__(self, home: Path, settings: dict[str, Any] | None = None):
         self.root = Path(home) / "local"
@@ -442,6 +444,19 @@ class LocalProvider:
 
     def duty_cycles(self, window_s: float) -> tuple[None, str]:
         return None, "unavailable (the local provider has no Cloud Monitoring): the progress record decides"
+
+    # ---- queued resources: none here (this machine's "TPU" needs no queue) ----------------------
+    def list_queued(self, zone: str | None = None, labels: dict[str, str] | None = None) -> list[QueuedRequest]:
+        return []
+
+    def get_queued(self, zone: str, name: str) -> QueuedRequest | None:
+        return None
+
+    def delete_queued(self, zone: str, name: str, force: bool = False) -> Operation:
+        raise NotFound(f"queued resource {name} not found in {zone} (the local provider has none)")
+
+    def watch_queued(self, zone: str, name: str) -> Operation:
+        raise NotFound(f"queued resource {name} not found in {zone} (the local provider has none)")
 
 
 class _Taken(Exception):

@@ -1,4 +1,8 @@
 """``down``: delete every labelled resource of a cluster, wait until it is gone, and say what it saves.
+
+A queued resource is one of them: a request without a node bills nothing but holds quota and can
+still become a billed TPU, so it is deleted too (with ``force`` while it holds a node; a node that
+came from a request is deleted through it).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from ..cloud.base import ClusterSpec, Provider, TpuState
 from ..cloud.operations import Backoff, OperationTimeout, wait_all, wait_until
 from . import ledger
 from .cache import cached_spec, uncache
-from .resources import LOCAL_DEFAULT_ZONE, find, noop, tpu_hourly
+from .resources import LOCAL_DEFAULT_ZONE, delete_request, find, noop, tpu_hourly
 
 Log = Callable[[str], None]
 
@@ -65,13 +69,18 @@ def down(provider: Provider, name: str, *, zone: str | None = None, keep_vm: boo
     targets: list[tuple[str, str, str, float]] = []
     for node in found.tpus:
         targets.append(("tpu", node.zone, node.name, tpu_hourly(node)))
+    requests = found.requests       # those without a node here; a node's request goes with the node
+    for req in requests:
+        targets.append(("queued", req.zone, req.name, 0.0))
+        result.notes.append(f"{req.describe()} billed nothing yet; deleting it frees the quota it held "
+                            f"({req.quota()})" + (" and keeps it from becoming a billed TPU" if not req.dead else ""))
     for vm in found.vms:
         if keep_vm:
             result.kept.append(f"VM {vm.name} ({vm.zone})")
         else:
             targets.append(("vm", vm.zone, vm.name, prices.vm_hourly(vm.machine_type)))
     for kind, z, n, hourly in targets:
-        result.deleted.append(f"{'TPU' if kind == 'tpu' else 'VM'} {n} ({z})")
+        result.deleted.append(f"{_WHAT[kind]} {n} ({z})")
         result.saved_per_hour += hourly
     if dry_run:
         result.seconds = time.monotonic() - start
@@ -79,8 +88,14 @@ def down(provider: Provider, name: str, *, zone: str | None = None, keep_vm: boo
 
     ops = []
     for kind, z, n, hourly in targets:
-        log(f"deleting {'TPU' if kind == 'tpu' else 'VM'} {n} in {z} (saves ${hourly:.2f}/hour)")
+        log(f"deleting {_WHAT[kind]} {n} in {z} (saves ${hourly:.2f}/hour)")
         try:
+            if kind == "queued":
+                req = next(r for r in requests if (r.zone, r.name) == (z, n))
+                op = delete_request(provider, req, nodes=found.tpus, log=log)
+                if op is not None:
+                    ops.append(op)
+                continue
             ops.append(provider.delete_tpu(z, n) if kind == "tpu" else provider.delete_vm(z, n))
         except NotFound:
             continue
@@ -102,13 +117,16 @@ def down(provider: Provider, name: str, *, zone: str | None = None, keep_vm: boo
                              hint=f"rerun tpuctl down {name}")
     # wait until they are really gone: a DELETING TPU still holds its range
     for kind, z, n, _h in targets:
-        getter = provider.get_tpu if kind == "tpu" else provider.get_vm
+        getter = {"tpu": provider.get_tpu, "vm": provider.get_vm, "queued": provider.get_queued}[kind]
         wait_until(lambda g=getter, zz=z, nn=n: g(zz, nn) is None, timeout=timeout, backoff=backoff)
     if not keep_vm or not found.vms:
         uncache(provider, name)
     provider.release_range(name)
     result.seconds = time.monotonic() - start
     return result
+
+
+_WHAT = {"tpu": "TPU", "vm": "VM", "queued": "queued resource"}
 
 
 def _stub_spec(name: str) -> ClusterSpec:

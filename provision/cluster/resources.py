@@ -6,13 +6,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..basics.errors import UsageError
+from ..basics.errors import CloudError, NotFound, UsageError
 from ..basics.validate import CLUSTER_LABEL
 from ..catalog import prices
-from ..cloud.base import Provider, TpuNode, Vm
-
-Log = Callable[[str], None]
-
+from ..cloud.base import Operation, Provider, QueuedRequest, TpuNode, Vm
 
 Log = Callable[[str], None]
 
@@ -35,6 +32,7 @@ def default_zone(target: Any) -> str:
 class Found:
     vms: list[Vm] = field(default_factory=list)
     tpus: list[TpuNode] = field(default_factory=list)
+    queued: list[QueuedRequest] = field(default_factory=list)
 
     @property
     def vm(self) -> Vm | None:
@@ -45,19 +43,62 @@ class Found:
         return self.tpus[0] if self.tpus else None
 
     @property
+    def requests(self) -> list[QueuedRequest]:
+        """Queued resources that have no node here: each is a resource of its own (a node's request
+        goes with its node)."""
+        return [q for q in self.queued if not any(q.owns(n) for n in self.tpus)]
+
+    @property
+    def request(self) -> QueuedRequest | None:
+        reqs = self.requests
+        return reqs[0] if reqs else None
+
+    @property
     def empty(self) -> bool:
-        return not self.vms and not self.tpus
+        return not self.vms and not self.tpus and not self.queued
 
 
 def find(provider: Provider, name: str, zone: str | None = None) -> Found:
-    """The cluster's VMs and TPUs, looked up at the same time (two independent API reads)."""
+    """The cluster's VMs, TPUs and queued resources, looked up at the same time (independent reads)."""
     from concurrent.futures import ThreadPoolExecutor
 
     selector = {CLUSTER_LABEL: name}
-    with ThreadPoolExecutor(2) as pool:
+    with ThreadPoolExecutor(3) as pool:
         vms = pool.submit(provider.list_vms, zone, selector)
         tpus = pool.submit(provider.list_tpus, zone, selector)
-        return Found(vms=vms.result(), tpus=tpus.result())
+        queued = pool.submit(provider.list_queued, zone, selector)
+        return Found(vms=vms.result(), tpus=tpus.result(), queued=queued.result())
+
+
+def delete_request(provider: Provider, req: QueuedRequest, *, nodes: list[TpuNode] | None = None,
+                   log: Log = noop) -> Operation | None:
+    """Delete a queued resource, with ``force`` where Google requires it: while it holds a node.
+
+    Without ``force`` Google deletes a request only once its nodes are gone (or while it waits,
+    FAILED or SUSPENDED: DeleteQueuedResourceRequest.force); with it, its nodes go first. A request
+    that began provisioning between the look and the delete is refused without force and deleted
+    with it. Returns None when it is gone already.
+    """
+    if nodes is None:
+        nodes = [n for n in (provider.get_tpu(req.zone, name) for name in req.node_names) if n is not None]
+    force = req.holds_nodes or any(req.owns(n) for n in nodes)
+    try:
+        return provider.delete_queued(req.zone, req.name, force=force)
+    except NotFound:
+        return None
+    except CloudError:
+        if force:
+            raise
+        now = provider.get_queued(req.zone, req.name)
+        if now is None:
+            return None
+        if not now.holds_nodes and not any(provider.get_tpu(now.zone, n) for n in now.node_names):
+            raise
+        log(f"queued resource {req.name} in {req.zone} is {now.state.value} now; deleting it and its node (force)")
+        try:
+            return provider.delete_queued(req.zone, req.name, force=True)
+        except NotFound:
+            return None
 
 
 def tpu_hourly(node: TpuNode) -> float:

@@ -19,14 +19,25 @@ from typing import Any
 from ..basics.errors import CloudError, NotFound, PartialFailure, TpuctlError, UsageError
 from ..basics.validate import region_of
 from ..catalog import prices
-from ..cloud.base import Arch, ClusterSpec, Operation, Provider, TpuNode, TpuState, Vm, VmState
+from ..cloud.base import (
+    Arch,
+    ClusterSpec,
+    Operation,
+    Provider,
+    QueuedRequest,
+    QueuedState,
+    TpuNode,
+    TpuState,
+    Vm,
+    VmState,
+)
 from ..cloud.failures import Failure, Kind, Scope, classify, failure
 from ..cloud.operations import Backoff, OperationTimeout, wait_all, wait_until
 from . import cidr as cidrs
 from . import ledger
 from .cache import cache_spec
 from .failover import ZonePlan
-from .resources import find, noop, tpu_hourly
+from .resources import delete_request, find, noop, tpu_hourly
 
 Log = Callable[[str], None]
 
@@ -75,6 +86,8 @@ class UpResult:
         if self.dry_run:
             lines.append(f"dry run: would create {', '.join(self.planned) or 'nothing'} "
                          f"(nothing was created)")
+            if self.adopted:
+                lines.append(f"already there (would adopt): {', '.join(self.adopted)}")
         else:
             tpu = self.tpu
             state = f"{tpu.state.value}/{tpu.health.value}" if tpu else "-"
@@ -96,6 +109,8 @@ class _Attempt:
 
     created_vm: tuple[str, str] | None = None     # (zone, name)
     created_tpu: tuple[str, str] | None = None
+    created_queued: bool = False                  # created_tpu is a queued resource (its node may not exist)
+    adopted_request: tuple[str, str] | None = None  # a queued resource that was there before this call
     reserved: str | None = None
     had: str | None = None        # the cluster's range reservation before this call
 
@@ -126,6 +141,16 @@ def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_
             raise UsageError(
                 f"cluster {spec.name} already has a {'preemptible' if tpu.interruptible else 'on-demand'} TPU",
                 hint=f"match it, or tpuctl down {spec.name} first")
+    # A queued resource without a node is the cluster's TPU to be: adopted while it is asked for,
+    # replaced when dead (FAILED and SUSPENDED requests hold quota and never provision again).
+    req = found.request if tpu is None else None
+    if req is not None and req.state == QueuedState.DELETING:
+        log(f"queued resource {req.name} in {req.zone} is being deleted; waiting for it to go")
+        if not dry_run:
+            wait_until(lambda: provider.get_queued(req.zone, req.name) is None, timeout=timeout, backoff=backoff)
+        req = None
+    if req is not None and not req.dead:
+        _check_request(spec, req)
     if vm is not None and vm.state == VmState.STOPPING:
         log(f"host VM {vm.name} in {vm.zone} is being deleted; waiting for it to go")
         if not dry_run:
@@ -139,6 +164,9 @@ def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_
     elif tpu is not None:
         # recreating after a preemption: its old zone first, then the user's failover order
         zones = [tpu.zone] + [z for z in zones if z != tpu.zone]
+    elif req is not None and not req.dead:
+        # the request asked there: wait for it first, then the user's failover order if it fails
+        zones = [req.zone] + [z for z in zones if z != req.zone]
     if (tpu is None or tpu.dead) and vm is not None and spec.arch == Arch.NODE:
         # a TPU Node is reached from its host: keep it in the host's region
         same_region = [z for z in zones if region_of(z) == region_of(vm.zone)]
@@ -178,14 +206,30 @@ def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_
         block = tpu.cidr_block
 
     zone0 = zones[0]
+    queued = spec.queued and provider.offers_queued
+    how = " through a queued resource" if queued else ""
     if tpu is not None and not dead:
         result.adopted.append(f"TPU {tpu.name} ({tpu.zone}, {tpu.state.value})")
+    if req is not None and not req.dead:
+        result.adopted.append(f"queued resource {req.name} ({req.zone}, {req.state.value})")
     if vm is not None:
         result.adopted.append(f"VM {vm.name} ({vm.zone}, {vm.state.value})")
     if dead:
         result.planned.append(f"TPU {spec.name} in {tpu.zone} (replacing the {tpu.state.value} one)")
-    elif need_tpu:
-        result.planned.append(f"TPU {spec.name} {acc.name} in {zone0}" + (f" with range {block}" if block else ""))
+    elif req is not None and req.dead:
+        result.planned.append(f"TPU {spec.name} {acc.name} in {zone0}{how} (replacing the {req.state.value} "
+                              f"queued resource in {req.zone})")
+    elif need_tpu and req is None:
+        result.planned.append(f"TPU {spec.name} {acc.name} in {zone0}{how}" + (f" with range {block}" if block else ""))
+    if spec.queued and not provider.offers_queued:
+        result.notes.append(f"the {provider.name} provider has no queued resources: --queued created the TPU "
+                            "directly (it matters on Google Cloud)")
+    elif queued and spec.preemptible and need_tpu and (req is None or req.dead):
+        note = ("--preemptible with --queued asks for the spot tier, as gcloud does: a queued resource has no "
+                "preemptible tier, so the TPU is a Spot TPU VM")
+        result.notes.append(note)
+        if not dry_run:
+            log(note)
     if need_vm:
         result.planned.append(f"VM {spec.name} {spec.machine_type} in {zone0 if spec.arch == Arch.NODE or not tpu else tpu.zone}")
 
@@ -199,7 +243,7 @@ def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_
     attempt = _Attempt(had=attempt_had)
     try:
         _apply(provider, spec, result, attempt, vm=vm, tpu=tpu, dead=dead, need_vm=need_vm, zones=zones,
-               block=block, timeout=timeout, log=log, backoff=backoff)
+               block=block, timeout=timeout, log=log, backoff=backoff, request=req)
     except BaseException as exc:
         _fail(provider, spec, attempt, exc, keep_on_failure=keep_on_failure, log=log, backoff=backoff)
         raise  # _fail raises; this is for type checkers
@@ -208,6 +252,21 @@ def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_
         ledger.tpu_created(provider, spec.name, result.tpu)
     result.seconds = time.monotonic() - start
     return result
+
+
+def _check_request(spec: ClusterSpec, req: QueuedRequest) -> None:
+    """A live queued resource is adopted only if it asks for what this ``up`` asks for."""
+    if spec.arch != Arch.VM or (req.accelerator_type and req.accelerator_type != spec.accelerator_type):
+        raise UsageError(
+            f"cluster {spec.name} already has a queued resource for a {req.accelerator_type} TPU VM in {req.zone} "
+            f"({req.state.value})",
+            hint=f"use --accelerator-type {req.accelerator_type} --arch vm, or tpuctl down {spec.name} first")
+    if req.spot != spec.interruptible:
+        tier = "spot" if req.spot else "on-demand"
+        raise UsageError(f"cluster {spec.name} already has a queued resource for a {tier} TPU in {req.zone} "
+                         f"({req.state.value})",
+                         hint=f"{'add --spot' if req.spot else 'drop --spot/--preemptible'} to match it, or "
+                              f"tpuctl down {spec.name} first")
 
 
 def _suggest_zone(generation: str) -> str:
@@ -221,7 +280,7 @@ def _pool(provider: Provider) -> cidrs.IPv4Network:
 
 def _apply(provider: Provider, spec: ClusterSpec, result: UpResult, attempt: _Attempt, *, vm: Vm | None,
            tpu: TpuNode | None, dead: bool, need_vm: bool, zones: list[str], block: str | None,
-           timeout: float, log: Log, backoff: Backoff) -> None:
+           timeout: float, log: Log, backoff: Backoff, request: QueuedRequest | None = None) -> None:
     deadline = time.monotonic() + timeout
     plan = ZonePlan(tuple(zones))
     vm_plan = ZonePlan(tuple(zones))     # the host VM fails over on its own (Compute's stockouts, quotas)
@@ -233,6 +292,9 @@ def _apply(provider: Provider, spec: ClusterSpec, result: UpResult, attempt: _At
         wait_all(provider, [op], timeout=_left(deadline), backoff=backoff)
         wait_until(lambda: provider.get_tpu(tpu.zone, tpu.name) is None, timeout=_left(deadline), backoff=backoff)
         tpu = None
+    if request is not None and request.dead:
+        _delete_dead_request(provider, request, deadline, log, backoff)
+        request = None
 
     zone = zones[0] if tpu is None else tpu.zone
     ops: list[Operation] = []
@@ -248,8 +310,14 @@ def _apply(provider: Provider, spec: ClusterSpec, result: UpResult, attempt: _At
         ops.append(vm_op)
     if block and spec.arch == Arch.NODE and tpu is None:
         block = _reserve(provider, spec, block, attempt, log, had=attempt.had)
-    if tpu is None:
-        tpu_op, zone, block = _start_tpu(provider, spec, plan, block, attempt, log)
+    if tpu is None and request is not None:
+        log(f"waiting for {request.describe()}, asked for before this call (adopted)")
+        tpu_op, zone = provider.watch_queued(request.zone, request.name), request.zone
+        attempt.adopted_request = (request.zone, request.name)
+        ops.append(tpu_op)
+    elif tpu is None:
+        tpu_op, zone, block = _start_tpu(provider, spec, plan, block, attempt, log, deadline=deadline,
+                                         backoff=backoff)
         ops.append(tpu_op)
     if need_vm and node_first:
         vm_op = _start_vm(provider, spec, zone, attempt, log, vm_plan)
@@ -286,7 +354,8 @@ def _apply(provider: Provider, spec: ClusterSpec, result: UpResult, attempt: _At
             if tpu_op.done and tpu_op.error:
                 f = classify(code=tpu_op.error.code, message=tpu_op.error.message, where="operation")
                 log(f"creating TPU {spec.name} in {tpu_op.zone} failed: {f.kind.value}: {tpu_op.error.message}")
-                _forget_failed_tpu(provider, spec, tpu_op.zone, attempt, deadline, backoff)
+                _forget_failed_tpu(provider, spec, tpu_op.zone, attempt, deadline, backoff,
+                                   queued=tpu_op.kind == "queued-resource", log=log)
                 if f.kind == Kind.CIDR_CONFLICT and spec.arch == Arch.NODE and not spec.cidr \
                         and cidr_tries < CIDR_ATTEMPTS:
                     cidr_tries += 1
@@ -297,7 +366,7 @@ def _apply(provider: Provider, spec: ClusterSpec, result: UpResult, attempt: _At
                     log(f"range {bad} conflicts with something on the network; trying {block}")
                     block = _reserve(provider, spec, block, attempt, log, had=attempt.had)
                     tpu_op, zone, block = _start_tpu(provider, spec, plan, block, attempt, log,
-                                                     zone=tpu_op.zone)
+                                                     zone=tpu_op.zone, deadline=deadline, backoff=backoff)
                     continue
                 if f.kind == Kind.CIDR_CONFLICT and spec.cidr:
                     raise UsageError(f"--cidr {spec.cidr} conflicts with a range on network {spec.network}",
@@ -306,7 +375,8 @@ def _apply(provider: Provider, spec: ClusterSpec, result: UpResult, attempt: _At
                 if nxt is not None and nxt == tpu_op.zone:
                     log(f"asking again for TPU {spec.name} in {nxt} ({f.kind.value})")
                     time.sleep(min(next(delays), _left(deadline)))
-                    tpu_op, zone, block = _start_tpu(provider, spec, plan, block, attempt, log, zone=nxt)
+                    tpu_op, zone, block = _start_tpu(provider, spec, plan, block, attempt, log, zone=nxt,
+                                                     deadline=deadline, backoff=backoff)
                     continue
                 if nxt is not None:
                     log(f"moving on to zone {nxt} ({plan.explain()})")
@@ -314,7 +384,8 @@ def _apply(provider: Provider, spec: ClusterSpec, result: UpResult, attempt: _At
                             and region_of(attempt.created_vm[0]) != region_of(nxt)):
                         # the host must be near its TPU Node: move the VM we made with it
                         vm_op = _move_vm(provider, spec, attempt, nxt, vm_op, deadline, log, backoff)
-                    tpu_op, zone, block = _start_tpu(provider, spec, plan, block, attempt, log)
+                    tpu_op, zone, block = _start_tpu(provider, spec, plan, block, attempt, log, deadline=deadline,
+                                                     backoff=backoff)
                     continue
                 raise _exhausted(spec, plan.stopped or f, plan)
             if tpu_op.done:
@@ -341,6 +412,8 @@ def _apply(provider: Provider, spec: ClusterSpec, result: UpResult, attempt: _At
         result.created.append(f"VM {spec.name} ({attempt.created_vm[0]})")
     if attempt.created_tpu:
         result.created.append(f"TPU {spec.name} ({attempt.created_tpu[0]})")
+    elif attempt.adopted_request:
+        result.created.append(f"TPU {spec.name} ({attempt.adopted_request[0]}, granted to the adopted queued resource)")
 
 
 def _start_vm(provider: Provider, spec: ClusterSpec, zone: str, attempt: _Attempt, log: Log,
@@ -431,18 +504,29 @@ def _reserve(provider: Provider, spec: ClusterSpec, block: str, attempt: _Attemp
 
 
 def _start_tpu(provider: Provider, spec: ClusterSpec, plan: ZonePlan, block: str | None, attempt: _Attempt,
-               log: Log, zone: str | None = None) -> tuple[Operation, str, str | None]:
+               log: Log, zone: str | None = None, *, deadline: float, backoff: Backoff
+               ) -> tuple[Operation, str, str | None]:
     zone = zone or plan.next_zone()
+    queued = spec.queued and provider.offers_queued
+    exists_tries = 0
     while True:
         if zone is None:
             raise _exhausted(spec, plan.stopped, plan)
         kind = "spot" if spec.spot else "preemptible" if spec.preemptible else "on-demand"
         log(f"creating TPU {spec.name} ({spec.accelerator_type}, {spec.arch.value}, {kind}) in {zone}"
-            + (f" with range {block}" if block else ""))
+            + (f" with range {block}" if block else "") + (" through a queued resource" if queued else ""))
         try:
             op = provider.create_tpu(spec.with_zone(zone), zone, block)
         except CloudError as exc:
             f = failure(exc.kind, exc.message, exc.hint)
+            if f.kind == Kind.EXISTS and queued and exists_tries < 3:
+                # 409 ALREADY_EXISTS: a request of this name appeared since we looked (another up of
+                # this cluster); adopt it rather than abort, or clear a dead one and ask again
+                exists_tries += 1
+                adopted = _existing_request(provider, spec, zone, attempt, deadline, log, backoff)
+                if adopted is not None:
+                    return adopted, zone, block
+                continue
             if f.scope in (Scope.ZONE, Scope.REGION):
                 log(f"creating TPU in {zone} failed: {f.kind.value}: {exc.message}")
                 plan.record(zone, f)
@@ -452,7 +536,46 @@ def _start_tpu(provider: Provider, spec: ClusterSpec, plan: ZonePlan, block: str
                 continue
             raise
         attempt.created_tpu = (zone, spec.name)
+        attempt.created_queued = queued
+        if queued:
+            log(f"queued resource {spec.name} asked for in {zone}; waiting for capacity (Ctrl-C or --timeout "
+                f"deletes the request)")
         return op, zone, block
+
+
+def _existing_request(provider: Provider, spec: ClusterSpec, zone: str, attempt: _Attempt, deadline: float,
+                      log: Log, backoff: Backoff) -> Operation | None:
+    """The queued resource a create was refused for (409): its watch operation when it is this
+    cluster's and alive (adopted), None when it was dead or gone (ask again); a request that is
+    not this cluster's stops ``up`` with the command that deletes it."""
+    req = provider.get_queued(zone, spec.name)
+    if req is None:
+        return None
+    if req.cluster != spec.name:
+        raise CloudError(f"a queued resource named {spec.name} already exists in {zone} ({req.state.value}) and is "
+                         f"not tpuctl cluster {spec.name}'s (its node has no tpuctl-cluster={spec.name} label)",
+                         kind="exists", zone=zone,
+                         hint=f"pick another cluster name, or delete it: gcloud compute tpus queued-resources "
+                              f"delete {spec.name} --zone {zone} --force")
+    if req.dead or req.state == QueuedState.DELETING:
+        _delete_dead_request(provider, req, deadline, log, backoff)
+        return None
+    _check_request(spec, req)
+    log(f"{req.describe()} already exists: another tpuctl up of this cluster asked for it; waiting for it (adopted)")
+    attempt.adopted_request = (zone, spec.name)
+    return provider.watch_queued(zone, spec.name)
+
+
+def _delete_dead_request(provider: Provider, req: QueuedRequest, deadline: float, log: Log,
+                         backoff: Backoff) -> None:
+    """Delete a FAILED or SUSPENDED request (it holds quota and never provisions) and wait until it is gone."""
+    if req.state != QueuedState.DELETING:
+        log(f"deleting {req.describe()}: a {req.state.value} request never provisions and holds quota "
+            f"({req.quota()}) until deleted")
+        op = delete_request(provider, req, log=log)
+        if op is not None:
+            wait_all(provider, [op], timeout=_left(deadline), backoff=backoff)
+    wait_until(lambda: provider.get_queued(req.zone, req.name) is None, timeout=_left(deadline), backoff=backoff)
 
 
 def _exhausted(spec: ClusterSpec, failure: Failure | None, plan: ZonePlan) -> CloudError:
@@ -465,8 +588,14 @@ def _exhausted(spec: ClusterSpec, failure: Failure | None, plan: ZonePlan) -> Cl
 
 
 def _forget_failed_tpu(provider: Provider, spec: ClusterSpec, zone: str, attempt: _Attempt, deadline: float,
-                       backoff: Backoff) -> None:
-    """A failed create may leave a node record behind (in the cloud, a failed node): delete it."""
+                       backoff: Backoff, *, queued: bool = False, log: Log = noop) -> None:
+    """A failed create may leave a node record behind (in the cloud, a failed node): delete it. A failed
+    queued resource stays FAILED, holding quota, until deleted: delete it (and any node it made)."""
+    if queued:
+        req = provider.get_queued(zone, spec.name)
+        if req is not None:
+            _delete_dead_request(provider, req, deadline, log, backoff)
+        attempt.created_tpu, attempt.created_queued, attempt.adopted_request = None, False, None
     node = provider.get_tpu(zone, spec.name)
     if node is not None:
         try:
@@ -527,11 +656,15 @@ def _fail(provider: Provider, spec: ClusterSpec, attempt: _Attempt, exc: BaseExc
         cause = f"{type(exc).__name__}: {exc}"
     made = []
     if attempt.created_tpu:
-        made.append(("tpu",) + attempt.created_tpu)
+        made.append(("queued" if attempt.created_queued else "tpu",) + attempt.created_tpu)
     if attempt.created_vm:
         made.append(("vm",) + attempt.created_vm)
+    # a queued resource this call adopted (an earlier up asked for it) is not this call's to delete:
+    # it stays, and the error line names it
+    kept = ([_describe_remaining(spec, "queued", *attempt.adopted_request) + ", kept: it was there before this call"]
+            if attempt.adopted_request else [])
     if keep_on_failure:
-        remaining = [_describe_remaining(spec, kind, zone, name) for kind, zone, name in made]
+        remaining = kept + [_describe_remaining(spec, kind, zone, name) for kind, zone, name in made]
         if attempt.reserved:
             remaining.append(f"range reservation {attempt.reserved} (freed by tpuctl down {spec.name})")
         raise PartialFailure(f"up failed: {cause}", remaining=remaining,
@@ -547,8 +680,14 @@ def _fail(provider: Provider, spec: ClusterSpec, attempt: _Attempt, exc: BaseExc
             remaining.append(("range", "-", f"{attempt.reserved} ({rexc})"))
     if remaining:
         raise PartialFailure(f"up failed: {cause}; rollback incomplete",
-                             remaining=[_describe_remaining(spec, k, z, n) for k, z, n in remaining],
+                             remaining=kept + [_describe_remaining(spec, k, z, n) for k, z, n in remaining],
                              hint=f"run tpuctl down {spec.name} to delete them") from None
+    if kept:
+        what = f"rolled back {_list(made)}" if made else "nothing of this call's to roll back"
+        raise PartialFailure(f"up {'interrupted' if isinstance(exc, KeyboardInterrupt) else f'failed: {cause}'}; "
+                             f"{what}", remaining=kept,
+                             hint=f"rerun tpuctl up {spec.name} to wait for it again, or tpuctl down {spec.name}"
+                             ) from None
     if isinstance(exc, KeyboardInterrupt):
         raise TpuctlError(f"up interrupted; rolled back: {_list(made) or 'nothing had been created'}") from None
     if isinstance(exc, TpuctlError):
@@ -562,7 +701,8 @@ def _fail(provider: Provider, spec: ClusterSpec, attempt: _Attempt, exc: BaseExc
 
 
 def _list(made: list[tuple[str, str, str]]) -> str:
-    return ", ".join(f"{k.upper() if k == 'vm' else 'TPU'} {n} ({z})" for k, z, n in made)
+    what = {"vm": "VM", "tpu": "TPU", "queued": "queued resource"}
+    return ", ".join(f"{what.get(k, k)} {n} ({z})" for k, z, n in made)
 
 
 def _describe_remaining(spec: ClusterSpec, kind: str, zone: str, name: str) -> str:
@@ -573,6 +713,10 @@ def _describe_remaining(spec: ClusterSpec, kind: str, zone: str, name: str) -> s
     if kind == "vm":
         return f"VM {name} in {zone} (billed; delete with tpuctl down {spec.name} or " \
                f"gcloud compute instances delete {name} --zone {zone})"
+    if kind == "queued":
+        return (f"queued resource {name} in {zone} (holds quota and becomes a billed TPU once capacity frees up; "
+                f"delete with tpuctl down {spec.name} or gcloud compute tpus queued-resources delete {name} "
+                f"--zone {zone} --force)")
     return f"{kind} {name}"
 
 
@@ -581,7 +725,14 @@ def _rollback(provider: Provider, spec: ClusterSpec, made: list[tuple[str, str, 
     ops, remaining = [], []
     for kind, zone, name in made:
         try:
-            op = provider.delete_tpu(zone, name) if kind == "tpu" else provider.delete_vm(zone, name)
+            if kind == "queued":
+                # the request, and with force the node it may be making (a waiting one has none)
+                req = provider.get_queued(zone, name)
+                op = delete_request(provider, req, log=log) if req is not None else None
+                if op is None:
+                    continue
+            else:
+                op = provider.delete_tpu(zone, name) if kind == "tpu" else provider.delete_vm(zone, name)
             ops.append((kind, zone, name, op))
         except NotFound:
             continue
@@ -597,7 +748,7 @@ def _rollback(provider: Provider, spec: ClusterSpec, made: list[tuple[str, str, 
         if op.error and op.error.code != 5:
             remaining.append((kind, zone, name))
         else:
-            log(f"rolled back {kind} {name} in {zone}")
+            log(f"rolled back {_list([(kind, zone, name)])}")
     return remaining
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from ..basics.errors import NotFound, UsageError
 from ..basics.validate import CLUSTER_LABEL, format_duration
 from ..catalog import prices
-from ..cloud.base import Provider, TpuNode, TpuState, Vm, VmState
+from ..cloud.base import Provider, QueuedRequest, TpuNode, TpuState, Vm, VmState
 from .resources import find, tpu_hourly
 
 Log = Callable[[str], None]
@@ -26,6 +26,7 @@ class ClusterView:
     vm: Vm | None
     tpu: TpuNode | None
     run: dict[str, Any] | None = None
+    queued: QueuedRequest | None = None    # its queued resource (the TPU to be, while it has no node)
 
     HEADERS = ("CLUSTER", "ZONE", "VM", "TPU", "STATE", "HEALTH", "RANGE", "PREEMPTIBLE", "RUN", "UPTIME", "$/HOUR")
 
@@ -42,7 +43,11 @@ class ClusterView:
         return time.time() - created if created else None
 
     def row(self) -> list[Any]:
-        t = self.tpu
+        t, q = self.tpu, self.queued
+        if t is None and q is not None:
+            return [self.name, self.zone, self.vm.state.value if self.vm else None,
+                    f"{q.accelerator_type} (queued)", q.state.value, None, None, "spot" if q.spot else "no",
+                    None, None, f"{self.hourly:.2f}"]
         run = None
         if self.run:
             run = f"{self.run.get('run_id', '?')} ({self.run.get('status')})"
@@ -55,9 +60,25 @@ class ClusterView:
             format_duration(up_s) if up_s is not None else None, f"{self.hourly:.2f}",
         ]
 
+    def queued_line(self) -> str | None:
+        """What a queued resource without a node means for the bill: nothing yet, but quota held."""
+        q = self.queued
+        if q is None or self.tpu is not None:
+            return None
+        since = f", asked for {format_duration(time.time() - q.created_at)} ago" if q.created_at else ""
+        if q.dead:
+            why = f": {q.error}" if q.error else ""
+            return (f"{self.name}: queued resource {q.name} in {q.zone} is {q.state.value}{why}{since}; it will never "
+                    f"provision but holds quota ({q.quota()}) until deleted: tpuctl down {self.name} (or "
+                    f"tpuctl down --idle) deletes it")
+        return (f"{self.name}: queued resource {q.name} in {q.zone} is {q.state.value}{since}; no TPU billed yet, but "
+                f"it holds quota ({q.quota()}) and becomes a billed TPU once capacity frees up: tpuctl down "
+                f"{self.name} deletes it")
+
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "provider": self.provider, "zone": self.zone,
                 "vm": self.vm.to_dict() if self.vm else None, "tpu": self.tpu.to_dict() if self.tpu else None,
+                "queued": self.queued.to_dict() if self.queued else None,
                 "run": self.run, "uptime_seconds": round(self.uptime_seconds, 1) if self.uptime_seconds else None,
                 "hourly_usd": self.hourly}
 
@@ -67,19 +88,24 @@ def status(provider: Provider, *, name: str | None = None, zone: str | None = No
     from concurrent.futures import ThreadPoolExecutor
 
     selector = {CLUSTER_LABEL: name} if name else None
-    with ThreadPoolExecutor(2) as pool:    # two independent reads (Compute, Cloud TPU): at once
+    with ThreadPoolExecutor(3) as pool:    # independent reads (Compute, TPU nodes, queued resources): at once
         vms_f = pool.submit(provider.list_vms, zone, selector)
         tpus_f = pool.submit(provider.list_tpus, zone, selector)
+        queued_f = pool.submit(provider.list_queued, zone, selector)
         vms = [v for v in vms_f.result() if CLUSTER_LABEL in v.labels]
         tpus = [t for t in tpus_f.result() if CLUSTER_LABEL in t.labels]
-    names = sorted({v.labels[CLUSTER_LABEL] for v in vms} | {t.labels[CLUSTER_LABEL] for t in tpus})
+        queued = [q for q in queued_f.result() if CLUSTER_LABEL in q.labels]
+    names = sorted({v.labels[CLUSTER_LABEL] for v in vms} | {t.labels[CLUSTER_LABEL] for t in tpus}
+                   | {q.labels[CLUSTER_LABEL] for q in queued})
     views = []
     for n in names:
         vm = next((v for v in vms if v.labels[CLUSTER_LABEL] == n), None)
         tpu = next((t for t in tpus if t.labels[CLUSTER_LABEL] == n), None)
-        z = tpu.zone if tpu else vm.zone if vm else None
+        mine = [q for q in queued if q.labels[CLUSTER_LABEL] == n]
+        req = next((q for q in mine if tpu is not None and q.owns(tpu)), None) or next(iter(mine), None)
+        z = tpu.zone if tpu else req.zone if req else vm.zone if vm else None
         run = run_lookup(n) if run_lookup else None
-        views.append(ClusterView(name=n, provider=provider.name, zone=z, vm=vm, tpu=tpu, run=run))
+        views.append(ClusterView(name=n, provider=provider.name, zone=z, vm=vm, tpu=tpu, run=run, queued=req))
     return views
 
 

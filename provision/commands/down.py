@@ -42,13 +42,18 @@ def command(name: str | None, keep_vm: bool, idle: bool, idle_for: str | None, m
     """Delete the cluster NAME (the bucket stays), or with --idle every idle TPU.
 
     \b
+    NAME's TPU, host VM and queued resource go (a request still waiting holds quota and would
+    become a billed TPU).
+
+    \b
     --idle deletes every TPU labelled tpuctl-cluster that has no live run: no run, a finished or
     failed run, or a run whose progress record is older than --idle-for. PREEMPTED and TERMINATED
-    TPUs go too (they hold quota) unless a live supervisor is recreating them. TPUs labelled
+    TPUs go too (they hold quota) unless a live supervisor is recreating them, and so do FAILED and
+    SUSPENDED queued resources (they hold quota and never provision). TPUs labelled
     tpuctl-keep=true are never touched; host VMs are kept. Cron:
       */10 * * * *  tpuctl down --idle --idle-for 30m --json >> ~/tpuctl-reaper.log 2>&1
     """
-    from .. import cluster as cluster
+    from .. import cluster
     from ..basics import validate
     from ..basics.errors import UsageError
 
@@ -119,7 +124,11 @@ def run_idle(provider: str | None, project: str | None, *, zone: str | None, idl
         emit_json(result.to_dict())
     else:
         click.echo(result.summary())
-    if result.failed:
-        raise PartialFailure(f"down --idle could not delete {len(result.failed)} TPU(s)",
-                             remaining=[f"TPU {r.node.name} in {r.node.zone} ({r.error})" for r in result.failed],
+    if result.failed or result.failed_requests:
+        what = [f"{len(result.failed)} TPU(s)"] if result.failed else []
+        what += [f"{len(result.failed_requests)} queued resource(s)"] if result.failed_requests else []
+        raise PartialFailure(f"down --idle could not delete {' and '.join(what)}",
+                             remaining=[f"TPU {r.node.name} in {r.node.zone} ({r.error})" for r in result.failed]
+                             + [f"queued resource {r.request.name} in {r.request.zone} (holds quota: "
+                                f"{r.request.quota()}; {r.error})" for r in result.failed_requests],
                              hint="rerun tpuctl down --idle")

@@ -22,7 +22,11 @@ from .up import complete_cluster
 @provider_options
 @json_option
 def command(name: str | None, zone: str | None, provider: str | None, project: str | None, as_json: bool) -> None:
-    """Show clusters: VM state, TPU type/state/health/CIDR, run, uptime and hourly price."""
+    """Show clusters: VM state, TPU type/state/health/CIDR, run, uptime and hourly price.
+
+    A queued resource that has no TPU yet (waiting, FAILED, SUSPENDED) shows as the cluster's TPU
+    "(queued)" with its state, and a line on the quota it holds.
+    """
     from .. import cluster
     from ..basics import validate
     from ..catalog import prices
@@ -48,6 +52,9 @@ def command(name: str | None, zone: str | None, provider: str | None, project: s
         return
     rows = [v.row() for v in views]
     click.echo(table(rows, cluster.ClusterView.HEADERS))
+    for line in (v.queued_line() for v in views):
+        if line:
+            click.echo(line)
     runs = [v.run for v in views if v.run]
     if runs:
         click.echo("")

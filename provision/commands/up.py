@@ -43,7 +43,9 @@ def complete_cluster(ctx: click.Context, param: click.Parameter, incomplete: str
 @click.option("--bucket", metavar="gs://BUCKET", help="Bucket for checkpoints and runs.")
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE",
               help="Label every resource of the cluster (repeatable); tpuctl-keep=true protects from reaping.")
-@click.option("--queued", is_flag=True, help="Ask through a queued resource (TPU VM).")
+@click.option("--queued", is_flag=True,
+              help="Ask through a queued resource (TPU VM): it waits for capacity instead of failing on a "
+                   "stockout; --preemptible then asks for the spot tier, as gcloud does.")
 @click.option("--valid-until", metavar="DURATION", help="With --queued: give up if not granted within DURATION.")
 @click.option("--no-external-ips", is_flag=True,
               help="No external IPs on the TPU VM and the host VM (private networks: needs Private Google "
@@ -62,7 +64,7 @@ def command(name: str, zone: str | None, accelerator_type: str, arch: str, preem
             service_account: str | None, autodown: str | None, keep_on_failure: bool, timeout: str,
             provider: str | None, project: str | None, dry_run: bool, as_json: bool) -> None:
     """Create the cluster NAME: a host VM and a TPU, or adopt what already exists."""
-    from .. import cluster as cluster
+    from .. import cluster
     from ..basics import validate
     from ..basics.errors import UsageError
     from ..cloud.base import ClusterSpec

@@ -173,8 +173,9 @@ def get_queued(store: Store, project: str, zone: str, qr_id: str) -> Queued:
 
 
 def list_queued(store: Store, project: str, zone: str) -> list[Queued]:
+    """Zone ``-`` lists every zone, as ``gcloud compute tpus queued-resources list --zone=-`` does."""
     check_location(store, project, zone)
-    return sorted((q for q in store.queued.values() if q.project == project and q.zone == zone),
+    return sorted((q for q in store.queued.values() if q.project == project and zone in ("-", q.zone)),
                   key=lambda q: q.seq)
 
 

@@ -116,8 +116,9 @@ def test_tpu_node_created_when_the_project_kept_node_access(fakegcp_env):
 
 
 def test_status_of_a_tpu_vm_cluster_loads_no_generated_client(fakegcp_env):
-    """`status NAME` needs two reads: it imports neither Compute's nor the TPU's generated
-    clients, nor gRPC, nor (when every call succeeds) google-api-core's exceptions."""
+    """`status NAME` needs three reads, made at once (VMs, TPU nodes, and queued resources, which
+    hold quota without a node): it imports neither Compute's nor the TPU's generated clients, nor
+    gRPC, nor (when every call succeeds) google-api-core's exceptions."""
     fake = fakegcp_env
     assert run_tpuctl_process("up", "vmc", "--zone", ZONE, "--no-vm").code == 0
     fake.clear_calls()
@@ -131,4 +132,5 @@ def test_status_of_a_tpu_vm_cluster_loads_no_generated_client(fakegcp_env):
     heavy = [m for m in doc["modules"] if m.startswith(("google.cloud", "grpc", "google.api_core.exceptions",
                                                         "proto", "tenacity"))]
     assert heavy == []
-    assert fake.call_counts() == {"tpu.v2.nodes.list": 1, "compute.instances.aggregatedList": 1}
+    assert fake.call_counts() == {"tpu.v2.nodes.list": 1, "compute.instances.aggregatedList": 1,
+                                  "tpu.v2.queuedResources.list": 1}
