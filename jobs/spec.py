@@ -242,7 +242,8 @@ class SquadSpec(JobSpec):
                     count = squad.check_file(value, key == "train_file",
                                              self.version_2_with_negative)
                 except squad.SquadError as exc:
-                    raise SpecError(f"{key}: {exc}") from None
+                    message = str(exc).replace(value, _show(value, quote=False, limit=200))
+                    raise SpecError(f"{key}: {message}") from None
                 if key == "train_file" and self.num_train_steps == 0:
                     self.num_train_steps = max(1, int(count / self.train_batch_size
                                                       * self.num_train_epochs))

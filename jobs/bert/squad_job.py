@@ -147,8 +147,10 @@ class SquadJob(Job):
     # Prediction and the official evaluation
 
     def logits(self, runner) -> dict[int, tuple[list[float], list[float]]]:
-        """unique_id -> (start logits, end logits) for every window of predict_file."""
-        global_batch = self.spec.predict_batch_size
+        """unique_id -> (start logits, end logits) for every window of predict_file, computed in
+        one device loop (one host call): each global batch is gathered across replicas into
+        TensorArrays that come back once at the end."""
+        global_batch, num_batches = self.spec.predict_batch_size, self.predict_batches
         strategy, model = runner.strategy, runner.model
 
         def dataset_fn(ctx):
@@ -159,21 +161,28 @@ class SquadJob(Job):
             out = model(batch, training=False)
             return batch["feature_index"], out["start_logits"], out["end_logits"]
 
+        if runner.device.xla:
+            replica_step = tf.function(replica_step, jit_compile=True)
+
         @tf.function
-        def step(iterator):
-            return strategy.run(replica_step, args=(next(iterator),))
+        def predict_loop(iterator):
+            arrays = [tf.TensorArray(dtype, size=num_batches)
+                      for dtype in (tf.int32, tf.float32, tf.float32)]
+            for i in tf.range(num_batches):
+                outputs = strategy.run(replica_step, args=(next(iterator),))
+                arrays = [ta.write(i, strategy.gather(value, axis=0))
+                          for ta, value in zip(arrays, outputs)]
+            return [ta.concat() for ta in arrays]
 
         iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+        indices, starts, ends = (t.numpy() for t in predict_loop(iterator))
         found: dict[int, tuple[list[float], list[float]]] = {}
-        for _ in range(self.predict_batches):
-            indices, starts, ends = step(iterator)
-            for i, s, e in zip(strategy.experimental_local_results(indices),
-                               strategy.experimental_local_results(starts),
-                               strategy.experimental_local_results(ends)):
-                for k, si, ei in zip(i.numpy(), s.numpy(), e.numpy()):
-                    if k >= 0:
-                        feature = self.predict_features[int(k)]
-                        found[feature.unique_id] = (si.tolist(), ei.tolist())
+        for k, start, end in zip(indices, starts, ends):
+            if k >= 0:
+                found[self.predict_features[int(k)].unique_id] = (start.tolist(), end.tolist())
+        if len(found) != len(self.predict_features):
+            raise RuntimeError(f"prediction covered {len(found)} of "
+                               f"{len(self.predict_features)} windows")
         return found
 
     def export(self, runner) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from .conftest import REPO, _from_template, read_progress, run_job
+from .conftest import REPO, _from_template, job_env, read_progress, run_job
 
 pytestmark = [pytest.mark.tf, pytest.mark.slow]
 
@@ -78,10 +78,15 @@ def test_a_run_squad_checkpoint_loads_unchanged(tmp_path, tiny_dir):
     arrays["cls/squad/output_weights"] = rng.standard_normal((2, 32)).astype(np.float32)
     arrays["cls/squad/output_bias"] = np.array([0.5, -0.5], np.float32)
     prefix = weights.write(str(tmp_path / "run_squad" / "model.ckpt-100"), arrays)
+    # On 2 CPU replicas: the prediction loop gathers every window across replicas.
     proc = run_job(squad_spec(tmp_path, tiny_dir, init_checkpoint=prefix, num_train_steps=1,
                               save_checkpoints_steps=1, steps_per_execution=1, learning_rate=1e-9,
-                              warmup_proportion=0.0))
+                              warmup_proportion=0.0), env=job_env(TPUCTL_CPU_REPLICAS="2"))
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "2 replica(s)" in proc.stderr
+    dev = json.loads((tiny_dir / "squad" / "dev-v1.1.json").read_text())
+    predictions = json.loads((tmp_path / "squad" / "predictions.json").read_text())
+    assert len(predictions) == sum(len(p["qas"]) for a in dev["data"] for p in a["paragraphs"])
     assert f"initialized {len(arrays) - 7} variables from" in proc.stderr  # no MLM/NSP heads
     assert "start fresh" not in proc.stderr
     out = tf.train.load_checkpoint(str(tmp_path / "squad" / "export" / "bert_model.ckpt"))
