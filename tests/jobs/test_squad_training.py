@@ -110,3 +110,40 @@ def test_killed_and_stopped_squad_run_ends_with_the_weights_of_a_straight_one(tm
     got = checkpoint_arrays(tmp_path / "b" / "squad" / f"ckpt-{total}")
     assert set(got) == set(want)
     assert [k for k in want if not np.array_equal(want[k], got[k])] == []
+
+
+def test_squad_v2_job_writes_null_odds_and_the_official_v2_metrics(tmp_path, tiny_dir):
+    """A v2.0 file (every third question made unanswerable): the job trains on [CLS] for those,
+    writes null_odds.json, and reports HasAns/NoAns as evaluate-v2.0.py does."""
+    def to_v2(name):
+        raw = json.loads((tiny_dir / "squad" / name).read_text())
+        raw["version"] = "v2.0"
+        for i, article in enumerate(raw["data"]):
+            for qa in article["paragraphs"][0]["qas"]:
+                qa["is_impossible"] = i % 3 == 0
+                if qa["is_impossible"]:
+                    qa["plausible_answers"], qa["answers"] = qa["answers"], []
+        path = tmp_path / name.replace("v1.1", "v2.0")
+        path.write_text(json.dumps(raw))
+        return path
+
+    train, dev = to_v2("train-v1.1.json"), to_v2("dev-v1.1.json")
+    spec = squad_spec(tmp_path, tiny_dir, train_file=str(train), predict_file=str(dev),
+                      num_train_steps=20)
+    refused = run_job(spec)
+    assert refused.returncode == 2 and "version_2_with_negative=true" in refused.stderr
+    proc = run_job(spec, "version_2_with_negative=true")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    model_dir = tmp_path / "squad"
+    results = json.loads((model_dir / "eval_results.json").read_text())
+    null_odds = json.loads((model_dir / "null_odds.json").read_text())
+    predictions = json.loads((model_dir / "predictions.json").read_text())
+    assert set(null_odds) == set(predictions)
+    assert results["HasAns_total"] + results["NoAns_total"] == results["total"] == len(predictions)
+    assert results["NoAns_total"] == 50
+    cli = subprocess.run([sys.executable, "-m", "jobs.bert.squad", "evaluate", str(dev),
+                          str(model_dir / "predictions.json")], cwd=REPO, capture_output=True,
+                         text=True, timeout=60, check=False)
+    recomputed = json.loads(cli.stdout)
+    assert recomputed["f1"] == results["f1"] and recomputed["exact"] == results["exact"]
+    assert read_progress(model_dir)["metrics"]["f1"] == results["f1"]
