@@ -349,6 +349,8 @@ def predict(examples: Sequence[Example], features: Sequence[Feature],
             nbest.append((text, c.start_logit, c.end_logit))
         if version_2 and "" not in seen:
             nbest.append(("", null_start, null_end))
+        if version_2 and len(nbest) == 1:   # only the null answer: a placeholder span, as run_squad.py
+            nbest.insert(0, ("empty", 0.0, 0.0))
         if not nbest:
             nbest.append(("empty", 0.0, 0.0))
         totals = [s + e for _, s, e in nbest]
@@ -361,13 +363,10 @@ def predict(examples: Sequence[Example], features: Sequence[Feature],
         if not version_2:
             out.answers[example.qas_id] = nbest[0][0]
             continue
-        best_non_null = next((n for n in nbest if n[0]), None)
-        diff = score_null - (best_non_null[1] + best_non_null[2] if best_non_null else -math.inf)
-        if best_non_null is None:
-            diff = 0.0
+        best_non_null = next(n for n in nbest if n[0])
+        diff = score_null - best_non_null[1] - best_non_null[2]
         out.null_odds[example.qas_id] = float(diff)
-        out.answers[example.qas_id] = ("" if best_non_null is None or diff > null_score_diff_threshold
-                                       else best_non_null[0])
+        out.answers[example.qas_id] = "" if diff > null_score_diff_threshold else best_non_null[0]
     return out
 
 

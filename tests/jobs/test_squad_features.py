@@ -253,3 +253,14 @@ def test_squad_spec_counts_steps_from_epochs_and_rejects_bad_files_before_tensor
     proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 2 and "is not SQuAD JSON" in proc.stderr
     assert len([line for line in proc.stderr.splitlines() if "error" in line]) == 1
+
+
+def test_v2_with_only_the_null_answer_uses_run_squads_placeholder(tmp_path, tokenizer):
+    [example] = examples_of(tmp_path, "a b", [("b", 2)], training=False)
+    [feature] = squad.convert_to_features([example], tokenizer, 8, 4, 64, training=False)
+    start, end = [-9.0] * 8, [-9.0] * 8
+    start[0], end[0] = 1.0, 1.0
+    out = squad.predict([example], [feature], {feature.unique_id: (start, end)}, 1, 30, True, True)
+    # n_best_size 1: the null entry alone; the placeholder "empty" (logits 0) is the best span.
+    assert [e["text"] for e in out.nbest["q0"]] == ["empty", ""]
+    assert out.null_odds == {"q0": 2.0} and out.answers == {"q0": ""}
