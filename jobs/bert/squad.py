@@ -31,10 +31,10 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .squad_check import SquadError, check_file, is_v2, parse_json
+from .squad_check import SquadError, check_data, check_file, is_v2, parse_json
 from .tokenization import basic_tokenize, open_text
 
-__all__ = ["SquadError", "check_file", "is_v2", "parse_json"]
+__all__ = ["SquadError", "check_data", "check_file", "is_v2", "parse_json"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -90,9 +90,7 @@ def load_json(path: str) -> dict:
 def read_examples(path: str, training: bool, version_2: bool,
                   warn=lambda message: print(message, file=sys.stderr)) -> list[Example]:
     raw = load_json(path)
-    if is_v2(raw) and not version_2:
-        raise SquadError(f"{path} is SQuAD v2.0 (unanswerable questions); set "
-                         "--set version_2_with_negative=true")
+    check_data(raw, path, training, version_2)   # again: gs:// files are not checked by the spec
     examples = []
     for article in raw["data"]:
         for paragraph in article["paragraphs"]:

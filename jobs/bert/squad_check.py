@@ -59,7 +59,11 @@ def check_file(path: str, training: bool, version_2: bool) -> int:
     except UnicodeDecodeError:
         raise SquadError(f"{path} is not UTF-8 JSON; pass a SQuAD file such as "
                          "train-v1.1.json") from None
-    raw = parse_json(text, path)
+    return check_data(parse_json(text, path), path, training, version_2)
+
+
+def check_data(raw: dict, path: str, training: bool, version_2: bool) -> int:
+    """:func:`check_file` on parsed SQuAD JSON (the job checks gs:// files with it)."""
     if is_v2(raw) and not version_2:
         raise SquadError(f"{path} is SQuAD v2.0 (unanswerable questions); set "
                          "--set version_2_with_negative=true")
