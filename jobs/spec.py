@@ -576,15 +576,16 @@ def _check_bert_dir(spec: JobSpec) -> None:
     """Local bert_dir: the files must be there, bert_config.json must be a BERT config that
     describes the checkpoint (names and shapes, read from the index without TensorFlow), and
     max_seq_length must fit the model."""
+    where = _show(spec.bert_dir, quote=False, limit=200)   # a path in a message stays one short line
     if _is_remote(spec.bert_dir):
         return  # gs:// is checked by the job itself, through tf.io.gfile.
     if not os.path.isdir(spec.bert_dir):
-        raise SpecError(f"bert_dir {spec.bert_dir} is not a directory; pass an original BERT "
+        raise SpecError(f"bert_dir {where} is not a directory; pass an original BERT "
                         "directory (bert_config.json, vocab.txt, bert_model.ckpt.*) with "
                         "--set bert_dir=PATH")
     for name in ("bert_config.json", "vocab.txt"):
         if not os.path.isfile(os.path.join(spec.bert_dir, name)):
-            raise SpecError(f"bert_dir {spec.bert_dir} has no {name}; use the directory unpacked "
+            raise SpecError(f"bert_dir {where} has no {name}; use the directory unpacked "
                             "from a google-research BERT release, or generate a tiny one with "
                             "python -m jobs.bert.tiny DIR")
     config_path = os.path.join(spec.bert_dir, "bert_config.json")
@@ -595,22 +596,22 @@ def _check_bert_dir(spec: JobSpec) -> None:
             config = json.load(f)
     except (OSError, ValueError, RecursionError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise SpecError(f"{spec.bert_dir}/bert_config.json is not valid JSON ({_show(reason, quote=False, limit=80)});"
+        raise SpecError(f"{where}/bert_config.json is not valid JSON ({_show(reason, quote=False, limit=80)});"
                         " restore the file from the BERT release") from None
     if not isinstance(config, dict):
-        raise SpecError(f"{spec.bert_dir}/bert_config.json is not a BERT config (a JSON object with "
+        raise SpecError(f"{where}/bert_config.json is not a BERT config (a JSON object with "
                         "vocab_size, hidden_size, ...); restore it from the release")
     for key in _CONFIG_INTS:
         if key in config and (not isinstance(config[key], int) or isinstance(config[key], bool)
                               or not 0 < config[key] <= MAX_INT):
-            raise SpecError(f"{spec.bert_dir}/bert_config.json: {key} is {_show(config[key])}, not a positive "
+            raise SpecError(f"{where}/bert_config.json: {key} is {_show(config[key])}, not a positive "
                             "integer; restore the file from the BERT release")
     from .bert.config import BertConfig
 
     try:
         bert = BertConfig.from_dict(config)
     except (TypeError, ValueError) as exc:
-        raise SpecError(f"{spec.bert_dir}/bert_config.json is not a BERT config ({_show(str(exc), quote=False, limit=120)});"
+        raise SpecError(f"{where}/bert_config.json is not a BERT config ({_show(str(exc), quote=False, limit=120)});"
                         " restore it from the release") from None
     if spec.max_seq_length > bert.max_position_embeddings:
         limit = bert.max_position_embeddings
@@ -620,9 +621,9 @@ def _check_bert_dir(spec: JobSpec) -> None:
     _check_vocab(spec, bert)
     prefix = os.path.join(spec.bert_dir, "bert_model.ckpt")
     if os.path.exists(prefix + ".index"):
-        _check_checkpoint(prefix, bert, where=f"bert_dir {spec.bert_dir}")
+        _check_checkpoint(prefix, bert, where=f"bert_dir {where}")
     elif any(name.startswith("bert_model.ckpt.") for name in os.listdir(spec.bert_dir)):
-        raise SpecError(f"bert_dir {spec.bert_dir} has bert_model.ckpt data but no bert_model.ckpt.index; "
+        raise SpecError(f"bert_dir {where} has bert_model.ckpt data but no bert_model.ckpt.index; "
                         "copy all bert_model.ckpt.* files of the release (index and data)")
     init = spec.resolved_init_checkpoint
     if spec.init_checkpoint and init and not _is_remote(init):
