@@ -36,7 +36,7 @@ from typing import Any
 from ..runs.store import ALIVE_EVERY_S
 
 # the only variables a command from the bucket may set for the job (never LD_PRELOAD, PATH, ...)
-JOB_ENV_KEYS = frozenset({"TPU_NAME", "TPUCTL_TPU_ZONE", "TPUCTL_DEVICE"})
+JOB_ENV_KEYS = frozenset({"TPU_NAME", "TPUCTL_TPU_ZONE", "TPUCTL_TPU_PROJECT", "TPUCTL_DEVICE"})
 STOP_GRACE_S = 60.0
 LOG_TAIL_BYTES = 4 << 20   # the bucket keeps the last 4 MiB of a log; the host keeps all of it
 

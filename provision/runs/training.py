@@ -158,8 +158,11 @@ def attempt_command(rec: RunRecord, n: int, tpu: TpuNode) -> dict[str, Any]:
     if rec.provider == "local":
         env["TPUCTL_DEVICE"] = "gpu" if (tpu.device or "").startswith("gpu") else "cpu"
     elif tpu.arch == Arch.NODE:
+        # the job resolves the Node by name in this zone and project (a recreated Node may be in
+        # another zone of the region than the host VM)
         env["TPU_NAME"] = tpu.name
         env["TPUCTL_TPU_ZONE"] = tpu.zone
+        env["TPUCTL_TPU_PROJECT"] = rec.project
     else:
         env["TPU_NAME"] = "local"
     return {"sets": [], "env": env, "code": rec.code, "attempt": n}
