@@ -83,7 +83,7 @@ def run_tpuctl_process(*args: str, env: dict | None = None, timeout: float = 120
     full_env = dict(os.environ)
     if env:
         full_env.update(env)
-    proc = subprocess.run([str(TPUCTL_BIN), *args], capture_output=True, text=True,
+    proc = subprocess.run([str(TPUCTL_BIN), *args], check=False, capture_output=True, text=True,
                           env=full_env, timeout=timeout, cwd=kw.get("cwd", REPO))
     return Result(proc.returncode, proc.stdout, proc.stderr)
 

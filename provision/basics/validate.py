@@ -144,7 +144,7 @@ def duration(value: str | float) -> float:
 
 
 def format_duration(seconds: float) -> str:
-    seconds = int(round(seconds))
+    seconds = round(seconds)
     if seconds < 60:
         return f"{seconds}s"
     parts = []

@@ -84,7 +84,7 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
         argv += ["--set", item]
 
     log_path = work / f"attempt-{n}-{worker}.log"
-    log = open(log_path, "ab", buffering=0)
+    log = open(log_path, "ab", buffering=0)  # noqa: SIM115 - the attempt process writes to it until it exits
     log.write(f"[tpuctl] attempt {n} of run {run_id} on {socket.gethostname()} (worker {worker})\n".encode())
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(work),
                             start_new_session=False)

@@ -34,7 +34,7 @@ def main(argv: list[str]) -> int:
             module = importlib.import_module(f"tests.benchmarks.bench_{name}")
             result = module.run()
             result["wall_s"] = round(time.perf_counter() - start, 2)
-        except Exception as exc:  # report and keep going: one broken benchmark must not hide the rest
+        except Exception as exc:  # noqa: BLE001 - report and keep going: one broken benchmark must not hide the rest
             failed = True
             result = {"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc(limit=5)}
         report["benchmarks"][name] = result

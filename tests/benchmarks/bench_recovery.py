@@ -36,7 +36,7 @@ def _env(home: Path) -> dict:
 
 
 def _tpuctl(home: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "provision", *args], env=_env(home), cwd=REPO, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "provision", *args], check=False, env=_env(home), cwd=REPO, capture_output=True,
                           text=True)
 
 
@@ -61,11 +61,11 @@ def _run(home: Path, tiny: Path, preempt_at: tuple[int, ...]) -> dict:
     while proc.poll() is None:
         time.sleep(0.2)
         p = _progress(model / "progress.json")
-        if pending and p.get("status") == "running" and (p.get("step") or 0) >= pending[0] and \
-                (not injected or (p.get("started_at") or 0) > injected[-1]):
-            if _tpuctl(home, "simulate", "preempt", "bench").returncode == 0:
-                injected.append(time.time())
-                pending.pop(0)
+        due = pending and p.get("status") == "running" and (p.get("step") or 0) >= pending[0] and \
+            (not injected or (p.get("started_at") or 0) > injected[-1])
+        if due and _tpuctl(home, "simulate", "preempt", "bench").returncode == 0:
+            injected.append(time.time())
+            pending.pop(0)
     out, err = proc.communicate()
     end = time.time()
     if proc.returncode != 0:

@@ -68,7 +68,7 @@ class RangeWatcher(threading.Thread):
         while not self.stop_event.wait(0.1):
             try:
                 nodes = self.fake.resources()["nodes"]
-            except Exception:  # noqa: BLE001 - the fake may be busy; sample again
+            except Exception:  # noqa: BLE001, S112 - the fake may be busy; sample again
                 continue
             self.samples += 1
             seen: dict[str, str] = {}
@@ -197,10 +197,10 @@ def run_scenario(sc: Scenario, fake: Any, home: Path) -> Outcome:
         # down, some killed mid-way and re-run
         for c in sc.clusters:
             down_args = ["down", c.name, "--json"]
-            code, out, err = (None, "", "")
+            code, err = None, ""
             kill = c.kill_down_after
             for _ in range(MAX_RERUNS):
-                code, out, err = _tpuctl(env, *down_args, kill_after=kill)
+                code, _out, err = _tpuctl(env, *down_args, kill_after=kill)
                 outcome.commands += 1
                 if code is None:
                     outcome.kills += 1

@@ -204,9 +204,9 @@ def test_simulate_preempt_kills_the_job_without_warning(tpuctl):
     assert tpuctl("up", "pre", "--preemptible").code == 0
     # a job that would checkpoint on SIGTERM: preemption must not give it the chance
     job = subprocess.Popen([sys.executable, "-c",
-                            "import signal,time,sys\n"
+                            ("import signal,time,sys\n"
                             "signal.signal(signal.SIGTERM, lambda *a: sys.exit(42))\n"
-                            "time.sleep(600)"], start_new_session=True)
+                            "time.sleep(600)")], start_new_session=True)
     provider().register_job("us-central1-b", "pre", job.pid, run_id="r1")
     r = tpuctl("simulate", "preempt", "pre", "--json")
     assert r.code == 0 and r.json()["tpu"]["state"] == "PREEMPTED"

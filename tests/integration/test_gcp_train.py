@@ -40,7 +40,7 @@ def host_agent(cloud):
     procs = []
 
     def start(cluster: str) -> subprocess.Popen:
-        fake, bucket = cloud
+        _fake, bucket = cloud
         proc = subprocess.Popen([sys.executable, "-m", "provision.host.agent", "daemon", "--cluster", cluster, "--bucket",
                                  bucket, "--project", "tpuctl-test", "--role", "host", "--worker", "host0",
                                  "--poll", "0.5"], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -160,7 +160,7 @@ def test_a_failed_host_bootstrap_stops_the_run_at_once_and_status_says_why(cloud
     start the job: `train` stops with the host's own words instead of waiting out the 15-minute start
     grace on a billed TPU, and `status` shows the failure. The object is the one templates/host-startup.sh
     writes (docs/reliability.md#host-bootstrap; tests/integration/test_startup_script.py runs the script)."""
-    fake, bucket = cloud
+    _fake, bucket = cloud
     assert run_tpuctl_process("up", "lab", "--zone", "us-central1-b", "--arch", "vm", "--no-vm").code == 0
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     _put_object(bucket, "tpuctl/clusters/lab/bootstrap/worker-0.json", {

@@ -18,7 +18,7 @@ PACKAGES = ("provision", "jobs")
 
 def test_the_import_linter_contracts_hold():
     lint = Path(sys.executable).with_name("lint-imports")
-    r = subprocess.run([str(lint), "--no-cache"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    r = subprocess.run([str(lint), "--no-cache"], check=False, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     assert "0 broken" in r.stdout
 

@@ -16,7 +16,7 @@ from provision.runs.policy import (
 
 
 def obs(**kw):
-    base = dict(tpu_state=TpuState.READY, tpu_health=Health.HEALTHY, job=JobPhase.RUNNING)
+    base = {"tpu_state": TpuState.READY, "tpu_health": Health.HEALTHY, "job": JobPhase.RUNNING}
     base.update(kw)
     return Observed(**base)
 
@@ -39,7 +39,7 @@ def test_exit_42_recreates_the_tpu():
 
 
 def test_unhealthy_tpu_gets_a_grace_period():
-    sick = dict(tpu_health=Health.UNHEALTHY_MAINTENANCE)
+    sick = {"tpu_health": Health.UNHEALTHY_MAINTENANCE}
     assert decide(obs(**sick, unhealthy_for_s=UNHEALTHY_GRACE_S - 1)).action == Action.WAIT
     assert decide(obs(**sick, unhealthy_for_s=UNHEALTHY_GRACE_S)).action == Action.RECREATE_TPU
 

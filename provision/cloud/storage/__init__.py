@@ -33,8 +33,21 @@ if TYPE_CHECKING:
     from ...basics.config import Target
     from ...basics.validate import BucketUrl
 
-__all__ = ["OBJECT_ROLE", "PARTS_PREFIX", "Bucket", "BucketNotFound", "ChecksumMismatch", "LocalBucket",
-           "LOCAL_DEFAULT_BUCKET", "ObjectInfo", "ObjectNotFound", "TransferJob", "local_bucket", "local_buckets_dir", "open_bucket"]
+__all__ = [
+    "LOCAL_DEFAULT_BUCKET",
+    "OBJECT_ROLE",
+    "PARTS_PREFIX",
+    "Bucket",
+    "BucketNotFound",
+    "ChecksumMismatch",
+    "LocalBucket",
+    "ObjectInfo",
+    "ObjectNotFound",
+    "TransferJob",
+    "local_bucket",
+    "local_buckets_dir",
+    "open_bucket",
+]
 
 _clients: dict[tuple, object] = {}
 
