@@ -36,7 +36,7 @@ from typing import Any
 from ..basics.errors import NotFound, TpuctlError
 from ..basics.validate import CLUSTER_LABEL, format_duration
 from ..catalog import prices
-from ..cloud.base import DutyCycle, Provider, QueuedRequest, TpuNode
+from ..cloud.base import DutyCycle, Operation, Provider, QueuedRequest, TpuNode
 from ..cloud.operations import Backoff, OperationTimeout, wait_all
 from ..cluster import bucket_for, cached_spec, delete_request, ledger
 from .idle import RunView, Verdict, judge, judge_queued, view_of
@@ -426,20 +426,7 @@ def _delete(provider: Provider, doomed: list[NodeReport], *, who: str, target: A
     with ThreadPoolExecutor(min(8, len(doomed))) as pool:
         ops = list(pool.map(start, doomed))
     pending = [(r, op) for r, op in zip(doomed, ops) if op is not None]
-    try:
-        wait_all(provider, [op for _r, op in pending], timeout=timeout, backoff=backoff)
-    except OperationTimeout as exc:
-        late = {op.target for op in exc.pending}
-        for r, _op in pending:
-            if r.node.name in late:
-                r.error = f"deletion still running after {format_duration(timeout)}; rerun tpuctl down --idle"
-    for r, op in pending:
-        if r.error:
-            continue
-        if op.error and op.error.code != 5:
-            r.error = f"deletion failed: {op.error.message}"
-        else:
-            r.deleted = True
+    _settle(provider, pending, timeout=timeout, backoff=backoff)
     for r in doomed:
         if not r.deleted:
             continue
@@ -467,12 +454,21 @@ def _delete_requests(provider: Provider, doomed: list[QueuedReport], nodes: list
             r.deleted = True
         else:
             pending.append((r, op))
+    _settle(provider, pending, timeout=timeout, backoff=backoff)
+    for r, _op in pending:
+        if r.deleted:
+            log(f"deleted {r.request.describe()}: freed the quota it held: {r.request.quota()}")
+
+
+def _settle(provider: Provider, pending: list[tuple[Any, Operation]], *, timeout: float, backoff: Backoff) -> None:
+    """Wait for deletions started at once; mark each report deleted, or with the error that stopped
+    it (a deletion's NOT_FOUND, code 5, means it is gone)."""
     try:
         wait_all(provider, [op for _r, op in pending], timeout=timeout, backoff=backoff)
     except OperationTimeout as exc:
         late = {op.target for op in exc.pending}
-        for r, _op in pending:
-            if r.request.name in late:
+        for r, op in pending:
+            if op.target in late:
                 r.error = f"deletion still running after {format_duration(timeout)}; rerun tpuctl down --idle"
     for r, op in pending:
         if r.error:
@@ -481,7 +477,6 @@ def _delete_requests(provider: Provider, doomed: list[QueuedReport], nodes: list
             r.error = f"deletion failed: {op.error.message}"
         else:
             r.deleted = True
-            log(f"deleted {r.request.describe()}: freed the quota it held: {r.request.quota()}")
 
 
 def _ledger_bucket(provider: Provider, url: str | None, target: Any) -> Any:

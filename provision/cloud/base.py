@@ -51,7 +51,20 @@ class Arch(str, enum.Enum):
     VM = "vm"       # TPU VM: the TPU hosts run the job themselves (v2 API)
 
 
-class TpuState(str, enum.Enum):
+class Reported(str, enum.Enum):
+    """A state as the API reports it: an enum member, its name, or a value this version of
+    tpuctl does not know yet (UNKNOWN rather than a crash when Google adds a state)."""
+
+    @classmethod
+    def of(cls, value: Any) -> Any:
+        name = getattr(value, "name", value)
+        try:
+            return cls(str(name))
+        except ValueError:
+            return cls.UNKNOWN  # type: ignore[attr-defined]
+
+
+class TpuState(Reported):
     """The Cloud TPU node states (the same in the v1 and v2 APIs)."""
 
     STATE_UNSPECIFIED = "STATE_UNSPECIFIED"
@@ -71,16 +84,8 @@ class TpuState(str, enum.Enum):
     UNHIDING = "UNHIDING"
     UNKNOWN = "UNKNOWN"
 
-    @classmethod
-    def of(cls, value: Any) -> TpuState:
-        name = getattr(value, "name", value)
-        try:
-            return cls(str(name))
-        except ValueError:
-            return cls.UNKNOWN
 
-
-class Health(str, enum.Enum):
+class Health(Reported):
     HEALTH_UNSPECIFIED = "HEALTH_UNSPECIFIED"
     HEALTHY = "HEALTHY"
     TIMEOUT = "TIMEOUT"
@@ -90,16 +95,12 @@ class Health(str, enum.Enum):
 
     @classmethod
     def of(cls, value: Any) -> Health:
-        name = getattr(value, "name", value)
-        if name in (None, "", 0):
+        if getattr(value, "name", value) in (None, "", 0):
             return cls.HEALTH_UNSPECIFIED
-        try:
-            return cls(str(name))
-        except ValueError:
-            return cls.UNKNOWN
+        return super().of(value)
 
 
-class VmState(str, enum.Enum):
+class VmState(Reported):
     """Compute Engine instance states."""
 
     PROVISIONING = "PROVISIONING"
@@ -113,16 +114,8 @@ class VmState(str, enum.Enum):
     TERMINATED = "TERMINATED"
     UNKNOWN = "UNKNOWN"
 
-    @classmethod
-    def of(cls, value: Any) -> VmState:
-        name = getattr(value, "name", value)
-        try:
-            return cls(str(name))
-        except ValueError:
-            return cls.UNKNOWN
 
-
-class QueuedState(str, enum.Enum):
+class QueuedState(Reported):
     """A queued resource's states (google-cloud-tpu ``tpu_v2.QueuedResourceState.State``)."""
 
     STATE_UNSPECIFIED = "STATE_UNSPECIFIED"
@@ -136,14 +129,6 @@ class QueuedState(str, enum.Enum):
     SUSPENDED = "SUSPENDED"
     WAITING_FOR_RESOURCES = "WAITING_FOR_RESOURCES"
     UNKNOWN = "UNKNOWN"
-
-    @classmethod
-    def of(cls, value: Any) -> QueuedState:
-        name = getattr(value, "name", value)
-        try:
-            return cls(str(name))
-        except ValueError:
-            return cls.UNKNOWN
 
 
 # A FAILED request "remains in the queue until it is explicitly deleted" and a SUSPENDED one "is no
