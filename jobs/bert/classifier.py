@@ -169,6 +169,9 @@ class ClassifierJob(Job):
         check_case(s)
         tokenizer = FullTokenizer(f"{s.bert_dir.rstrip('/')}/vocab.txt", s.do_lower_case)
         train = read_examples(s.train_file)
+        if not train:
+            raise ConfigError(f"{s.train_file} has a header but no examples; add one example per line "
+                              "(text<TAB>label, or text<TAB>text_b<TAB>label)")
         self.labels = list(s.labels) if s.labels else sorted({e.label for e in train})
         if len(self.labels) < 2:
             raise ConfigError(f"{s.train_file} has a single label {self.labels[0]!r}; a "

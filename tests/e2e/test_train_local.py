@@ -100,6 +100,23 @@ def test_a_run_that_crashes_every_time_stops_at_max_failures(tiny_bert, tmp_path
     assert "tpuctl: error: run lab-" in err and "stopped: the job failed with exit code" in err
 
 
+def test_a_job_that_says_its_input_cannot_work_ends_the_run_at_once(tiny_bert, tmp_path):
+    """Exit 2 after the spec checks (here: a train file with a header and no examples, which only
+    the job reads) is not retried on a billed TPU, whatever --max-failures allows (issue 14)."""
+    empty = tmp_path / "train.tsv"
+    empty.write_text("text\tlabel\n")
+    assert run_tpuctl_process("up", "lab").code == 0
+    r = run_tpuctl_process("train", "lab", "--job", "templates/bert-finetune-tiny.yaml", "--set", f"bert_dir={tiny_bert}",
+                           "--set", f"train_file={empty}", "--set", f"model_dir={tmp_path}/m", "--max-failures", "5",
+                           "--poll", "1", "--json", timeout=300)
+    assert r.code == 1, r.err[-2000:]
+    run = r.json()["run"]
+    assert run["status"] == "gave_up" and run["attempts"] == 1 and run["failures"] == 1, run
+    assert "cannot run (exit 2" in run["reason"]
+    log = run_tpuctl_process("logs", run["run_id"])
+    assert "has a header but no examples" in log.out
+
+
 def test_detached_run_survives_the_laptop_and_logs_follow_it(tiny_bert):
     assert run_tpuctl_process("up", "lab").code == 0
     args = ["train", "lab", "--job", "templates/bert-finetune-tiny.yaml", "--set", f"bert_dir={tiny_bert}",
