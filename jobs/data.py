@@ -42,6 +42,7 @@ from .errors import ConfigError
 
 GROUP_SHARDS = 4         # shards read together, interleaved record by record
 WINDOW_RECORDS = 4096    # records permuted together (about 6 MB at seq 128)
+SHARD_RECORDS = 4096     # records per training shard written by write_stream (round-robin)
 INDEX_NAME = "input_index.json"
 INDEX_VERSION = 1
 _FOREVER = 1 << 62
@@ -207,3 +208,40 @@ def host_batches(records: tf.data.Dataset, ctx: tf.distribute.InputContext, glob
 def in_order(files: Sequence[str]) -> tf.data.Dataset:
     """The records of ``files`` once, in file order (evaluation)."""
     return tf.data.TFRecordDataset(list(files), buffer_size=_READ_BUFFER)
+
+
+def write_records(path: str, arrays: dict[str, np.ndarray], rows) -> int:
+    """Write ``rows`` (indices into ``arrays``) to a TFRecord file (any TensorFlow filesystem),
+    as temp file + rename; returns the number of records."""
+    def feature(values) -> tf.train.Feature:
+        values = np.atleast_1d(values)
+        if values.dtype.kind == "f":
+            return tf.train.Feature(float_list=tf.train.FloatList(value=values.tolist()))
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=values.tolist()))
+
+    tmp = path + ".tmp"
+    count = 0
+    with tf.io.TFRecordWriter(tmp) as writer:
+        for i in rows:
+            example = tf.train.Example(features=tf.train.Features(
+                feature={k: feature(v[i]) for k, v in sorted(arrays.items())}))
+            writer.write(example.SerializeToString())
+            count += 1
+    tf.io.gfile.rename(tmp, path, overwrite=True)
+    return count
+
+
+def write_stream(out_dir: str, arrays: dict[str, np.ndarray], n: int, seed: int,
+                 log: Callable[[str], None]) -> EpochStream:
+    """Write ``n`` training records into round-robin shards under ``out_dir`` (every shard samples
+    the whole set, so shards mix well), drop shards of an earlier, larger set, and return the
+    epoch stream over them. Rewriting on every start gives the same bytes, so resumption is exact."""
+    tf.io.gfile.makedirs(out_dir)
+    shards = -(-n // SHARD_RECORDS)
+    files = [f"{out_dir}/train-{i:05d}-of-{shards:05d}.tfrecord" for i in range(shards)]
+    for i, path in enumerate(files):
+        write_records(path, arrays, range(i, n, shards))
+    for stale in tf.io.gfile.glob(f"{out_dir}/train-*.tfrecord"):
+        if stale not in files:
+            tf.io.gfile.remove(stale)
+    return EpochStream(build_index(files, f"{out_dir}/{INDEX_NAME}", log), seed)

@@ -41,7 +41,6 @@ from .tokenization import CLS, SEP, FullTokenizer
 TEXT_COLUMNS = ("text", "text_a", "sentence", "sentence1")
 PAIR_COLUMNS = ("text_b", "sentence2")
 DATA_DIR = "finetune_data"
-SHARD_EXAMPLES = 4096  # examples per training shard (round-robin), so shards mix well
 
 
 @dataclass
@@ -118,27 +117,6 @@ def to_arrays(examples: list[Example], labels: list[str], tokenizer: FullTokeniz
             "weight": np.ones(len(examples), np.float32)}
 
 
-def write_records(path: str, arrays: dict[str, np.ndarray], rows) -> int:
-    """Write ``rows`` (indices into ``arrays``) to a TFRecord file (any TensorFlow filesystem),
-    as temp file + rename; returns the number of records."""
-    def feature(values) -> tf.train.Feature:
-        values = np.atleast_1d(values)
-        if values.dtype.kind == "f":
-            return tf.train.Feature(float_list=tf.train.FloatList(value=values.tolist()))
-        return tf.train.Feature(int64_list=tf.train.Int64List(value=values.tolist()))
-
-    tmp = path + ".tmp"
-    count = 0
-    with tf.io.TFRecordWriter(tmp) as writer:
-        for i in rows:
-            example = tf.train.Example(features=tf.train.Features(
-                feature={k: feature(v[i]) for k, v in sorted(arrays.items())}))
-            writer.write(example.SerializeToString())
-            count += 1
-    tf.io.gfile.rename(tmp, path, overwrite=True)
-    return count
-
-
 def pad_to_batches(arrays: dict[str, np.ndarray], global_batch: int) -> dict[str, np.ndarray]:
     """Append weight-0 rows up to a whole number of global batches."""
     n = len(arrays["label"])
@@ -184,23 +162,14 @@ class ClassifierJob(Job):
         with tf.io.gfile.GFile(f"{runner.model_dir}/labels.txt", "w") as f:
             f.write("".join(f"{label}\n" for label in self.labels))
         out_dir = f"{runner.model_dir}/{DATA_DIR}"
-        tf.io.gfile.makedirs(out_dir)
         n = len(train)
-        shards = -(-n // SHARD_EXAMPLES)
-        files = [f"{out_dir}/train-{i:05d}-of-{shards:05d}.tfrecord" for i in range(shards)]
-        for i, path in enumerate(files):  # round-robin: every shard samples the whole file
-            write_records(path, arrays, range(i, n, shards))
-        for stale in tf.io.gfile.glob(f"{out_dir}/train-*.tfrecord"):
-            if stale not in files:
-                tf.io.gfile.remove(stale)
-        index = data.build_index(files, f"{out_dir}/{data.INDEX_NAME}", log)
-        self.stream = data.EpochStream(index, s.seed)
+        self.stream = data.write_stream(out_dir, arrays, n, s.seed, log)
         self.dev_file = self.dev_examples = None
         if dev is not None:
             self.dev_examples = len(dev["label"])
             padded = pad_to_batches(dev, s.eval_batch_size)
             self.dev_file = f"{out_dir}/dev.tfrecord"
-            write_records(self.dev_file, padded, range(len(padded["label"])))
+            data.write_records(self.dev_file, padded, range(len(padded["label"])))
             self.dev_batches = len(padded["label"]) // s.eval_batch_size
         log(f"{n} training examples ({n / s.train_batch_size:.1f} steps per epoch), labels "
             f"{self.labels}" + (f", {self.dev_examples} dev examples" if dev is not None else ""))

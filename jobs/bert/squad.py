@@ -31,7 +31,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .squad_check import SquadError, check_data, check_file, is_v2, parse_json
+from .squad_check import SquadError, check_data, check_file, is_v2, load, parse_json
 from .tokenization import basic_tokenize, open_text
 
 __all__ = ["SquadError", "check_data", "check_file", "is_v2", "parse_json"]
@@ -76,15 +76,7 @@ class Example:
 
 def load_json(path: str) -> dict:
     """The parsed SQuAD file at ``path`` (local or gs://), checked to be SQuAD JSON."""
-    try:
-        with open_text(path) as f:
-            text = f.read()
-    except FileNotFoundError:
-        raise SquadError(f"{path} not found; pass an existing SQuAD JSON file") from None
-    except UnicodeDecodeError:
-        raise SquadError(f"{path} is not UTF-8 JSON; pass a SQuAD file such as "
-                         "train-v1.1.json") from None
-    return parse_json(text, path)
+    return load(path, open_text)
 
 
 def read_examples(path: str, training: bool, version_2: bool,

@@ -7,6 +7,8 @@ without ``version_2_with_negative``, a training answer that is not at its ``answ
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 
 class SquadError(ValueError):
@@ -49,17 +51,23 @@ def is_v2(raw: dict) -> bool:
                for p in article["paragraphs"] for qa in p["qas"])
 
 
-def check_file(path: str, training: bool, version_2: bool) -> int:
-    """Check a SQuAD file before TensorFlow starts; returns the number of questions."""
+def load(path: str, opener: Callable[[str], Any] | None = None) -> dict:
+    """The parsed SQuAD file at ``path``, checked to be SQuAD JSON; ``opener`` opens it as text
+    (the job passes one that reads gs:// through TensorFlow; this module never imports it)."""
     try:
-        with open(path, encoding="utf-8") as f:
+        with (opener(path) if opener else open(path, encoding="utf-8")) as f:
             text = f.read()
     except FileNotFoundError:
         raise SquadError(f"{path} not found; pass an existing SQuAD JSON file") from None
     except UnicodeDecodeError:
         raise SquadError(f"{path} is not UTF-8 JSON; pass a SQuAD file such as "
                          "train-v1.1.json") from None
-    return check_data(parse_json(text, path), path, training, version_2)
+    return parse_json(text, path)
+
+
+def check_file(path: str, training: bool, version_2: bool) -> int:
+    """Check a SQuAD file before TensorFlow starts; returns the number of questions."""
+    return check_data(load(path), path, training, version_2)
 
 
 def check_data(raw: dict, path: str, training: bool, version_2: bool) -> int:

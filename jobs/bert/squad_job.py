@@ -29,13 +29,12 @@ from ..job import Job, log
 from ..spec import SquadSpec
 from ..summaries import ScalarWriter
 from . import check_case, read_config, squad, weights
-from .classifier import pad_to_batches, write_records
+from .classifier import pad_to_batches
 from .modeling import SquadModel
 from .tokenization import FullTokenizer
 
 DATA_DIR = "squad_data"
 EXPORT_DIR = "export"
-SHARD_FEATURES = 4096
 
 
 def feature_arrays(features: list[squad.Feature]) -> dict[str, np.ndarray]:
@@ -86,24 +85,15 @@ class SquadJob(Job):
         train_examples, train = self._features(s.train_file, training=True)
         arrays = feature_arrays(train)
         out_dir = f"{runner.model_dir}/{DATA_DIR}"
-        tf.io.gfile.makedirs(out_dir)
         n = len(train)
-        shards = -(-n // SHARD_FEATURES)
-        files = [f"{out_dir}/train-{i:05d}-of-{shards:05d}.tfrecord" for i in range(shards)]
-        for i, path in enumerate(files):
-            write_records(path, arrays, range(i, n, shards))
-        for stale in tf.io.gfile.glob(f"{out_dir}/train-*.tfrecord"):
-            if stale not in files:
-                tf.io.gfile.remove(stale)
-        index = data.build_index(files, f"{out_dir}/{data.INDEX_NAME}", log)
-        self.stream = data.EpochStream(index, s.seed)
+        self.stream = data.write_stream(out_dir, arrays, n, s.seed, log)
         self.predict_records = None
         if s.predict_file:
             self.predict_examples, self.predict_features = self._features(s.predict_file, False)
             padded = pad_to_batches(feature_arrays(self.predict_features), s.predict_batch_size)
             padded["feature_index"][len(self.predict_features):] = -1
             self.predict_records = f"{out_dir}/predict.tfrecord"
-            write_records(self.predict_records, padded, range(len(padded["weight"])))
+            data.write_records(self.predict_records, padded, range(len(padded["weight"])))
             self.predict_batches = len(padded["weight"]) // s.predict_batch_size
         log(f"{len(train_examples)} training questions, {n} windows "
             f"({n / s.train_batch_size:.1f} steps per epoch)"

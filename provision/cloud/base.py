@@ -302,8 +302,22 @@ class Vm:
         return d
 
 
+class Labelled:
+    """What tpuctl's labels say of a resource: its cluster, and whether the user pinned it."""
+
+    labels: dict[str, str]
+
+    @property
+    def cluster(self) -> str | None:
+        return self.labels.get(validate.CLUSTER_LABEL)
+
+    @property
+    def keep(self) -> bool:
+        return self.labels.get(validate.KEEP_LABEL) == "true"
+
+
 @dataclass
-class TpuNode:
+class TpuNode(Labelled):
     name: str
     zone: str
     arch: Arch
@@ -320,14 +334,6 @@ class TpuNode:
     endpoints: list[Endpoint] = field(default_factory=list)
     created_at: float | None = None
     device: str | None = None           # local provider: what stands in for the TPU ("cpu", "gpu:0")
-
-    @property
-    def cluster(self) -> str | None:
-        return self.labels.get(validate.CLUSTER_LABEL)
-
-    @property
-    def keep(self) -> bool:
-        return self.labels.get(validate.KEEP_LABEL) == "true"
 
     @property
     def interruptible(self) -> bool:
@@ -350,7 +356,7 @@ class TpuNode:
 
 
 @dataclass
-class QueuedRequest:
+class QueuedRequest(Labelled):
     """A queued resource: a request for a TPU VM that the cloud fills when it has capacity.
 
     It is a resource of its own: without a node (WAITING_FOR_RESOURCES, FAILED, SUSPENDED) it
@@ -367,14 +373,6 @@ class QueuedRequest:
     node_names: list[str] = field(default_factory=list)
     labels: dict[str, str] = field(default_factory=dict)
     error: str = ""                     # why it FAILED, as the cloud says
-
-    @property
-    def cluster(self) -> str | None:
-        return self.labels.get(validate.CLUSTER_LABEL)
-
-    @property
-    def keep(self) -> bool:
-        return self.labels.get(validate.KEEP_LABEL) == "true"
 
     @property
     def dead(self) -> bool:

@@ -54,6 +54,7 @@ class _BucketWatcher:
 
     store: RunStore
     start_grace_s: float
+    taken_up: bool = False      # the last poll saw a heartbeat of the current attempt
 
     def _expected(self, rec: RunRecord) -> int:
         return int((rec.attempt or {}).get("workers", 1))
@@ -63,6 +64,7 @@ class _BucketWatcher:
         if code is not None:
             return JobPhase.EXITED, code
         alive = self.store.alive(n)
+        self.taken_up = bool(alive)
         now = time.time()
         if alive and now - max(a.get("time", 0) for a in alive.values()) < ALIVE_STALE_S:
             return JobPhase.RUNNING, None
@@ -173,7 +175,10 @@ class BucketExecutor(_BucketWatcher):
 
     def blocked(self, rec: RunRecord) -> str | None:
         """A host whose bootstrap failed will never start the attempt: say so instead of waiting
-        out the start grace (15 minutes of a billed TPU)."""
+        out the start grace (15 minutes of a billed TPU). Read only until a host has taken the
+        attempt up (the last poll saw its heartbeat)."""
+        if self.taken_up:
+            return None
         since = (rec.attempt or {}).get("tpu_created_at")
         try:
             down = bootstrap.failed(bootstrap.read(self.store.bucket, rec.cluster), workers_since=since)

@@ -215,8 +215,8 @@ class Supervisor:
                        unhealthy_for_s=now - self._unhealthy_since if self._unhealthy_since else 0.0,
                        job=phase, exit_code=code, preemptions=rec.preemptions, failures=rec.failures,
                        max_preemptions=rec.max_preemptions, max_failures=rec.max_failures)
-        if phase in (JobPhase.RUNNING, JobPhase.LOST) and not self.store.alive(rec.attempt["n"]):
-            # started but no host has taken it up yet: is one of them unable to?
+        if phase in (JobPhase.RUNNING, JobPhase.LOST):
+            # started: can a host that has not taken it up yet never do so?
             obs = dataclasses.replace(obs, blocked=self.executor.blocked(rec))
         d = decide(obs)
         if d.action == Action.WAIT:
