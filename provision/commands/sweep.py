@@ -1,0 +1,318 @@
+"""``tpuctl sweep SPEC``: a hyperparameter search over a pool of TPUs; ``sweep status|stop|resume``."""
+
+from __future__ import annotations
+
+import click
+
+from .common import (
+    acting_on,
+    dry_run_option,
+    emit_json,
+    json_option,
+    open_provider,
+    provider_options,
+    resolve_target,
+    say,
+)
+
+SUBCOMMANDS = ("start", "status", "stop", "resume")
+
+
+class _SweepGroup(click.Group):
+    """``tpuctl sweep SPEC`` means ``tpuctl sweep start SPEC``: the search is the default."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
+            args = ["start", *args]
+        return super().parse_args(ctx, args)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)
+
+
+@click.group("sweep", cls=_SweepGroup)
+def command() -> None:
+    """Search hyperparameters: one supervised run per trial on a pool of TPUs (docs/sweeps.md).
+
+    \b
+      tpuctl sweep templates/sweep-tiny.yaml --max-concurrent 2 --preemptible
+      tpuctl sweep status SWEEP
+      tpuctl sweep stop SWEEP
+      tpuctl sweep resume SWEEP      (after its controller died)
+    """
+
+
+@command.command("start")
+@click.argument("spec", metavar="SPEC")
+@click.option("--zone", "-z", "zone", metavar="ZONE[,ZONE...]", help="Zone, or zones in failover order, of the pool.")
+@click.option("--accelerator-type", "-a", default="v2-8", show_default=True, metavar="TYPE", help="TPU type of the pool.")
+@click.option("--preemptible", is_flag=True, help="Preemptible pool TPUs.")
+@click.option("--spot", is_flag=True, help="Spot pool TPUs.")
+@click.option("--bucket", metavar="gs://BUCKET", help="Where the sweep and its trials live (local: a local bucket).")
+@click.option("--max-concurrent", type=click.IntRange(min=1, max=64), default=None,
+              help="At most this many TPUs (trials at once); default: the spec's, else 1.")
+@click.option("--max-trials", type=click.IntRange(min=1, max=10000), default=None,
+              help="At most this many trials (overrides the spec's max_trials).")
+@click.option("--budget-usd", type=click.FloatRange(min=0.0), default=None,
+              help="Start no trial whose estimated cost would pass this (list price).")
+@click.option("--max-failures", type=click.IntRange(min=0), default=1, show_default=True,
+              help="Job errors a trial's run restarts after.")
+@click.option("--poll", "poll_s", type=click.FloatRange(min=0.5, max=10.0), default=10.0, show_default=True,
+              help="Seconds between checks of each trial.")
+@click.option("--detach", is_flag=True, help="Run the controller detached (local: a process here); the laptop "
+                                              "may disconnect.")
+@provider_options
+@dry_run_option
+@json_option
+def start(spec: str, zone: str | None, accelerator_type: str, preemptible: bool, spot: bool, bucket: str | None,
+          max_concurrent: int | None, max_trials: int | None, budget_usd: float | None, max_failures: int,
+          poll_s: float, detach: bool, provider: str | None, project: str | None, dry_run: bool,
+          as_json: bool) -> None:
+    """Run the sweep in SPEC (job, metric, goal, method, pruner, parameters)."""
+    from .. import cluster
+    from ..basics import validate
+    from ..basics.errors import UsageError
+    from ..runs import store as runs
+    from ..sweeps import create
+    from ..sweeps.store import SweepStore
+
+    if preemptible and spot:
+        raise UsageError("--preemptible and --spot both given", hint="choose one of them")
+    if bucket:
+        bucket = str(validate.bucket_url(bucket))
+    target = resolve_target(provider, project, zone.split(",")[0] if zone else None)
+    zones = validate.zones(zone) if zone else validate.zones(target.zone or cluster.default_zone(target))
+    bucket_url = runs.check_bucket_for(target.provider, bucket)
+    plan = create.plan(spec, provider=target.provider, project=target.project, bucket=bucket_url, zones=zones,
+                       accelerator_type=accelerator_type, preemptible=preemptible, spot=spot,
+                       max_concurrent=max_concurrent, max_trials=max_trials, budget_usd=budget_usd,
+                       poll_s=poll_s, max_failures=max_failures)
+    rec = plan.record
+    acting_on(target, "sweep", zone=",".join(zones))
+    if dry_run:
+        doc = {"ok": True, "dry_run": True, "sweep": rec.sweep_id, "bucket": bucket_url, "spec": plan.spec.to_dict(),
+               "max_trials": rec.max_trials, "max_concurrent": rec.max_concurrent,
+               "grid_size": plan.spec.grid_size, "hourly_usd_per_tpu": rec.hourly_usd}
+        if as_json:
+            emit_json(doc)
+        else:
+            click.echo(f"dry run: sweep {rec.sweep_id} would run up to {rec.max_trials} trial(s) of "
+                       f"{plan.spec.method} search on up to {rec.max_concurrent} {rec.accelerator_type} TPU(s) "
+                       f"(${rec.hourly_usd:.2f}/hour each); nothing was created")
+        return
+    prov = open_provider(target)
+    store = SweepStore(_open_bucket(bucket_url, target), rec.sweep_id)
+    if not store.bucket.exists():
+        if target.provider == "local" and bucket_url == runs.LOCAL_DEFAULT_BUCKET:
+            store.bucket.create("local")
+        else:
+            raise UsageError(f"bucket {bucket_url} does not exist",
+                             hint=f"create it with gcloud storage buckets create {bucket_url} --location REGION")
+    rec.detached = detach
+    create.write(store, plan)
+    say(f"sweep {rec.sweep_id}: {plan.spec.method} over {', '.join(plan.spec.names)}, up to {rec.max_trials} "
+        f"trial(s), {rec.max_concurrent} at once; lives in {bucket_url}/{store.prefix}")
+    if detach:
+        where = _hand_over(prov, target, store)
+        say(f"sweep {rec.sweep_id} is driven by {where}; follow it with tpuctl sweep status {rec.sweep_id}")
+        if as_json:
+            emit_json({"ok": True, "sweep": rec.sweep_id, "detached": True, "bucket": bucket_url,
+                       "where": f"{bucket_url}/{store.prefix}"})
+        else:
+            click.echo(rec.sweep_id)
+        return
+    _drive(prov, target, store, where="foreground", as_json=as_json)
+
+
+def _open_bucket(url: str, target):
+    from ..cloud.storage import open_bucket
+
+    return open_bucket(url, target)
+
+
+def _hand_over(prov, target, store) -> str:
+    """Local: a detached controller process on this machine. GCP: not yet (see docs/sweeps.md)."""
+    import os
+    import subprocess
+    import sys
+
+    from ..basics.errors import NotAvailable
+    from ..sweeps.store import local_dir
+
+    if prov.name != "local":
+        raise NotAvailable("--detach on GCP is not available in this version of tpuctl yet",
+                           hint=f"run the sweep without --detach on a machine that stays up (the sweep is in the "
+                                f"bucket; tpuctl sweep resume {store.sweep_id} continues it elsewhere)")
+    log_path = local_dir(store.sweep_id) / "controller.log"
+    with open(log_path, "ab") as out:
+        subprocess.Popen([sys.executable, "-m", "provision", "sweep", "resume", store.sweep_id, "--where", "host",
+                          "--provider", "local", "--bucket", store.bucket.url],
+                         stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, env=dict(os.environ))
+    return f"a detached controller on this machine (log: {log_path})"
+
+
+def _drive(prov, target, store, *, where: str, as_json: bool) -> None:
+    from ..basics.errors import JobFailed
+    from ..sweeps.controller import Controller
+
+    ctl = Controller(prov, target, store, where=where, log=say)
+    rec = ctl.run()
+    doc = _document(store)
+    if as_json:
+        emit_json(doc)
+    else:
+        _print(doc)
+    if rec.state == "failed":
+        raise JobFailed(f"sweep {rec.sweep_id} failed: {rec.reason}", hint=f"see tpuctl sweep status {rec.sweep_id}")
+
+
+def _locate(sweep: str, bucket: str | None, provider: str | None, project: str | None):
+    """The sweep's store: --bucket, else this machine's index of sweeps."""
+    from ..basics import validate
+    from ..basics.errors import NotFound
+    from ..runs import store as runs
+    from ..sweeps.store import SweepStore, check_id, lookup
+
+    check_id(sweep)
+    entry = lookup(sweep)
+    if bucket:
+        bucket = str(validate.bucket_url(bucket))
+    elif entry:
+        bucket = entry["bucket"]
+    target = resolve_target(provider or (entry or {}).get("provider"),
+                            project or ((entry or {}).get("project") or None))
+    if not bucket:
+        if target.provider == "local":
+            bucket = runs.LOCAL_DEFAULT_BUCKET
+        else:
+            raise NotFound(f"no sweep {sweep} is known on this machine", hint="pass --bucket gs://B where it lives")
+    return target, SweepStore(_open_bucket(bucket, target), sweep)
+
+
+def _document(store) -> dict:
+    from ..sweeps import view
+    from ..sweeps.store import controller_alive
+
+    rec = store.load()
+    lease = store.controller()
+    return view.document(rec, store.trials(), controller=lease, alive=controller_alive(lease))
+
+
+def _print(doc: dict) -> None:
+    from ..basics.text import table
+    from ..sweeps import view
+
+    click.echo(view.headline(doc))
+    if doc["trials"]:
+        click.echo(table(view.rows(doc), view.HEADERS))
+    line = view.best_line(doc)
+    if line:
+        click.echo(line)
+
+
+@command.command("status")
+@click.argument("sweep")
+@click.option("--bucket", metavar="gs://BUCKET", help="Where the sweep lives (default: this machine's record of it).")
+@provider_options
+@json_option
+def status(sweep: str, bucket: str | None, provider: str | None, project: str | None, as_json: bool) -> None:
+    """Show SWEEP's trials (parameters, state, metric, steps, preemptions, cost), the best marked *."""
+    _target, store = _locate(sweep, bucket, provider, project)
+    doc = _document(store)
+    if doc["state"] == "running" and not doc["controller"]["alive"]:
+        doc["reason"] = (f"its controller is gone (last heartbeat at {doc['controller']['heartbeat_at']}); "
+                         f"tpuctl sweep resume {sweep} continues it")
+    if as_json:
+        emit_json(doc)
+    else:
+        _print(doc)
+
+
+@command.command("stop")
+@click.argument("sweep")
+@click.option("--bucket", metavar="gs://BUCKET", help="Where the sweep lives (default: this machine's record of it).")
+@click.option("--wait/--no-wait", default=True, show_default=True, help="Wait until the controller has stopped.")
+@provider_options
+@json_option
+def stop(sweep: str, bucket: str | None, wait: bool, provider: str | None, project: str | None, as_json: bool) -> None:
+    """Stop SWEEP: its running trials stop (checkpoints kept), its pool TPUs are deleted."""
+    import time
+
+    from ..sweeps.controller import Controller
+    from ..sweeps.store import controller_alive
+
+    target, store = _locate(sweep, bucket, provider, project)
+    rec = store.load()
+    acting_on(target, "sweep stop", zone=",".join(rec.zones))
+    if rec.live:
+        store.write_json("stop.json", {"time": time.time()})
+        if controller_alive(store.controller()):
+            say(f"asked sweep {sweep}'s controller to stop")
+            deadline = time.time() + 300
+            while wait and time.time() < deadline and store.load().live and controller_alive(store.controller()):
+                time.sleep(1.0)
+        if store.load().live:
+            say(f"sweep {sweep} has no live controller: stopping its trials and deleting its pool here")
+            Controller(open_provider(target), target, store, where="stop", log=say).stop_here(
+                "stopped by tpuctl sweep stop")
+    doc = _document(store)
+    if as_json:
+        emit_json(doc)
+    else:
+        _print(doc)
+
+
+@command.command("resume")
+@click.argument("sweep")
+@click.option("--bucket", metavar="gs://BUCKET", help="Where the sweep lives (default: this machine's record of it).")
+@click.option("--where", default="foreground", hidden=True)
+@click.option("--detach", is_flag=True, help="Run the controller detached.")
+@provider_options
+@json_option
+def resume(sweep: str, bucket: str | None, where: str, detach: bool, provider: str | None, project: str | None,
+           as_json: bool) -> None:
+    """Continue SWEEP after its controller died: running trials' runs are adopted, finished ones kept."""
+    from ..basics.errors import UsageError
+    from ..sweeps.store import controller_alive, remember
+
+    target, store = _locate(sweep, bucket, provider, project)
+    rec = store.load()
+    if not rec.live:
+        raise UsageError(f"sweep {sweep} is {rec.state}", hint=f"see tpuctl sweep status {sweep}")
+    if controller_alive(store.controller()) and where != "host":
+        raise UsageError(f"sweep {sweep} still has a live controller", hint=f"follow it with tpuctl sweep status {sweep}")
+    remember(rec)
+    prov = open_provider(target)
+    acting_on(target, "sweep resume", zone=",".join(rec.zones))
+    if detach:
+        where_text = _hand_over(prov, target, store)
+        if as_json:
+            emit_json({"ok": True, "sweep": sweep, "detached": True, "where": where_text})
+        else:
+            click.echo(sweep)
+        return
+    _drive(prov, target, store, where=where, as_json=as_json)
+
+
+def live_sweeps(target) -> list[dict]:
+    """Sweeps this machine knows whose controller is alive (for ``tpuctl status``)."""
+    from ..basics.errors import TpuctlError
+    from ..sweeps.store import SweepStore, controller_alive, known
+
+    out = []
+    for entry in known():
+        if entry.get("provider") != target.provider:
+            continue
+        try:
+            store = SweepStore(_open_bucket(entry["bucket"], target), entry["sweep_id"])
+            rec = store.load()
+        except TpuctlError:
+            continue
+        if not rec.live:
+            continue
+        doc = _document(store)
+        out.append({"sweep": rec.sweep_id, "state": doc["state"], "metric": doc["metric"],
+                    "controller_alive": controller_alive(store.controller()),
+                    "trials": len(doc["trials"]), "running": sum(t["state"] == "running" for t in doc["trials"]),
+                    "best": doc["best"]})
+    return out
