@@ -71,13 +71,17 @@ def job_fields(job: str) -> set[str]:
     return {f.name for f in dataclasses.fields(jobspec.JOBS[job])}
 
 
-def reported_metrics(job: str) -> tuple[str, ...]:
+def reported_metrics(job: Any) -> tuple[str, ...]:
+    """What the checked job spec ``job`` reports at each evaluation (``jobs.spec``'s answer)."""
     from jobs import spec as jobspec
 
+    method = getattr(job, "reported_metrics", None)
+    if callable(method):
+        return tuple(method())
     fn = getattr(jobspec, "reported_metrics", None)
     if fn is not None:
         return tuple(fn(job))
-    return FALLBACK_METRICS.get(job, ())
+    return FALLBACK_METRICS.get(job.job, ())
 
 
 def plan(spec_path: str, *, provider: str, project: str | None, bucket: str, zones: Sequence[str],
@@ -93,7 +97,6 @@ def plan(spec_path: str, *, provider: str, project: str | None, bucket: str, zon
         and raw.get("job") else None
     job_raw: dict[str, Any] = {}
     keys: set[str] = set()
-    reported: tuple[str, ...] = ()
     if job_path:
         try:
             job_raw = jobspec.read_yaml(job_path)
@@ -102,8 +105,8 @@ def plan(spec_path: str, *, provider: str, project: str | None, bucket: str, zon
         name = job_raw.get("job")
         if name not in jobspec.JOBS:
             raise UsageError(f"job spec {job_path} has no known job", hint=f"use one of {', '.join(jobspec.JOBS)}")
-        keys, reported = job_fields(name), reported_metrics(name)
-    sweep = sweepspec.parse(raw, job_keys=keys, reported=reported, source=f"sweep spec {spec_path[:200]}",
+        keys = job_fields(name)
+    sweep = sweepspec.parse(raw, job_keys=keys, reported=None, source=f"sweep spec {spec_path[:200]}",
                             max_trials=max_trials)
     base = localize_spec({**job_raw, **sweep.set}, provider)
     placeholder = "/tmp/tpuctl-sweep-check/model"     # never written: from_dict only checks
@@ -112,7 +115,9 @@ def plan(spec_path: str, *, provider: str, project: str | None, bucket: str, zon
     if "hparams" in keys:
         extras["hparams"] = sweep.names
     probe = {**base, **extras, "model_dir": base.get("model_dir") or placeholder}
-    checked = _check(jobspec, probe, {}, spec_path)
+    checked_spec = _check(jobspec, probe, {}, spec_path)
+    sweepspec.check_metric(sweep.metric, reported_metrics(checked_spec))
+    checked = checked_spec.to_dict()
     num_steps = int(checked["num_train_steps"])
     eval_every = sweep.eval_every_steps
     if eval_every is None:
@@ -142,9 +147,9 @@ def plan(spec_path: str, *, provider: str, project: str | None, bucket: str, zon
     return Plan(record=rec, spec=sweep, spec_text=text, job={**base, **extras})
 
 
-def _check(jobspec: Any, probe: dict[str, Any], value: dict[str, Any], spec_path: str) -> dict[str, Any]:
+def _check(jobspec: Any, probe: dict[str, Any], value: dict[str, Any], spec_path: str) -> Any:
     try:
-        return jobspec.from_dict({**probe, **value}, (), source=f"the job of {spec_path[:200]}").to_dict()
+        return jobspec.from_dict({**probe, **value}, (), source=f"the job of {spec_path[:200]}")
     except jobspec.SpecError as exc:
         if value:
             (name, v), = value.items()

@@ -85,12 +85,14 @@ class SweepSpec:
         return d
 
 
-def parse(raw: Any, *, job_keys: Collection[str], reported: Collection[str], source: str = "sweep spec",
+def parse(raw: Any, *, job_keys: Collection[str], reported: Collection[str] | None, source: str = "sweep spec",
           max_trials: int | None = None) -> SweepSpec:
     """Check ``raw`` (the YAML mapping) against the job's keys and the metrics it reports.
 
     ``max_trials`` is ``--max-trials`` (it overrides the spec's). The ``job`` path itself is
-    checked by the caller, which must read the job spec to know ``job_keys`` and ``reported``.
+    checked by the caller, which must read the job spec to know ``job_keys`` and ``reported``
+    (None: the caller checks the metric later, with :func:`check_metric`, once it knows the job
+    spec with the sweep's ``set`` applied: a fine-tune without dev_file reports nothing).
     """
     if not isinstance(raw, Mapping):
         raise UsageError(f"{source} must be a mapping (job:, metric:, parameters: ...)",
@@ -110,10 +112,9 @@ def parse(raw: Any, *, job_keys: Collection[str], reported: Collection[str], sou
                              hint=_suggest(str(key), job_keys, "the job's keys include"))
     metric = raw.get("metric")
     if not isinstance(metric, str) or not metric:
-        raise UsageError(f"{source} has no metric", hint=f"add 'metric: {_first(reported)}'")
-    if metric not in reported:
-        raise UsageError(f"metric {metric!r:.40} is never reported by this job",
-                         hint=f"use one of {', '.join(reported) or '(none: this job reports no metric)'}")
+        raise UsageError(f"{source} has no metric", hint=f"add 'metric: {_first(reported or ())}'")
+    if reported is not None:
+        check_metric(metric, reported)
     goal = _choice(raw, "goal", GOALS, "maximize" if "accuracy" in metric or metric in ("f1", "exact_match")
                    else None, source)
     params = _parameters(raw.get("parameters"), job_keys, source)
@@ -144,6 +145,13 @@ def parse(raw: Any, *, job_keys: Collection[str], reported: Collection[str], sou
     return SweepSpec(job=job, metric=metric, goal=goal, method=method, pruner=pruner, max_trials=trials,
                      parameters=tuple(params), set=dict(sets), max_concurrent=max_concurrent,
                      eval_every_steps=eval_every, seed=seed)
+
+
+def check_metric(metric: str, reported: Collection[str]) -> None:
+    if metric not in reported:
+        raise UsageError(f"metric {metric!r:.40} is never reported by this job",
+                         hint=f"use one of {', '.join(reported)}" if reported else
+                         "this job reports no metric as configured (a fine-tune needs dev_file)")
 
 
 def _parameters(raw: Any, job_keys: Collection[str], source: str) -> list[Parameter]:
