@@ -53,6 +53,15 @@ class RunView:
         return self.status in LIVE_RUN_STATES
 
 
+@dataclass(frozen=True)
+class SweepView:
+    """The sweep whose pool a TPU belongs to (label ``tpuctl-sweep``): is its controller alive?"""
+
+    sweep_id: str
+    alive: bool                        # a fresh controller heartbeat on a running sweep
+    state: str = "unknown"
+
+
 # How far the first duty-cycle sample may lie inside a window that it still "covers".
 DUTY_SAMPLE_SLACK_S = 120.0
 
@@ -65,8 +74,19 @@ class Verdict:
 
 
 def judge(node: TpuNode, run: RunView | None, *, now: float, idle_for: float,
-          duty: DutyCycle | None = None, min_duty_cycle: float | None = None) -> Verdict:
-    """Delete or keep ``node``: the progress record decides, the duty cycle (when given) refines."""
+          duty: DutyCycle | None = None, min_duty_cycle: float | None = None,
+          sweep: SweepView | None = None) -> Verdict:
+    """Delete or keep ``node``: the progress record decides, the duty cycle (when given) refines.
+
+    A TPU of a sweep's pool is decided by its sweep: a live controller is about to start the next
+    trial on it (between trials it has no run), so it stays; a dead controller's pool goes, whatever
+    its last run says (nothing will supervise or reuse it).
+    """
+    if sweep is not None and not node.keep and node.state != TpuState.DELETING:
+        if sweep.alive:
+            return Verdict(False, f"in the pool of live sweep {sweep.sweep_id} (its controller's heartbeat is fresh)")
+        return Verdict(True, f"in the pool of sweep {sweep.sweep_id}, whose controller is gone ({sweep.state}); "
+                             f"tpuctl sweep resume {sweep.sweep_id} would create what it needs", node.created_at)
     verdict = _by_progress(node, run, now=now, idle_for=idle_for)
     if duty is None or min_duty_cycle is None or not duty.points or node.keep or node.dead \
             or node.state != TpuState.READY:

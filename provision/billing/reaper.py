@@ -39,7 +39,8 @@ from ..catalog import prices
 from ..cloud.base import DutyCycle, Operation, Provider, QueuedRequest, TpuNode
 from ..cloud.operations import Backoff, OperationTimeout, wait_all
 from ..cluster import bucket_for, cached_spec, delete_request, ledger
-from .idle import RunView, Verdict, judge, judge_queued, view_of
+from ..sweeps.store import SWEEP_LABEL
+from .idle import RunView, SweepView, Verdict, judge, judge_queued, view_of
 
 Log = Callable[[str], None]
 
@@ -64,6 +65,7 @@ class NodeReport:
     hourly: float = 0.0
     duty: str | None = None
     duty_cycle: DutyCycle | None = None
+    sweep: SweepView | None = None
     deleted: bool = False
     deleted_at: float | None = None
     error: str | None = None
@@ -269,6 +271,15 @@ def find_run(provider: Provider, target: Any, cluster: str, bucket_url: str | No
     return view_of(rec, progress, lease), source
 
 
+def find_sweep(target: Any, bucket_url: str, sweep_id: str) -> SweepView:
+    """Whether the sweep a pool TPU belongs to has a live controller (its heartbeat in the bucket)."""
+    from ..cloud.storage import open_bucket
+    from ..sweeps.store import liveness
+
+    live = liveness(open_bucket(bucket_url, target), sweep_id)
+    return SweepView(sweep_id=sweep_id, alive=live.alive, state=live.state)
+
+
 # ---- the reaper ---------------------------------------------------------------------------------
 
 def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None = None, cluster: str | None = None,
@@ -321,8 +332,16 @@ def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None =
 
             duty = lookup(duty_table, node.name, node.zone)
             report.duty, report.duty_cycle = _describe_duty(duty, min_duty_cycle), duty
+        sweep_id = node.labels.get(SWEEP_LABEL)
+        if sweep_id and b:
+            try:
+                report.sweep = find_sweep(target, b, sweep_id)
+            except Exception as exc:  # noqa: BLE001 - never delete what we cannot see is idle
+                why = exc.one_line() if isinstance(exc, TpuctlError) else f"{type(exc).__name__}: {exc}"
+                report.verdict = Verdict(False, f"its sweep's records cannot be read ({why[:200]}); kept")
+                return report
         report.verdict = judge(node, report.run, now=time.time(), idle_for=idle_for, duty=duty,
-                               min_duty_cycle=min_duty_cycle)
+                               min_duty_cycle=min_duty_cycle, sweep=report.sweep)
         if report.run is None and b is None:
             report.verdict = Verdict(report.verdict.delete,
                                      report.verdict.reason + " (no run record found here: its bucket is unknown "
@@ -387,7 +406,7 @@ def _recheck(provider: Provider, target: Any, doomed: list[NodeReport], idle_for
             run.run_id != r.run.run_id or run.heartbeat_at != r.run.heartbeat_at or run.status != r.run.status))
         if changed:
             verdict = judge(r.node, run, now=time.time(), idle_for=idle_for, duty=r.duty_cycle,
-                            min_duty_cycle=min_duty_cycle)
+                            min_duty_cycle=min_duty_cycle, sweep=r.sweep)
             if not verdict.delete:
                 r.run, r.verdict = run, Verdict(False, f"{verdict.reason} (its run changed while judging)",
                                                 verdict.idle_since)

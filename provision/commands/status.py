@@ -43,10 +43,15 @@ def command(name: str | None, zone: str | None, provider: str | None, project: s
         from ..basics.errors import NotFound
 
         raise NotFound(f"no cluster named {name} ({target.describe()})", hint="run tpuctl status to list clusters")
+    from .sweep import live_sweeps
+
+    sweeps = [] if name else live_sweeps(target)
     if as_json:
         emit_json({"ok": True, "provider": target.provider, "project": target.project,
-                   "price_source": prices.describe_source(), "clusters": [v.to_dict() for v in views]})
+                   "price_source": prices.describe_source(), "clusters": [v.to_dict() for v in views],
+                   "sweeps": sweeps})
         return
+    _print_sweeps(sweeps)
     if not views:
         click.echo("no clusters")
         return
@@ -67,6 +72,17 @@ def command(name: str | None, zone: str | None, provider: str | None, project: s
             if r["status"] == "gave_up" and r.get("reason"):
                 click.echo(f"{r['run_id']} stopped: {r['reason']}")
     click.echo(f"\nprices: {prices.describe_source()}")
+
+
+def _print_sweeps(sweeps: list[dict]) -> None:
+    """Live sweeps first: their pool clusters are in the table below."""
+    for s in sweeps:
+        best = s["best"]
+        click.echo(f"sweep {s['sweep']} {s['state']}: {s['trials']} trial(s), {s['running']} running"
+                   + (f", best {s['metric']} {best['metric']:.4f} (trial {best['trial']})" if best else "")
+                   + ("" if s["controller_alive"] else f"; its controller is gone: tpuctl sweep resume {s['sweep']}"))
+    if sweeps:
+        click.echo("")
 
 
 RUN_HEADERS = ("RUN", "CLUSTER", "STATUS", "STEP", "LOSS", "EXAMPLES/S", "PREEMPTIONS", "FAILURES", "LOST")
