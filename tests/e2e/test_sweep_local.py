@@ -196,3 +196,26 @@ def test_budget_stops_starting_trials(tiny_bert, tmp_path):
     assert doc["state"] == "finished" and "budget" in doc["reason"]
     assert 0 < doc["cost_usd"] <= budget
     no_sweep_tpu_left()
+
+
+@pytest.mark.parametrize("values, extra, args, message", [
+    ([1.0e-3], "", ("--max-trials", "1"), None),     # the good one: a dry run creates nothing either
+    ([1.0e-3, 3.0e-3], "", ("--max-trials", "1"), "the grid has 2 points, more than --max-trials 1"),
+    ([1.0e-3], "metric: exact_match", (), "metric 'exact_match' is never reported by this job"),
+    ([1.0e-3], "", ("--accelerator-type", "v9-8"), "v9-8"),
+    ([-1.0], "", (), "parameter learning_rate value -1.0: learning_rate is -1.0"),
+])
+def test_bad_input_is_one_line_exit_2_and_creates_nothing(tiny_bert, tmp_path, tpuctl, values, extra, args, message):
+    home = Path(os.environ["TPUCTL_HOME"])
+    spec = write_spec(tmp_path / "sweep.yaml", tiny_bert, values)
+    if extra:
+        spec.write_text(spec.read_text().replace("metric: eval_accuracy", extra))
+    r = tpuctl("sweep", str(spec), *args, *(("--dry-run",) if message is None else ()))
+    if message is None:
+        assert r.code == 0 and "nothing was created" in r.out
+    else:
+        assert r.code == 2, r.err
+        lines = r.err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("tpuctl: error: ") and message in lines[0], r.err
+    assert not (home / "sweeps").exists() and not (home / "local" / "buckets").exists()
+    assert tpuctl("status", "--json").json()["clusters"] == []
