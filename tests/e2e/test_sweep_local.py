@@ -137,16 +137,16 @@ def test_asha_prunes_a_hopeless_learning_rate_early(tiny_bert, tmp_path):
         pytest.skip("the jobs package does not evaluate during training yet")
     values = [3.0e-3, 50.0]
     seed = _hopeless_last_seed(values)
-    spec = write_spec(tmp_path / "sweep.yaml", tiny_bert, values,
+    spec = write_spec(tmp_path / "sweep.yaml", tiny_bert, values, steps=60,
                       extra=f"pruner: asha\neval_every_steps: 20\nseed: {seed}")
     r = run_tpuctl_process("sweep", str(spec), "--poll", "1", "--json", env=FAST, timeout=300)
     assert r.code == 0, r.err[-3000:]
     doc = r.json()
     by_lr = {t["params"]["learning_rate"]: t for t in doc["trials"]}
-    assert by_lr[3.0e-3]["state"] == "finished" and by_lr[3.0e-3]["steps"] == STEPS
+    assert by_lr[3.0e-3]["state"] == "finished" and by_lr[3.0e-3]["steps"] == 60
     hopeless = by_lr[50.0]
     assert hopeless["state"] == "pruned", (hopeless, r.err[-2000:])
-    assert hopeless["steps"] < STEPS
+    assert hopeless["steps"] < 60
     assert doc["best"]["params"] == {"learning_rate": 3.0e-3}
     no_sweep_tpu_left()
 
