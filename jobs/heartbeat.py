@@ -44,6 +44,7 @@ class ProgressWriter:
             self.record.step = previous.step
             self.record.checkpoint_step = previous.checkpoint_step
             self.record.loss = previous.loss
+            self.record.evals = progress_lib.clean_evals(previous.evals)  # resumes keep the curve
 
     def _read_previous(self) -> Progress | None:
         try:
@@ -59,6 +60,15 @@ class ProgressWriter:
                 self.record.step_time = time.time()
             for key, value in fields.items():
                 setattr(self.record, key, value)
+        self.write()
+
+    def add_eval(self, step: int, metrics: dict[str, float]) -> None:
+        """Record an evaluation at ``step`` (replacing an earlier one of the same step, which a
+        resumed run redoes) and write now."""
+        with self._lock:
+            evals = [e for e in self.record.evals if e["step"] != step]
+            evals.append({"step": int(step), "metrics": {k: float(v) for k, v in metrics.items()}})
+            self.record.evals = sorted(evals, key=lambda e: e["step"])
         self.write()
 
     def write(self) -> None:

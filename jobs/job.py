@@ -51,7 +51,8 @@ class Job:
     def loss(self, model, features, training: bool,
              seed: tf.Tensor | None = None) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
         """Mean loss over this replica's batch, and scalar metrics named in ``metric_names``.
-        ``seed`` (shape [2]) keys the dropout masks of this step and replica."""
+        ``seed`` (``[key0, key1, first_example]``) keys the dropout masks of this step and
+        replica (:func:`jobs.runner.dropout_seed`)."""
         raise NotImplementedError
 
     def init_variables(self, variables: dict) -> tuple[dict, Callable[[str], bool]]:
@@ -64,6 +65,14 @@ class Job:
         optimizer skips variables without a gradient)."""
         return True
 
+    def eval_metrics(self, runner: Any) -> dict[str, float]:
+        """One evaluation of the model as it is now: the metrics ``spec.reported_metrics()``
+        names, or {} when there is nothing to evaluate. The runner calls it every
+        ``eval_every_steps`` during training, so it must leave the training input and anything
+        a checkpoint holds untouched (exact resumption)."""
+        return {}
+
     def finish(self, runner: Any) -> dict[str, float]:
-        """After the last step: evaluate, export. Returns metrics for progress.json."""
+        """After the last step: evaluate, export. Returns metrics for progress.json; those
+        ``spec.reported_metrics()`` names are the run's final evaluation."""
         return {}

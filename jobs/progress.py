@@ -47,6 +47,9 @@ class Progress:
     step_time: float | None = None     # unix seconds when ``step`` last advanced
     metrics: dict[str, float] = field(default_factory=dict)  # last host loop; eval_* at the end
     message: str | None = None         # why the run stopped, when it did not finish
+    # every evaluation, by step: [{"step": N, "metrics": {name: value}}] (eval_every_steps and
+    # the final one); kept across restarts, so a sweep's pruner sees the whole curve
+    evals: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -70,6 +73,28 @@ def parse(text: str) -> Progress:
     if record.status not in STATUSES:
         raise ValueError(f"unknown status {record.status!r} in progress record")
     return record
+
+
+def clean_evals(evals: Any) -> list[dict[str, Any]]:
+    """The well-formed entries of an ``evals`` list (``{"step": int, "metrics": {name:
+    number}}``), one per step, by step: a hand-edited or foreign file never crashes a reader."""
+    def number(value: Any) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+    out: dict[int, dict[str, Any]] = {}
+    for entry in evals if isinstance(evals, list) else ():
+        step = entry.get("step") if isinstance(entry, dict) else None
+        metrics = entry.get("metrics") if isinstance(entry, dict) else None
+        if isinstance(step, int) and not isinstance(step, bool) and isinstance(metrics, dict):
+            out[step] = {"step": step, "metrics": {str(k): float(v) for k, v in metrics.items()
+                                                   if number(v)}}
+    return [out[step] for step in sorted(out)]
+
+
+def metric_curve(evals: Any, metric: str) -> list[tuple[int, float]]:
+    """(step, value) of ``metric`` over a record's ``evals`` (a :class:`Progress`'s, or the list
+    from the raw JSON), by step: what a sweep's pruner reads."""
+    return [(e["step"], e["metrics"][metric]) for e in clean_evals(evals) if metric in e["metrics"]]
 
 
 def path_in(model_dir: str) -> str:

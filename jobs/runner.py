@@ -40,7 +40,7 @@ from collections.abc import Callable, Sequence
 import keras
 import tensorflow as tf
 
-from . import checkpointing, distribute, exitcodes
+from . import checkpointing, distribute, exitcodes, hparams
 from . import progress as progress_lib
 from .bert.optimization import AdamWeightDecay
 from .errors import ConfigError
@@ -81,6 +81,8 @@ class Runner:
         self.progress = ProgressWriter(self.model_dir, spec.num_train_steps)
         self.strategy: tf.distribute.Strategy | None = None
         self.device: distribute.Device | None = None
+        self.eval_writer: ScalarWriter | None = None  # <model_dir>/eval, opened at the first eval
+        self.eval_loops: dict = {}  # compiled evaluation loops, by the job's sums function
 
     # ---------------------------------------------------------------------------------------
     # Entry point and exit codes
@@ -168,6 +170,9 @@ class Runner:
         if step < spec.num_train_steps and not self._train(step):
             return exitcodes.RETRY
         metrics = job.finish(self)
+        final = {k: v for k, v in metrics.items() if k in spec.reported_metrics()}
+        if final:  # the final evaluation ends the evals curve
+            self.record_eval(int(self.optimizer.step.numpy()), final)
         self.progress.update(status=progress_lib.FINISHED, metrics={**self.progress.record.metrics,
                                                                     **metrics})
         log(f"finished at step {int(self.optimizer.step.numpy())}"
@@ -233,12 +238,19 @@ class Runner:
         self.stop.graceful = True  # from here a signal stops the loop and checkpoints
         writer = ScalarWriter(self.model_dir + "/train")
         names = self.job.metric_names
+        if spec.hparams:
+            hparams.write(self.model_dir, spec.hparam_values())
+        # evaluations past the checkpoint resumed from are redone (replaced) as training goes
+        self.progress.update(evals=[e for e in self.progress.record.evals if e["step"] <= step])
+        self._evaluate_if_due(step)  # resumed on an eval boundary: maybe stopped before evaluating
 
         while step < spec.num_train_steps:
             if self.stop.requested.is_set():
                 break
             next_save = (step // spec.save_checkpoints_steps + 1) * spec.save_checkpoints_steps
-            n = min(spec.steps_per_execution, next_save - step, spec.num_train_steps - step)
+            n = min(spec.steps_per_execution, next_save - step, spec.num_train_steps - step,
+                    spec.eval_every_steps - step % spec.eval_every_steps if spec.eval_every_steps
+                    else spec.num_train_steps)
             started = time.perf_counter()
             loop_steps.assign(0)  # reset before moving the base: the live step never overshoots
             loop_start[0] = step
@@ -262,6 +274,8 @@ class Runner:
                                  steps_per_sec=done / elapsed, metrics=metrics)
             if step % spec.save_checkpoints_steps == 0 or step >= spec.num_train_steps:
                 self._save(step)
+            if done == n:  # a loop cut short by a stop ends off the boundary: the resume evaluates
+                self._evaluate_if_due(step)
 
         self.progress.live_step = None
         if step < spec.num_train_steps:  # stopped by SIGTERM / Ctrl-C
@@ -278,6 +292,28 @@ class Runner:
         path = self.manager.save(checkpoint_number=step)
         self.progress.update(checkpoint_step=step)
         log(f"saved {path}")
+
+    def _evaluate_if_due(self, step: int) -> None:
+        """The job's evaluation every ``eval_every_steps`` (not at step 0, nor at the end, where
+        ``finish`` evaluates), for a sweep's pruner. It reads its own data, so the training input
+        stream and the stateless dropout keys are untouched: exact resumption holds."""
+        every = self.spec.eval_every_steps
+        if not every or step % every or not 0 < step < self.spec.num_train_steps:
+            return
+        started = time.perf_counter()
+        metrics = self.job.eval_metrics(self)
+        if metrics:
+            self.record_eval(step, metrics)
+            log(f"evaluated at step {step} in {time.perf_counter() - started:.1f} s:"
+                + "".join(f" {k} {v:.4f}" for k, v in metrics.items()))
+
+    def record_eval(self, step: int, metrics: dict[str, float]) -> None:
+        """One evaluation's metrics: TensorBoard scalars in ``<model_dir>/eval`` and an entry of
+        progress.json's ``evals`` (replacing one of the same step)."""
+        if self.eval_writer is None:
+            self.eval_writer = ScalarWriter(self.model_dir + "/eval")
+        self.eval_writer.write(step, metrics)
+        self.progress.add_eval(step, metrics)
 
     def make_train_loop(self, stop_flag: tf.Variable, loop_steps: tf.Variable):
         """``train_loop(iterator, n)``: up to n steps in one ``tf.function`` call (one host
@@ -348,8 +384,18 @@ class Runner:
         """Sum ``sums_fn(model, batch)`` (scalars named ``keys``) over ``num_batches`` global
         batches, across replicas, in one device loop: one host call for the whole evaluation,
         no host sync per batch. Jobs pad their eval set to whole batches with weight-0 examples
-        so that shapes stay static on TPUs and no example is dropped."""
+        so that shapes stay static on TPUs and no example is dropped. The compiled loop is kept
+        per ``sums_fn`` (pass a bound method, not a new closure, to evaluate every
+        ``eval_every_steps`` without tracing and compiling again)."""
         dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
+        key = (sums_fn, tuple(keys), num_batches)
+        if key not in self.eval_loops:
+            self.eval_loops[key] = self.make_eval_loop(sums_fn, keys, num_batches)
+        return {k: float(v.numpy()) for k, v in self.eval_loops[key](iter(dataset)).items()}
+
+    def make_eval_loop(self, sums_fn: Callable[[object, dict], dict[str, tf.Tensor]],
+                       keys: Sequence[str], num_batches: int):
+        """``eval_loop(iterator)``: the sums of :meth:`evaluate_sums` in one ``tf.function``."""
         model, strategy = self.model, self.strategy
         keys = list(keys)
 
@@ -369,4 +415,4 @@ class Runner:
                           for k in keys}
             return totals
 
-        return {k: float(v.numpy()) for k, v in eval_loop(iter(dataset)).items()}
+        return eval_loop

@@ -27,7 +27,7 @@ import types
 import typing
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, ClassVar, Union
 
 import yaml
 
@@ -78,6 +78,15 @@ class JobSpec:
     steps_per_execution: int = _opt(1000, "steps per host call (TPUEstimator's iterations_per_loop)")
     precision: str = _opt("auto", "auto (bfloat16 on TPUs and bf16-capable GPUs), float32 or bfloat16")
     seed: int = _opt(12345, "seed for initialisation, shuffling and dropout")
+    eval_every_steps: int = _opt(0, "evaluate every this many steps during training, into "
+                                    "progress.json's evals (for sweeps' pruners); 0: only at the end")
+    hparams: list[str] | None = _opt(  # noqa: RUF009 - _opt returns a dataclasses.field
+        None, "spec keys recorded as TensorBoard HParams of this run (comma-separated), e.g. "
+              "learning_rate,train_batch_size")
+
+    # What each evaluation reports (progress.json's evals, eval/ scalars): what a sweep's
+    # ``metric`` may name, checked by the control plane before anything is created.
+    REPORTED_METRICS: ClassVar[tuple[str, ...]] = ()
 
     # -- derived values the control plane may want too ---------------------------------------
     @property
@@ -102,9 +111,35 @@ class JobSpec:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def reported_metrics(self) -> tuple[str, ...]:
+        """The metrics every evaluation of this spec reports; () when it has nothing to
+        evaluate (a fine-tuning spec without dev_file)."""
+        return self.REPORTED_METRICS
+
+    def hparam_values(self) -> dict[str, Any]:
+        """The ``hparams`` keys and their values, as TensorBoard HParams take them (bool,
+        number or string; lists comma-joined, null as the string "null")."""
+        out: dict[str, Any] = {}
+        for key in self.hparams or ():
+            value = getattr(self, key)
+            if isinstance(value, list):
+                value = ",".join(map(str, value))
+            out[key] = "null" if value is None else value
+        return out
+
     def _check(self) -> None:
         _positive(self, "num_train_steps", "save_checkpoints_steps", "train_batch_size",
                   "steps_per_execution", "max_seq_length")
+        if self.eval_every_steps < 0:
+            raise SpecError(f"eval_every_steps is {self.eval_every_steps}; use 0 (evaluate at the "
+                            "end only) or a positive number of steps, e.g. --set eval_every_steps=1000")
+        known = sorted(f.name for f in dataclasses.fields(self) if f.name != "hparams")
+        for key in self.hparams or ():
+            if key not in known:
+                close = _suggest(key, dict.fromkeys(known))
+                hint = f"{close} " if close.startswith("did you") else ""
+                raise SpecError(f"hparams names {_show(key)}, not a key of {self.job}; {hint}valid "
+                                f"keys: {', '.join(known)}")
         if self.keep_checkpoint_max < 2:
             raise SpecError(f"keep_checkpoint_max is {self.keep_checkpoint_max}; keep at least 2 so "
                             "a checkpoint cut by a preemption can fall back to the one before "
@@ -151,9 +186,17 @@ class PretrainSpec(JobSpec):
     num_shards: int = _opt(4, "data creation: TFRecord shards written")
     export_bert_dir: bool = _opt(True, "at the end write <model_dir>/export: bert_config.json, "
                                        "vocab.txt and bert_model.ckpt in the original variable names")
+    eval_batch_size: int = _opt(8, "global batch size for evaluation")
+    max_eval_steps: int = _opt(100, "evaluation batches: as run_pretraining.py's do_eval, the "
+                                    "first max_eval_steps x eval_batch_size examples of the data, "
+                                    "in file order")
+
+    REPORTED_METRICS: ClassVar[tuple[str, ...]] = (
+        "masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy", "next_sentence_loss")
 
     def _check(self) -> None:
         super()._check()
+        _positive(self, "eval_batch_size", "max_eval_steps")
         if bool(self.input_files) == bool(self.corpus_files):
             raise SpecError("give exactly one of input_files (TFRecord shards) and corpus_files "
                             "(plain text), e.g. --set input_files='gs://bucket/data/*.tfrecord'")
@@ -185,6 +228,11 @@ class FinetuneSpec(JobSpec):
               "of train_file")
     eval_batch_size: int = _opt(8, "global batch size for evaluation")
     classifier_dropout: float = _opt(0.1, "dropout on the pooled output, as run_classifier.py")
+
+    REPORTED_METRICS: ClassVar[tuple[str, ...]] = ("eval_accuracy", "eval_loss")
+
+    def reported_metrics(self) -> tuple[str, ...]:
+        return self.REPORTED_METRICS if self.dev_file else ()
 
     def _check(self) -> None:
         super()._check()
@@ -227,6 +275,11 @@ class SquadSpec(JobSpec):
                                                  "exceeds the best span's by more than this")
     predict_batch_size: int = _opt(8, "global batch size for prediction")
 
+    REPORTED_METRICS: ClassVar[tuple[str, ...]] = ("exact_match", "f1")
+
+    def reported_metrics(self) -> tuple[str, ...]:
+        return self.REPORTED_METRICS if self.predict_file else ()
+
     def _check(self) -> None:
         from .bert import squad_check as squad  # pure Python: no TensorFlow
 
@@ -259,6 +312,19 @@ class SquadSpec(JobSpec):
 
 JOBS: dict[str, type[JobSpec]] = {"bert-pretrain": PretrainSpec, "bert-finetune": FinetuneSpec,
                                   "bert-squad": SquadSpec}
+
+
+def reported_metrics(job: str | JobSpec | type[JobSpec]) -> tuple[str, ...]:
+    """The metric names each evaluation of ``job`` reports (progress.json's ``evals``, the
+    ``eval/`` scalars, the final ``metrics``): by job name or spec class, every metric the job
+    can report; for a loaded spec, those it will report (none without an evaluation set)."""
+    if isinstance(job, JobSpec):
+        return job.reported_metrics()
+    if isinstance(job, type) and issubclass(job, JobSpec):
+        return job.REPORTED_METRICS
+    if isinstance(job, str) and job in JOBS:
+        return JOBS[job].REPORTED_METRICS
+    raise SpecError(f"unknown job {_show(job)}; use one of {', '.join(JOBS)}")
 
 
 # --------------------------------------------------------------------------------------------

@@ -4,8 +4,9 @@ Each example is ``[CLS] text [SEP]`` or ``[CLS] text [SEP] text_b [SEP]`` (the l
 trimmed first when the pair is too long), segment ids 0 then 1, zero padding to
 ``max_seq_length``. The model is the encoder, dropout 0.1 on the pooled output and a linear
 layer (``output_weights`` / ``output_bias``, the original names); the loss is the mean
-cross-entropy. When training ends, accuracy and loss on ``dev_file`` are written to
-``<model_dir>/eval_results.json``, TensorBoard (``eval/``) and progress.json (``eval_accuracy``).
+cross-entropy. Accuracy and loss on ``dev_file`` (``eval_accuracy``, ``eval_loss``) are reported
+every ``eval_every_steps`` and when training ends (TensorBoard ``eval/``, progress.json), and
+written to ``<model_dir>/eval_results.json`` at the end.
 
 As run_classifier.py writes ``train.tf_record``, the job tokenizes the files once per start into
 TFRecord shards in ``<model_dir>/finetune_data`` (deterministically: a restart writes the same
@@ -33,7 +34,6 @@ from .. import data
 from ..errors import ConfigError
 from ..job import Job, log
 from ..spec import FinetuneSpec
-from ..summaries import ScalarWriter
 from . import check_case, read_config
 from .modeling import ClassifierModel
 from .tokenization import CLS, SEP, FullTokenizer
@@ -208,29 +208,32 @@ class ClassifierJob(Job):
         results = self.evaluate(runner)
         with tf.io.gfile.GFile(f"{runner.model_dir}/eval_results.json", "w") as f:
             f.write(json.dumps(results, indent=2, sort_keys=True) + "\n")
-        ScalarWriter(f"{runner.model_dir}/eval").write(int(runner.optimizer.step.numpy()), results)
-        return {"eval_accuracy": results["eval_accuracy"], "eval_loss": results["eval_loss"]}
+        return {k: results[k] for k in self.spec.REPORTED_METRICS}
+
+    def eval_metrics(self, runner) -> dict[str, float]:
+        if self.dev_file is None:
+            return {}
+        results = self.evaluate(runner)
+        return {k: results[k] for k in self.spec.REPORTED_METRICS}
 
     def evaluate(self, runner) -> dict[str, float]:
         """Accuracy and mean loss on dev_file, every example counted exactly once, in one
         device loop over the padded dev records."""
-        global_batch = self.spec.eval_batch_size
-
-        def dataset_fn(ctx):
-            return data.host_batches(data.in_order([self.dev_file]), ctx, global_batch,
-                                     self.parse)
-
-        def sums(model, batch):
-            logits = model(batch, training=False)["logits"]
-            w = batch["weight"]
-            loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=batch["label"], logits=logits)
-            correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32),
-                                       batch["label"]), tf.float32)
-            return {"correct": tf.reduce_sum(correct * w), "loss": tf.reduce_sum(loss * w),
-                    "count": tf.reduce_sum(w)}
-
-        totals = runner.evaluate_sums(dataset_fn, sums, ("correct", "loss", "count"),
-                                      self.dev_batches)
+        totals = runner.evaluate_sums(self.eval_dataset, self.eval_sums,
+                                      ("correct", "loss", "count"), self.dev_batches)
         count = max(totals["count"], 1.0)
         return {"eval_accuracy": totals["correct"] / count, "eval_loss": totals["loss"] / count,
                 "eval_examples": totals["count"], "global_step": float(runner.optimizer.step.numpy())}
+
+    def eval_dataset(self, ctx: tf.distribute.InputContext) -> tf.data.Dataset:
+        return data.host_batches(data.in_order([self.dev_file]), ctx, self.spec.eval_batch_size,
+                                 self.parse)
+
+    def eval_sums(self, model, batch) -> dict[str, tf.Tensor]:
+        logits = model(batch, training=False)["logits"]
+        w = batch["weight"]
+        loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=batch["label"], logits=logits)
+        correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32),
+                                   batch["label"]), tf.float32)
+        return {"correct": tf.reduce_sum(correct * w), "loss": tf.reduce_sum(loss * w),
+                "count": tf.reduce_sum(w)}

@@ -12,7 +12,8 @@ next-sentence cross-entropy averaged over the batch. The heads use the original 
 (``cls/predictions/*``, ``cls/seq_relationship/*``), so an original checkpoint continues training
 with its heads, and at the end the run exports an original-layout BERT directory
 (``<model_dir>/export``) that ``load_encoder``, ``bert-finetune`` and google-research's own
-scripts read.
+scripts read. Evaluation (every ``eval_every_steps`` and at the end) is run_pretraining.py's
+``do_eval``: masked-LM and next-sentence accuracy and loss on a fixed slice of the data.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from .tokenization import FullTokenizer
 
 EXPORT_DIR = "export"
 DATA_DIR = "pretraining_data"
+EVAL_SUMS = ("mlm_correct", "mlm_loss", "mlm_weight", "nsp_correct", "nsp_loss", "count")
 
 
 class PretrainJob(Job):
@@ -40,6 +42,10 @@ class PretrainJob(Job):
         self.spec: PretrainSpec = spec
         self.files: list[str] = []
         self.stream: data.EpochStream | None = None
+
+    def batch_sizes(self) -> dict[str, int]:
+        return {"train_batch_size": self.spec.train_batch_size,
+                "eval_batch_size": self.spec.eval_batch_size}
 
     # -- data ---------------------------------------------------------------------------------
     def prepare(self, runner) -> None:
@@ -111,7 +117,7 @@ class PretrainJob(Job):
             return
         raise ConfigError(f"{path} has no examples; recreate the pretraining data")
 
-    def dataset(self, ctx: tf.distribute.InputContext, position: int) -> tf.data.Dataset:
+    def parse(self, records):
         s = self.spec
         n, p = s.max_seq_length, s.max_predictions_per_seq
         schema = {
@@ -123,19 +129,19 @@ class PretrainJob(Job):
             "masked_lm_weights": tf.io.FixedLenFeature([p], tf.float32),
             "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
         }
+        ex = tf.io.parse_example(records, schema)
+        # TPUs want int32; names follow the encoder's inputs.
+        return {"token_ids": tf.cast(ex["input_ids"], tf.int32),
+                "padding_mask": tf.cast(ex["input_mask"], tf.int32),
+                "segment_ids": tf.cast(ex["segment_ids"], tf.int32),
+                "masked_lm_positions": tf.cast(ex["masked_lm_positions"], tf.int32),
+                "masked_lm_ids": tf.cast(ex["masked_lm_ids"], tf.int32),
+                "masked_lm_weights": ex["masked_lm_weights"],
+                "next_sentence_labels": tf.cast(ex["next_sentence_labels"][:, 0], tf.int32)}
 
-        def parse(records):
-            ex = tf.io.parse_example(records, schema)
-            # TPUs want int32; names follow the encoder's inputs.
-            return {"token_ids": tf.cast(ex["input_ids"], tf.int32),
-                    "padding_mask": tf.cast(ex["input_mask"], tf.int32),
-                    "segment_ids": tf.cast(ex["segment_ids"], tf.int32),
-                    "masked_lm_positions": tf.cast(ex["masked_lm_positions"], tf.int32),
-                    "masked_lm_ids": tf.cast(ex["masked_lm_ids"], tf.int32),
-                    "masked_lm_weights": ex["masked_lm_weights"],
-                    "next_sentence_labels": tf.cast(ex["next_sentence_labels"][:, 0], tf.int32)}
-
-        return data.host_batches(self.stream.records(position), ctx, s.train_batch_size, parse)
+    def dataset(self, ctx: tf.distribute.InputContext, position: int) -> tf.data.Dataset:
+        return data.host_batches(self.stream.records(position), ctx, self.spec.train_batch_size,
+                                 self.parse)
 
     # -- model and loss -----------------------------------------------------------------------
     def build_model(self):
@@ -152,8 +158,9 @@ class PretrainJob(Job):
 
     # -- end ----------------------------------------------------------------------------------
     def finish(self, runner) -> dict[str, float]:
+        metrics = self.eval_metrics(runner)
         if not self.spec.export_bert_dir:
-            return {}
+            return metrics
         export = f"{runner.model_dir}/{EXPORT_DIR}"
         tf.io.gfile.makedirs(export)
         encoder_and_heads = weights.values_of(runner.variables)
@@ -162,7 +169,47 @@ class PretrainJob(Job):
             tf.io.gfile.copy(f"{self.spec.bert_dir.rstrip('/')}/{name}", f"{export}/{name}",
                              overwrite=True)
         log(f"exported an original-layout BERT directory to {export}")
-        return {}
+        return metrics
+
+    # -- evaluation ---------------------------------------------------------------------------
+    def eval_metrics(self, runner) -> dict[str, float]:
+        """run_pretraining.py's do_eval: masked-LM and next-sentence accuracy and loss on a
+        fixed slice of the data, the first ``max_eval_steps`` x ``eval_batch_size`` examples in
+        file order (pretraining data has no held-out split); the same slice at every step, so
+        the numbers are comparable along the run and across a sweep's trials."""
+        totals = runner.evaluate_sums(self.eval_dataset, self.eval_sums, EVAL_SUMS,
+                                      self.eval_batches())
+        predictions, examples = max(totals["mlm_weight"], 1e-5), max(totals["count"], 1.0)
+        return {"masked_lm_accuracy": totals["mlm_correct"] / predictions,
+                "masked_lm_loss": totals["mlm_loss"] / predictions,
+                "next_sentence_accuracy": totals["nsp_correct"] / examples,
+                "next_sentence_loss": totals["nsp_loss"] / examples}
+
+    def eval_batches(self) -> int:
+        """``max_eval_steps`` batches, fewer if the data has fewer (at least one)."""
+        return max(1, min(self.spec.max_eval_steps,
+                          self.stream.index.total // self.spec.eval_batch_size))
+
+    def eval_dataset(self, ctx: tf.distribute.InputContext) -> tf.data.Dataset:
+        # repeat: data smaller than one batch still fills it (static shapes)
+        return data.host_batches(data.in_order(self.files).repeat(), ctx,
+                                 self.spec.eval_batch_size, self.parse)
+
+    def eval_sums(self, model, batch) -> dict[str, tf.Tensor]:
+        out = model(batch, training=False)
+        w = batch["masked_lm_weights"]
+        ids, nsp = batch["masked_lm_ids"], batch["next_sentence_labels"]
+        mlm_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids, logits=out["mlm_logits"])
+        nsp_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=nsp, logits=out["nsp_logits"])
+
+        def correct(logits, labels):
+            return tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), labels), tf.float32)
+
+        return {"mlm_correct": tf.reduce_sum(correct(out["mlm_logits"], ids) * w),
+                "mlm_loss": tf.reduce_sum(mlm_loss * w), "mlm_weight": tf.reduce_sum(w),
+                "nsp_correct": tf.reduce_sum(correct(out["nsp_logits"], nsp)),
+                "nsp_loss": tf.reduce_sum(nsp_loss),
+                "count": tf.cast(tf.shape(nsp)[0], tf.float32)}
 
 
 def pretraining_loss(outputs, features):

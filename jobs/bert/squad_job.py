@@ -11,7 +11,8 @@ the mean of the start and end cross-entropies.
 When training ends the job predicts ``predict_file`` (its windows padded to whole batches, in
 order), decodes the n-best spans and writes ``<model_dir>/predictions.json`` (question id ->
 answer text), ``nbest_predictions.json``, ``null_odds.json`` (v2.0) and ``eval_results.json``
-with the official ``exact_match`` and ``f1`` (percent), which also go to progress.json; and it
+with the official ``exact_match`` and ``f1`` (percent), which also go to progress.json (also
+computed every ``eval_every_steps``, without the files); and it
 exports ``<model_dir>/export``, an original-layout directory whose checkpoint holds ``bert/*`` and
 ``cls/squad/*`` under the original names.
 """
@@ -27,7 +28,6 @@ from .. import data
 from ..errors import ConfigError
 from ..job import Job, log
 from ..spec import SquadSpec
-from ..summaries import ScalarWriter
 from . import check_case, read_config, squad, weights
 from .classifier import pad_to_batches
 from .modeling import SquadModel
@@ -54,6 +54,8 @@ class SquadJob(Job):
     def __init__(self, spec: SquadSpec):
         super().__init__(spec)
         self.spec: SquadSpec = spec
+        self.predict_loop = None  # the compiled prediction loop, once built
+        self.gold = None          # predict_file's JSON, once read
 
     def batch_sizes(self) -> dict[str, int]:
         sizes = {"train_batch_size": self.spec.train_batch_size}
@@ -140,12 +142,27 @@ class SquadJob(Job):
         """unique_id -> (start logits, end logits) for every window of predict_file, computed in
         one device loop (one host call): each global batch is gathered across replicas into
         TensorArrays that come back once at the end."""
-        global_batch, num_batches = self.spec.predict_batch_size, self.predict_batches
-        strategy, model = runner.strategy, runner.model
+        if self.predict_loop is None:  # traced once, reused by every evaluation
+            self.predict_loop = self.make_predict_loop(runner)
+        strategy = runner.strategy
+        iterator = iter(strategy.distribute_datasets_from_function(self.predict_dataset))
+        indices, starts, ends = (t.numpy() for t in self.predict_loop(iterator))
+        found: dict[int, tuple[list[float], list[float]]] = {}
+        for k, start, end in zip(indices, starts, ends):
+            if k >= 0:
+                found[self.predict_features[int(k)].unique_id] = (start.tolist(), end.tolist())
+        if len(found) != len(self.predict_features):
+            raise RuntimeError(f"prediction covered {len(found)} of "
+                               f"{len(self.predict_features)} windows")
+        return found
 
-        def dataset_fn(ctx):
-            return data.host_batches(data.in_order([self.predict_records]), ctx, global_batch,
-                                     self.parse)
+    def predict_dataset(self, ctx: tf.distribute.InputContext) -> tf.data.Dataset:
+        return data.host_batches(data.in_order([self.predict_records]), ctx,
+                                 self.spec.predict_batch_size, self.parse)
+
+    def make_predict_loop(self, runner):
+        num_batches = self.predict_batches
+        strategy, model = runner.strategy, runner.model
 
         def replica_step(batch):
             out = model(batch, training=False)
@@ -164,16 +181,7 @@ class SquadJob(Job):
                           for ta, value in zip(arrays, outputs)]
             return [ta.concat() for ta in arrays]
 
-        iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
-        indices, starts, ends = (t.numpy() for t in predict_loop(iterator))
-        found: dict[int, tuple[list[float], list[float]]] = {}
-        for k, start, end in zip(indices, starts, ends):
-            if k >= 0:
-                found[self.predict_features[int(k)].unique_id] = (start.tolist(), end.tolist())
-        if len(found) != len(self.predict_features):
-            raise RuntimeError(f"prediction covered {len(found)} of "
-                               f"{len(self.predict_features)} windows")
-        return found
+        return predict_loop
 
     def export(self, runner) -> None:
         """``<model_dir>/export``: an original-layout directory (bert_config.json, vocab.txt,
@@ -185,14 +193,28 @@ class SquadJob(Job):
             tf.io.gfile.copy(f"{self.spec.bert_dir.rstrip('/')}/{name}", f"{export}/{name}",
                              overwrite=True)
 
+    def predict(self, runner) -> tuple[squad.Prediction, dict[str, float]]:
+        """predict_file's answers by the model as it is now, and the official metrics."""
+        s = self.spec
+        prediction = squad.predict(self.predict_examples, self.predict_features, self.logits(runner),
+                                   s.n_best_size, s.max_answer_length, s.do_lower_case,
+                                   s.version_2_with_negative, s.null_score_diff_threshold)
+        if self.gold is None:
+            self.gold = squad.load_json(s.predict_file)
+        return prediction, squad.evaluate(self.gold, prediction.answers)
+
+    def eval_metrics(self, runner) -> dict[str, float]:
+        if self.predict_records is None:
+            return {}
+        results = self.predict(runner)[1]
+        return {k: results[k] for k in self.spec.REPORTED_METRICS}
+
     def finish(self, runner) -> dict[str, float]:
         self.export(runner)
         if self.predict_records is None:
             return {}
         s = self.spec
-        prediction = squad.predict(self.predict_examples, self.predict_features, self.logits(runner),
-                                   s.n_best_size, s.max_answer_length, s.do_lower_case,
-                                   s.version_2_with_negative, s.null_score_diff_threshold)
+        prediction, results = self.predict(runner)
         model_dir = runner.model_dir
         outputs = {"predictions.json": prediction.answers,
                    "nbest_predictions.json": prediction.nbest}
@@ -201,13 +223,9 @@ class SquadJob(Job):
         for name, value in outputs.items():
             with tf.io.gfile.GFile(f"{model_dir}/{name}", "w") as f:
                 f.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
-        results = squad.evaluate(squad.load_json(s.predict_file), prediction.answers)
         results["global_step"] = float(runner.optimizer.step.numpy())
         with tf.io.gfile.GFile(f"{model_dir}/eval_results.json", "w") as f:
             f.write(json.dumps(results, indent=2, sort_keys=True) + "\n")
-        ScalarWriter(f"{model_dir}/eval").write(int(runner.optimizer.step.numpy()),
-                                                 {"exact_match": results["exact_match"],
-                                                  "f1": results["f1"]})
         log(f"SQuAD {s.predict_file}: exact_match {results['exact_match']:.2f}, "
             f"f1 {results['f1']:.2f}")
-        return {"exact_match": results["exact_match"], "f1": results["f1"]}
+        return {k: results[k] for k in s.REPORTED_METRICS}

@@ -28,7 +28,7 @@ def squad_spec(tmp_path: Path, tiny: Path, **overrides) -> Path:
 
 
 def test_tiny_squad_reaches_f1_80_and_reports_the_f1_of_its_predictions(tmp_path, tiny_dir):
-    proc = run_job(squad_spec(tmp_path, tiny_dir))
+    proc = run_job(squad_spec(tmp_path, tiny_dir, eval_every_steps=100))
     assert proc.returncode == 0, proc.stderr[-3000:]
     model_dir = tmp_path / "squad"
     results = json.loads((model_dir / "eval_results.json").read_text())
@@ -49,6 +49,12 @@ def test_tiny_squad_reaches_f1_80_and_reports_the_f1_of_its_predictions(tmp_path
     assert record["status"] == "finished"
     assert record["metrics"]["f1"] == results["f1"]
     assert record["metrics"]["exact_match"] == results["exact_match"]
+    # Every evaluation reports what the job declares (a sweep's metric is checked against it).
+    from jobs.spec import reported_metrics
+
+    assert [e["step"] for e in record["evals"]] == [100, 200]
+    assert all(set(e["metrics"]) == set(reported_metrics("bert-squad")) for e in record["evals"])
+    assert record["evals"][-1]["metrics"]["f1"] == results["f1"]
 
     # The span head under run_squad.py's names: in the export (original layout) and in the
     # runner's checkpoints; the pooler is not trained (no gradient reaches it), as the original.

@@ -23,7 +23,7 @@ FINETUNE_ACCURACY = 0.95  # dev accuracy the tiny model must reach on the sentim
 
 
 def test_pretraining_loss_falls_and_the_export_loads_back(tmp_path, tiny_dir):
-    spec = pretrain_spec(tmp_path, tiny_dir)
+    spec = pretrain_spec(tmp_path, tiny_dir, eval_every_steps=60)
     proc = run_job(spec)
     assert proc.returncode == 0, proc.stderr[-3000:]
     model_dir = tmp_path / "pretrain"
@@ -34,6 +34,15 @@ def test_pretraining_loss_falls_and_the_export_loads_back(tmp_path, tiny_dir):
     assert record["status"] == "finished" and record["step"] == 120
     assert record["checkpoint_step"] == 120 and checkpoint_steps(model_dir) == [60, 120]
     assert record["metrics"]["mlm_accuracy"] > 0.1
+    # Evaluation (every 60 steps and at the end) reports what the job declares, on a fixed
+    # slice of the data: the model improves on it.
+    from jobs.spec import reported_metrics
+
+    evals = record["evals"]
+    assert [e["step"] for e in evals] == [60, 120]
+    assert all(set(e["metrics"]) == set(reported_metrics("bert-pretrain")) for e in evals)
+    assert evals[1]["metrics"]["masked_lm_loss"] < evals[0]["metrics"]["masked_lm_loss"]
+    assert record["metrics"]["masked_lm_accuracy"] == evals[1]["metrics"]["masked_lm_accuracy"]
     assert (model_dir / "pretraining_data" / "DONE").exists()
     assert list((model_dir / "train").glob("events.out.tfevents.*"))  # TensorBoard
 
