@@ -14,6 +14,13 @@ connection, is a job error (:class:`TPUResolutionError`, exit 1), not a preempti
 would only burn the preemption budget. A TPU that is not READY (preempted, being recreated) or a
 connection lost while connecting is :class:`TPUUnreachable` (exit 42).
 
+Several hosts: on a TPU VM pod slice one process (on worker 0) is the client of the whole slice:
+``TPU_NAME`` names the slice, the resolver finds every worker's TPU server through the Cloud TPU
+API, and ``TPUStrategy`` runs one input pipeline per host. Without a TPU, ``TF_CONFIG`` listing
+several workers (the local provider's emulated pod slice, or GPU hosts) gives
+``MultiWorkerMirroredStrategy``: every worker runs this same program, worker 0 is the chief
+(checkpoints, summaries, progress, exports) and the others write to ``<model_dir>/workers/<i>``.
+
 ``TPUCTL_DEVICE=cpu|gpu|tpu`` forces the choice (``cpu`` hides GPUs: a laptop run that must
 not touch them). ``TPUCTL_CPU_REPLICAS=N`` splits the CPU into N logical devices under
 ``MirroredStrategy``, to exercise the multi-replica path (batch splitting, all-reduce, merge
@@ -27,6 +34,7 @@ or off (on a CPU too, to debug the compiled path before a GPU is paid for).
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import asdict, dataclass
 
@@ -43,9 +51,32 @@ class Device:
     name: str        # what a person reads: "TPU (8 cores)", "NVIDIA H100 80GB HBM3", "CPU"
     precision: str   # "bfloat16" | "float32"
     xla: bool = False  # jit-compile the train step (GPU default; TPUs compile everything anyway)
+    hosts: int = 1     # input pipelines: the slice's hosts, or the workers of TF_CONFIG
+    host: int = 0      # this process's worker index (0: the chief, the only writer)
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def workers(env: dict | None = None) -> tuple[int, int]:
+    """(workers, this worker's index) from ``TF_CONFIG``; (1, 0) without it. Read before the
+    strategy exists: the runner must know who writes progress.json before TensorFlow starts."""
+    env = dict(os.environ if env is None else env)
+    raw = (env.get("TF_CONFIG") or "").strip()
+    if not raw:
+        return 1, 0
+    try:
+        config = json.loads(raw)
+        addresses = config["cluster"]["worker"]
+        task = config.get("task") or {}
+        index = int(task.get("index", 0))
+        if task.get("type", "worker") != "worker" or not isinstance(addresses, list) or \
+                not 0 <= index < len(addresses):
+            raise ValueError
+    except (ValueError, KeyError, TypeError):
+        raise ConfigError("TF_CONFIG is not {\"cluster\": {\"worker\": [\"host:port\", ...]}, "
+                          "\"task\": {\"type\": \"worker\", \"index\": I}}; fix or unset it") from None
+    return len(addresses), index
 
 
 def select(precision: str = "auto", env: dict | None = None) -> tuple[tf.distribute.Strategy, Device]:
@@ -56,8 +87,11 @@ def select(precision: str = "auto", env: dict | None = None) -> tuple[tf.distrib
         raise ConfigError(f"TPUCTL_DEVICE={forced!r} is not cpu, gpu or tpu; unset it to choose "
                           "automatically")
     tpu_name = (env.get("TPU_NAME") or "").strip()
+    hosts, host = workers(env)
     if forced == "tpu" or (not forced and (tpu_name or os.path.exists("/dev/accel0"))):
         strategy, device = _tpu(tpu_name or "local", env)
+    elif hosts > 1:
+        strategy, device = _multi_worker(json.loads(env["TF_CONFIG"]), forced, hosts, host)
     elif forced == "cpu":
         tf.config.set_visible_devices([], "GPU")
         strategy, device = _cpu(env)
@@ -70,7 +104,8 @@ def select(precision: str = "auto", env: dict | None = None) -> tuple[tf.distrib
         strategy, device = _gpu(gpus) if gpus else _cpu(env)
     chosen = _precision(precision, device)
     return strategy, Device(device.type, device.count, device.name, chosen,
-                            _xla(env, device.type == "gpu"))
+                            _xla(env, device.type == "gpu" and device.hosts == 1),
+                            device.hosts, device.host)
 
 
 def _xla(env: dict, default: bool) -> bool:
@@ -150,7 +185,36 @@ def _tpu(name: str, env: dict) -> tuple[tf.distribute.Strategy, Device]:
         raise TPUResolutionError(f"TPU {name!r}{where} does not initialise: {type(exc).__name__}: "
                                  f"{_line(exc)}") from exc
     n = strategy.num_replicas_in_sync
-    return strategy, Device("tpu", n, f"TPU {name} ({n} cores)", "bfloat16")
+    hosts = int(getattr(strategy.extended, "num_hosts", 1) or 1)
+    label = f"TPU {name} ({n} cores" + (f", {hosts} hosts)" if hosts > 1 else ")")
+    return strategy, Device("tpu", n, label, "bfloat16", hosts=hosts)
+
+
+def _multi_worker(config: dict, forced: str, hosts: int, host: int
+                  ) -> tuple[tf.distribute.Strategy, Device]:
+    """Every worker of TF_CONFIG runs this program; collectives join them (ring all-reduce on
+    CPUs, NCCL between GPUs). The cluster comes from the environment given to ``select``."""
+    if forced == "cpu":
+        tf.config.set_visible_devices([], "GPU")
+    gpus = [] if forced == "cpu" else tf.config.list_physical_devices("GPU")
+    if forced == "gpu" and not gpus:
+        raise ConfigError("TPUCTL_DEVICE=gpu but TensorFlow sees no GPU; unset TPUCTL_DEVICE")
+    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+        tf.train.ClusterSpec(config["cluster"]), task_type="worker", task_id=host,
+        rpc_layer="grpc")
+    impl = (tf.distribute.experimental.CommunicationImplementation.NCCL if gpus
+            else tf.distribute.experimental.CommunicationImplementation.RING)
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(
+        cluster_resolver=resolver,
+        communication_options=tf.distribute.experimental.CommunicationOptions(implementation=impl))
+    n = strategy.num_replicas_in_sync
+    if gpus:
+        details = tf.config.experimental.get_device_details(gpus[0])
+        capable = tuple(details.get("compute_capability") or (0, 0)) >= (8, 0)
+        name = f"{n} x {details.get('device_name', 'GPU')} on {hosts} workers"
+        return strategy, Device("gpu", n, name, "bfloat16" if capable else "float32",
+                                hosts=hosts, host=host)
+    return strategy, Device("cpu", n, f"CPU x {hosts} workers", "float32", hosts=hosts, host=host)
 
 
 def _line(exc: BaseException) -> str:

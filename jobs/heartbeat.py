@@ -25,7 +25,9 @@ from .progress import Progress
 
 
 class ProgressWriter:
-    def __init__(self, model_dir: str, num_train_steps: int, interval: float | None = None):
+    def __init__(self, model_dir: str, num_train_steps: int, interval: float | None = None,
+                 enabled: bool = True):
+        self.enabled = enabled  # one writer per run: the other workers of a multi-worker job keep quiet
         self.path = model_dir.rstrip("/") + "/" + progress_lib.FILENAME
         if interval is None:  # TPUCTL_HEARTBEAT_SECONDS: shorter beats for tests and demos
             interval = float(os.environ.get("TPUCTL_HEARTBEAT_SECONDS")
@@ -72,6 +74,8 @@ class ProgressWriter:
         self.write()
 
     def write(self) -> None:
+        if not self.enabled:
+            return
         with self._lock:
             self.record.time = time.time()
             text = self.record.to_json()

@@ -33,6 +33,7 @@ paths), so they load on any Keras version and straight into ``init_checkpoint`` 
 
 from __future__ import annotations
 
+import os
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -65,11 +66,14 @@ def unwrap(variable) -> tf.Variable:
     return variable._value  # Keras 3 keeps the backend variable here
 
 
-def dropout_seed(seed: int, step, replica) -> tf.Tensor:
-    """The stateless key of the dropout masks of ``step`` on ``replica`` (shape [2], int64)."""
+def dropout_seed(seed: int, step, first_example) -> tf.Tensor:
+    """The stateless seed of the dropout masks of ``step`` for a replica whose batch starts at
+    ``first_example`` of the global batch: ``[key0, key1, first_example]`` (int64; see
+    :func:`jobs.bert.modeling.uniform_slice`). The key depends on (seed, step) only, so the
+    masks do not depend on how the global batch is split."""
     key = tf.constant([seed, 0], tf.int64)
-    key = tf.random.experimental.stateless_fold_in(key, tf.cast(step, tf.int64))
-    return tf.random.experimental.stateless_fold_in(key, tf.cast(replica, tf.int64))
+    key = tf.cast(tf.random.experimental.stateless_fold_in(key, tf.cast(step, tf.int64)), tf.int64)
+    return tf.concat([key, tf.reshape(tf.cast(first_example, tf.int64), [1])], 0)
 
 
 class Runner:
@@ -77,8 +81,13 @@ class Runner:
         self.spec = spec
         self.job = job
         self.model_dir = spec.model_dir.rstrip("/")
+        # Multi-worker (TF_CONFIG): worker 0 is the chief and writes model_dir; the others run the
+        # same program (every collective needs them) and write their copies to a scratch dir.
+        self.hosts, self.host = distribute.workers()
+        self.chief = self.host == 0
+        self.out_dir = self.model_dir if self.chief else f"{self.model_dir}/workers/{self.host}"
         self.stop = StopSignal()
-        self.progress = ProgressWriter(self.model_dir, spec.num_train_steps)
+        self.progress = ProgressWriter(self.model_dir, spec.num_train_steps, enabled=self.chief)
         self.strategy: tf.distribute.Strategy | None = None
         self.device: distribute.Device | None = None
         self.eval_writer: ScalarWriter | None = None  # <model_dir>/eval, opened at the first eval
@@ -127,7 +136,7 @@ class Runner:
 
     def _run(self) -> int:
         spec, job = self.spec, self.job
-        tf.io.gfile.makedirs(self.model_dir)
+        tf.io.gfile.makedirs(self.out_dir)
         self.strategy, self.device = distribute.select(spec.precision)
         replicas = self.strategy.num_replicas_in_sync
         log(f"{spec.job} on {self.device.name}: {replicas} replica(s), {self.device.precision}"
@@ -152,6 +161,9 @@ class Runner:
         self.manager, restored = checkpointing.open_manager(
             self.checkpoint, self.model_dir, spec.keep_checkpoint_max, log,
             legacy=tf.train.Checkpoint(**parts))
+        if not self.chief:  # restored from the chief's checkpoints; saves go to scratch
+            self.manager = tf.train.CheckpointManager(self.checkpoint, self.out_dir, max_to_keep=1,
+                                                      checkpoint_name=checkpointing.CHECKPOINT_NAME)
         step = int(self.optimizer.step.numpy())
         if restored.legacy:  # written before the position was checkpointed: step x batch
             self.position.assign(step * spec.train_batch_size)
@@ -194,7 +206,15 @@ class Runner:
         self.position = tf.Variable(0, dtype=tf.int64, trainable=False, name=INPUT_POSITION)
 
     def _check_batch_sizes(self, replicas: int) -> None:
+        slice_cores = os.environ.get("TPUCTL_SLICE_CORES", "").strip()
+        slice_type = os.environ.get("TPUCTL_ACCELERATOR_TYPE", "").strip() or "slice"
         for key, size in self.job.batch_sizes().items():
+            if slice_cores.isdigit() and size % int(slice_cores):
+                # an emulated slice has fewer replicas than the TPU it stands for: check the TPU's
+                cores = int(slice_cores)
+                raise ConfigError(f"{key} {size} does not divide over the {cores} cores of the "
+                                  f"{slice_type}; use a multiple of {cores}, e.g. --set "
+                                  f"{key}={(size // cores + 1) * cores}")
             if size % replicas:
                 fits = ((size // replicas) + 1) * replicas
                 raise ConfigError(f"{key} {size} does not divide over the {replicas} replicas of "
@@ -236,17 +256,17 @@ class Runner:
         self.progress.live_step = lambda: loop_start[0] + int(loop_steps.numpy())
         train_loop = self.make_train_loop(stop_flag, loop_steps)
         self.stop.graceful = True  # from here a signal stops the loop and checkpoints
-        writer = ScalarWriter(self.model_dir + "/train")
+        writer = ScalarWriter(self.out_dir + "/train")
         names = self.job.metric_names
         if spec.hparams:
-            hparams.write(self.model_dir, spec.hparam_values())
+            hparams.write(self.out_dir, spec.hparam_values())
         # evaluations past the checkpoint resumed from are redone (replaced) as training goes
         self.progress.update(evals=[e for e in self.progress.record.evals if e["step"] <= step])
         self._evaluate_if_due(step)  # resumed on an eval boundary: maybe stopped before evaluating
 
         while step < spec.num_train_steps:
-            if self.stop.requested.is_set():
-                break
+            if self.stop.requested.is_set() and self.hosts == 1:
+                break  # several workers agree on the step to stop at inside the loop instead
             next_save = (step // spec.save_checkpoints_steps + 1) * spec.save_checkpoints_steps
             n = min(spec.steps_per_execution, next_save - step, spec.num_train_steps - step,
                     spec.eval_every_steps - step % spec.eval_every_steps if spec.eval_every_steps
@@ -311,7 +331,7 @@ class Runner:
         """One evaluation's metrics: TensorBoard scalars in ``<model_dir>/eval`` and an entry of
         progress.json's ``evals`` (replacing one of the same step)."""
         if self.eval_writer is None:
-            self.eval_writer = ScalarWriter(self.model_dir + "/eval")
+            self.eval_writer = ScalarWriter(self.out_dir + "/eval")
         self.eval_writer.write(step, metrics)
         self.progress.add_eval(step, metrics)
 
@@ -329,9 +349,20 @@ class Runner:
         num_metrics = len(job.metric_names)
         seed = self.spec.seed
         global_batch = self.spec.train_batch_size
+        per_replica = global_batch // strategy.num_replicas_in_sync
         position = self.position
         xla = self.device.xla
         whole_step = xla and strategy.num_replicas_in_sync == 1
+        agree = self.device.hosts > 1 and self.device.type != "tpu"
+
+        def stop_requested():
+            """Whether to stop before the next step. Workers that each run this loop must stop at
+            the same step (a worker leaving early would leave the others waiting in an
+            all-reduce): with several, any worker's request stops all, through a collective."""
+            if not agree:
+                return stop_flag.read_value()
+            votes = strategy.run(lambda: tf.cast(stop_flag.read_value(), tf.int32))
+            return strategy.reduce(tf.distribute.ReduceOp.SUM, votes, axis=None) > 0
 
         def forward_backward(features, key):
             with tf.GradientTape() as tape:
@@ -346,7 +377,8 @@ class Runner:
 
         def step_fn(features):
             replica = tf.distribute.get_replica_context().replica_id_in_sync_group
-            key = dropout_seed(seed, optimizer.step.read_value(), replica)
+            # replica r holds examples [r * b, (r + 1) * b) of the global batch (jobs.data)
+            key = dropout_seed(seed, optimizer.step.read_value(), replica * per_replica)
             loss, metrics, grads = forward_backward(features, key)
             optimizer.apply_gradients(grads)
             return loss, metrics
@@ -363,7 +395,7 @@ class Runner:
             metric_sums = [tf.constant(0.0) for _ in range(num_metrics)]
             done = tf.constant(0)
             for _ in tf.range(steps):
-                if stop_flag:
+                if stop_requested():
                     break
                 loss, metrics = strategy.run(step_fn, args=(next(iterator),))
                 loss_sum += mean(loss)

@@ -159,9 +159,9 @@ class ClassifierJob(Job):
         if s.dev_file:
             dev = to_arrays(read_examples(s.dev_file), self.labels, tokenizer,
                             s.max_seq_length, s.dev_file)
-        with tf.io.gfile.GFile(f"{runner.model_dir}/labels.txt", "w") as f:
+        with tf.io.gfile.GFile(f"{runner.out_dir}/labels.txt", "w") as f:
             f.write("".join(f"{label}\n" for label in self.labels))
-        out_dir = f"{runner.model_dir}/{DATA_DIR}"
+        out_dir = f"{runner.out_dir}/{DATA_DIR}"
         n = len(train)
         self.stream = data.write_stream(out_dir, arrays, n, s.seed, log)
         self.dev_file = self.dev_examples = None
@@ -206,7 +206,7 @@ class ClassifierJob(Job):
         if self.dev_file is None:
             return {}
         results = self.evaluate(runner)
-        with tf.io.gfile.GFile(f"{runner.model_dir}/eval_results.json", "w") as f:
+        with tf.io.gfile.GFile(f"{runner.out_dir}/eval_results.json", "w") as f:
             f.write(json.dumps(results, indent=2, sort_keys=True) + "\n")
         return {k: results[k] for k in self.spec.REPORTED_METRICS}
 

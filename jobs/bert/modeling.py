@@ -13,9 +13,12 @@ The layers are plain Keras 3 layers (the Keras every TensorFlow 2.16-2.21 ships)
 the global mixed-precision policy's dtype; softmax, the output biases and losses always run in
 float32 (eagerly as in a ``tf.function``).
 
-Dropout is stateless: a model called with ``seed`` (a [2] int tensor: the runner derives it from
-the spec's seed, the step and the replica) folds in a fixed number per dropout site, so the
-masks of step N are the same whether or not the run was interrupted before it.
+Dropout is stateless: a model called with ``seed`` (int64 ``[key0, key1, first_example]``: the
+runner derives the key from the spec's seed and the step, and ``first_example`` is where this
+replica's batch starts in the global batch) folds in a fixed number per dropout site. Each site's
+mask is a slice of one Philox stream over the whole global batch, read from this replica's
+offset: the masks of step N are the same whether or not the run was interrupted before it, and
+whether the global batch is split over 1 replica, 8 TPU cores or 4 hosts.
 """
 
 from __future__ import annotations
@@ -46,17 +49,41 @@ def activation(name: str):
             "relu": tf.nn.relu, "tanh": tf.tanh}[name]
 
 
+PHILOX = 1  # tf.random.Algorithm.PHILOX: a counter-based stream that can be entered anywhere
+
+
 def fold(seed, salt: int):
-    """The key of one dropout site under ``seed`` (None stays None)."""
+    """The seed of one dropout site under ``seed`` (None stays None): the key folds ``salt``
+    in, the first example stays."""
     if seed is None:
         return None
-    return tf.random.experimental.stateless_fold_in(seed, salt)
+    seed = tf.convert_to_tensor(seed, tf.int64)
+    key = tf.cast(tf.random.experimental.stateless_fold_in(seed[:2], salt), tf.int64)
+    return tf.concat([key, seed[2:]], 0)
+
+
+def uniform_slice(x: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
+    """Uniform [0, 1) floats shaped like ``x``: the part of a Philox stream over the whole global
+    batch (key ``seed[0]``, stream ``seed[1]``) that belongs to the examples of ``x``, which start
+    at global example ``seed[2]`` (0 when ``seed`` has two elements). Philox yields 4 floats per
+    counter step, so the slice starts at counter ``offset // 4`` and drops ``offset % 4``."""
+    seed = tf.convert_to_tensor(seed, tf.int64)
+    first = seed[2] if seed.shape[0] == 3 else tf.constant(0, tf.int64)
+    shape = tf.shape(x, out_type=tf.int64)
+    n = tf.reduce_prod(shape)
+    offset = first * (n // tf.maximum(shape[0], 1))
+    skip = offset % 4
+    key = tf.bitcast(seed[:1], tf.uint64)
+    counter = tf.bitcast(tf.stack([offset // 4, seed[1]]), tf.uint64)
+    flat = tf.raw_ops.StatelessRandomUniformV2(shape=tf.reshape(n + skip, [1]), key=key,
+                                               counter=counter, alg=PHILOX, dtype=tf.float32)
+    return tf.reshape(flat[skip:skip + n], shape)
 
 
 class Dropout(keras.layers.Layer):
-    """Dropout without RNG state: ``tf.nn.experimental.stateless_dropout`` keyed by ``seed``
-    (no Keras seed-state variable to keep in sync across replicas or to checkpoint; XLA lowers
-    it directly). Without a seed (eager experiments) it falls back to ``tf.nn.dropout``."""
+    """Dropout without RNG state, keyed by ``seed`` (see :func:`uniform_slice`): no Keras
+    seed-state variable to keep in sync across replicas or to checkpoint, and the same masks on
+    any number of replicas. Without a seed (eager experiments) it is ``tf.nn.dropout``."""
 
     def __init__(self, rate: float, **kwargs):
         super().__init__(**kwargs)
@@ -67,7 +94,8 @@ class Dropout(keras.layers.Layer):
             return x
         if seed is None:
             return tf.nn.dropout(x, rate=self.rate)
-        return tf.nn.experimental.stateless_dropout(x, rate=self.rate, seed=seed)
+        keep = tf.cast(uniform_slice(x, seed) >= self.rate, x.dtype)
+        return x * keep * tf.cast(1.0 / (1.0 - self.rate), x.dtype)
 
 
 def _init(config: BertConfig) -> keras.initializers.Initializer:

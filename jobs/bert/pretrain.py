@@ -62,7 +62,7 @@ class PretrainJob(Job):
                 raise ConfigError(f"input_files {self.spec.input_files} matches no file; check "
                                   "the path (--set input_files=...)")
         self._check_record_shapes(self.files[0])
-        index = data.build_index(self.files, f"{runner.model_dir}/{data.INDEX_NAME}", log)
+        index = data.build_index(self.files, f"{runner.out_dir}/{data.INDEX_NAME}", log)
         self.stream = data.EpochStream(index, self.spec.seed)
         log(f"{index.total} pretraining examples in {len(self.files)} file(s): "
             f"{index.total / self.spec.train_batch_size:.1f} steps per epoch")
@@ -71,7 +71,7 @@ class PretrainJob(Job):
         """Shards from the corpus into <model_dir>/pretraining_data, once: a DONE marker makes
         a resumed run reuse them (and a run cut during creation start it again)."""
         s = self.spec
-        out_dir = f"{runner.model_dir}/{DATA_DIR}"
+        out_dir = f"{runner.out_dir}/{DATA_DIR}"
         done = f"{out_dir}/DONE"
         files = [f"{out_dir}/pretraining-{i:05d}-of-{s.num_shards:05d}.tfrecord"
                  for i in range(s.num_shards)]
@@ -161,7 +161,7 @@ class PretrainJob(Job):
         metrics = self.eval_metrics(runner)
         if not self.spec.export_bert_dir:
             return metrics
-        export = f"{runner.model_dir}/{EXPORT_DIR}"
+        export = f"{runner.out_dir}/{EXPORT_DIR}"
         tf.io.gfile.makedirs(export)
         encoder_and_heads = weights.values_of(runner.variables)
         weights.write(f"{export}/bert_model.ckpt", encoder_and_heads)

@@ -86,7 +86,7 @@ class SquadJob(Job):
         self.tokenizer = FullTokenizer(f"{s.bert_dir.rstrip('/')}/vocab.txt", s.do_lower_case)
         train_examples, train = self._features(s.train_file, training=True)
         arrays = feature_arrays(train)
-        out_dir = f"{runner.model_dir}/{DATA_DIR}"
+        out_dir = f"{runner.out_dir}/{DATA_DIR}"
         n = len(train)
         self.stream = data.write_stream(out_dir, arrays, n, s.seed, log)
         self.predict_records = None
@@ -186,7 +186,7 @@ class SquadJob(Job):
     def export(self, runner) -> None:
         """``<model_dir>/export``: an original-layout directory (bert_config.json, vocab.txt,
         bert_model.ckpt with ``bert/*`` and ``cls/squad/*``), as run_squad.py's checkpoints."""
-        export = f"{runner.model_dir}/{EXPORT_DIR}"
+        export = f"{runner.out_dir}/{EXPORT_DIR}"
         tf.io.gfile.makedirs(export)
         weights.write(f"{export}/bert_model.ckpt", weights.values_of(runner.variables))
         for name in ("bert_config.json", "vocab.txt"):
@@ -215,7 +215,7 @@ class SquadJob(Job):
             return {}
         s = self.spec
         prediction, results = self.predict(runner)
-        model_dir = runner.model_dir
+        model_dir = runner.out_dir
         outputs = {"predictions.json": prediction.answers,
                    "nbest_predictions.json": prediction.nbest}
         if s.version_2_with_negative:

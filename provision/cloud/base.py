@@ -347,11 +347,20 @@ class TpuNode(Labelled):
     def usable(self) -> bool:
         return self.state == TpuState.READY and self.health in (Health.HEALTHY, Health.HEALTH_UNSPECIFIED)
 
+    @property
+    def hosts(self) -> int | None:
+        """TPU VM hosts of the slice (a Node's are not the user's); None for an unknown type."""
+        try:
+            return parse_accelerator(self.accelerator_type).hosts if self.arch == Arch.VM else 1
+        except UsageError:
+            return None
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["arch"] = self.arch.value
         d["state"] = self.state.value
         d["health"] = self.health.value
+        d["hosts"] = self.hosts
         return d
 
 

@@ -349,9 +349,14 @@ class LocalProvider:
         statefile.update_json(self._ranges_path(), drop, default={})
 
     # ---- jobs on the "TPU" (used by the supervisor and by simulate preempt) --------------------
-    def register_job(self, zone: str, name: str, pid: int, run_id: str | None = None) -> None:
-        statefile.write_json(self._job_path(zone, name), {"pid": pid, "pgid": _pgid(pid), "run_id": run_id,
-                                                           "started_at": time.time()})
+    def register_job(self, zone: str, name: str, pid: int, run_id: str | None = None,
+                     others: list[int] | tuple[int, ...] = ()) -> None:
+        """``pid`` runs on the TPU (with ``others``: the other hosts of an emulated slice), each the
+        leader of a session of its own (so its process group id is its pid: asking the kernel
+        now could race with the child's setsid)."""
+        pgids = [pid, *others]
+        statefile.write_json(self._job_path(zone, name), {"pid": pid, "pgid": _pgid(pid), "pgids": pgids,
+                                                           "run_id": run_id, "started_at": time.time()})
 
     def clear_job(self, zone: str, name: str, pid: int | None = None) -> None:
         path = self._job_path(zone, name)
@@ -374,11 +379,12 @@ class LocalProvider:
         if not rec:
             return None
         pid, pgid = rec.get("pid"), rec.get("pgid")
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            if pgid and pgid != os.getpgrp():
-                os.killpg(pgid, signal.SIGKILL)
-            elif pid:
-                os.kill(pid, signal.SIGKILL)
+        for group in rec.get("pgids") or [pgid]:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                if group and group != os.getpgrp():
+                    os.killpg(group, signal.SIGKILL)
+                elif pid and group == pgid:
+                    os.kill(pid, signal.SIGKILL)
         return pid
 
     def simulate_preemption(self, zone: str, name: str) -> TpuNode:

@@ -35,8 +35,13 @@ from typing import Any
 
 from ..runs.store import ALIVE_EVERY_S
 
-# the only variables a command from the bucket may set for the job (never LD_PRELOAD, PATH, ...)
-JOB_ENV_KEYS = frozenset({"TPU_NAME", "TPUCTL_TPU_ZONE", "TPUCTL_TPU_PROJECT", "TPUCTL_DEVICE"})
+# the only variables a command from the bucket may set for the job (never LD_PRELOAD, PATH, ...;
+# the PJRT plug-in path only to the one library the TPU VM images ship): provision.runs.launch
+JOB_ENV_KEYS = frozenset({"TPU_NAME", "TPUCTL_TPU_ZONE", "TPUCTL_TPU_PROJECT", "TPUCTL_DEVICE",
+                          "TPUCTL_ACCELERATOR_TYPE", "TPUCTL_SLICE_CORES", "TPU_LOAD_LIBRARY",
+                          "TF_CONFIG", "CUDA_VISIBLE_DEVICES", "NEXT_PLUGGABLE_DEVICE_USE_C_API",
+                          "TF_PLUGGABLE_DEVICE_LIBRARY_PATH"})
+FIXED_ENV_VALUES = {"TF_PLUGGABLE_DEVICE_LIBRARY_PATH": "/lib/libtpu.so"}
 STOP_GRACE_S = 60.0
 LOG_TAIL_BYTES = 4 << 20   # the bucket keeps the last 4 MiB of a log; the host keeps all of it
 
@@ -59,12 +64,19 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
     if command is None:
         print(f"tpuctl agent: attempt {n} of {run_id} has no command", file=sys.stderr)
         return 2
-    work = Path(workdir or Path(tempfile.gettempdir()) / "tpuctl-work" / run_id)
+    mine = (command.get("workers") or {}).get(worker)
+    if isinstance(mine, dict) and mine.get("run") is False:
+        return serve_attempt(store, n, worker, command)
+    # one directory per worker: an emulated slice's workers share this machine
+    work = Path(workdir or Path(tempfile.gettempdir()) / "tpuctl-work" / run_id / worker)
     work.mkdir(parents=True, exist_ok=True)
     spec_path = work / "spec.yaml"
     spec_path.write_bytes(store.bucket.read_bytes(f"{store.prefix}/spec.yaml"))
     env = dict(os.environ)
-    env.update({k: str(v) for k, v in (command.get("env") or {}).items() if k in JOB_ENV_KEYS})
+    # this worker's own environment (a slice's workers differ), else the attempt's (a TPU Node's host)
+    wanted = (mine.get("env") if isinstance(mine, dict) else None) or command.get("env") or {}
+    env.update({k: str(v) for k, v in wanted.items()
+                if k in JOB_ENV_KEYS and FIXED_ENV_VALUES.get(k, str(v)) == str(v)})
     env["TPUCTL_RUN_ID"] = run_id
     env["TPUCTL_ATTEMPT"] = str(n)
     env["TPUCTL_WORKER"] = worker
@@ -129,6 +141,33 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
     store.write_json(f"{prefix}/exit-{worker}.json", {"code": code, "time": time.time(),
                                                        "host": socket.gethostname()})
     return code
+
+
+def serve_attempt(store: Any, n: int, worker: str, command: dict[str, Any]) -> int:
+    """A worker of a pod slice that runs no job (worker 0's client drives its TPU server): report
+    it alive until the job's workers have exited or the attempt is stopped, then exit 0. A lost
+    worker is a stale heartbeat, and the supervisor restarts the whole group."""
+    prefix = store.attempt_prefix(n)
+    job_workers = [w for w, entry in (command.get("workers") or {}).items()
+                   if isinstance(entry, dict) and entry.get("run") is not False]
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    beat = {"pid": os.getpid(), "host": socket.gethostname(), "serving": True}
+    while True:
+        with contextlib.suppress(Exception):
+            store.write_json(f"{prefix}/alive-{worker}.json", {"time": time.time(), **beat})
+        try:
+            exits = store.exits(n)
+            stopped = store.read_json(f"{prefix}/stop.json") is not None
+        except Exception:  # noqa: BLE001 - a transient bucket error: look again next beat
+            exits, stopped = {}, False
+        if stop.is_set() or stopped or (job_workers and all(w in exits for w in job_workers)):
+            break
+        stop.wait(ALIVE_EVERY_S)
+    store.write_json(f"{prefix}/exit-{worker}.json", {"code": 0, "time": time.time(), "served": True,
+                                                       "host": socket.gethostname()})
+    return 0
 
 
 def _upload_log(store: Any, prefix: str, worker: str, path: Path) -> None:

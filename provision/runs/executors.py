@@ -60,16 +60,22 @@ class _BucketWatcher:
         return int((rec.attempt or {}).get("workers", 1))
 
     def _phase_from_bucket(self, rec: RunRecord, n: int) -> tuple[JobPhase, int | None]:
-        code = combine_exits(self.store.exits(n), self._expected(rec))
+        exits = self.store.exits(n)
+        code = combine_exits(exits, self._expected(rec))
         if code is not None:
             return JobPhase.EXITED, code
         alive = self.store.alive(n)
         self.taken_up = bool(alive)
         now = time.time()
-        if alive and now - max(a.get("time", 0) for a in alive.values()) < ALIVE_STALE_S:
-            return JobPhase.RUNNING, None
         started = (rec.attempt or {}).get("started_at", now)
-        if not alive and now - started < self.start_grace_s:
+        # every worker still at work must beat: one lost host of a slice loses the attempt
+        beating = [a.get("time", 0) for w, a in alive.items() if w not in exits]
+        if beating and now - min(beating) >= ALIVE_STALE_S:
+            return JobPhase.LOST, None
+        missing = len(set(alive) | set(exits)) < self._expected(rec)
+        if missing and now - started >= self.start_grace_s:
+            return JobPhase.LOST, None
+        if beating or missing:
             return JobPhase.RUNNING, None
         return JobPhase.LOST, None
 
@@ -101,21 +107,28 @@ class LocalExecutor(_BucketWatcher):
     def __init__(self, provider: Any, store: RunStore):
         self.provider = provider
         self.store = store
-        self.procs: dict[int, subprocess.Popen] = {}
+        self.procs: dict[int, list[subprocess.Popen]] = {}
         self.wake: threading.Event | None = None   # set by the supervisor: signalled when a job ends
 
     def start(self, rec: RunRecord, n: int, tpu: TpuNode, command: dict[str, Any]) -> None:
+        """One wrapper per host of the (emulated) slice, each in a session of its own, all
+        registered on the "TPU": a preemption kills the whole group, as losing a real slice does."""
         self.store.write_json(f"{self.store.attempt_prefix(n)}/command.json", command)
         log_dir = self.provider.root / "jobs" / "logs"
         log_dir.mkdir(parents=True, exist_ok=True)
-        with open(log_dir / f"{rec.run_id}-{n}.wrapper.log", "ab") as err:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "provision.host.agent", "attempt", "--bucket", rec.bucket, "--provider", "local",
-                 "--project", rec.project, "--run", rec.run_id, "--attempt", str(n), "--worker", "0"],
-                stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True)
-        self.procs[n] = proc
-        self.provider.register_job(tpu.zone, tpu.name, proc.pid, rec.run_id)
-        threading.Thread(target=self._watch, args=(proc,), daemon=True).start()
+        procs: list[subprocess.Popen] = []
+        for worker in sorted(command.get("workers") or {"0": {}}, key=int):
+            with open(log_dir / f"{rec.run_id}-{n}-{worker}.wrapper.log", "ab") as err:
+                procs.append(subprocess.Popen(
+                    [sys.executable, "-m", "provision.host.agent", "attempt", "--bucket", rec.bucket,
+                     "--provider", "local", "--project", rec.project, "--run", rec.run_id, "--attempt", str(n),
+                     "--worker", worker],
+                    stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True))
+        self.procs[n] = procs
+        self.provider.register_job(tpu.zone, tpu.name, procs[0].pid, rec.run_id,
+                                   others=[p.pid for p in procs[1:]])
+        for proc in procs:
+            threading.Thread(target=self._watch, args=(proc,), daemon=True).start()
 
     def _watch(self, proc: subprocess.Popen) -> None:
         """A job that ends (finished, failed, or killed with its TPU) wakes the supervisor at once."""
@@ -124,13 +137,14 @@ class LocalExecutor(_BucketWatcher):
             self.wake.set()
 
     def poll(self, rec: RunRecord, n: int) -> tuple[JobPhase, int | None]:
-        proc = self.procs.get(n)
-        if proc is not None and proc.poll() is None:
+        procs = self.procs.get(n)
+        if procs and all(p.poll() is None for p in procs):
             return JobPhase.RUNNING, None
         phase, code = self._phase_from_bucket(rec, n)
-        if phase == JobPhase.RUNNING and proc is not None:
-            # our own child is gone, so nothing will write an exit record any more
-            return JobPhase.LOST, None
+        if phase == JobPhase.RUNNING and procs:
+            # while a child lives the others' exit records may still come; once all are gone
+            # nothing will write one any more
+            return (JobPhase.RUNNING, None) if any(p.poll() is None for p in procs) else (JobPhase.LOST, None)
         if phase == JobPhase.RUNNING:
             # a supervisor that took over: the wrapper is not its child; trust its pid record
             zone = (rec.attempt or {}).get("zone", rec.zone)
@@ -145,11 +159,12 @@ class LocalExecutor(_BucketWatcher):
         super().stop(rec, n, grace)
         zone = (rec.attempt or {}).get("zone", rec.zone)
         job = self.provider.job(zone, rec.cluster)
-        if job and job.get("run_id") == rec.run_id and job.get("pgid"):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(job["pgid"], signal.SIGKILL)
-        proc = self.procs.get(n)
-        if proc is not None:
+        if job and job.get("run_id") == rec.run_id:
+            for pgid in job.get("pgids") or [job.get("pgid")]:
+                if pgid:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(pgid, signal.SIGKILL)
+        for proc in self.procs.get(n) or []:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=10)
 

@@ -282,20 +282,16 @@ class Supervisor:
                 self.executor.stop(rec, rec.attempt["n"], grace=30)
             n = rec.attempts + 1
             rec.attempts = n
+            command = self.command(rec, n, tpu)
+            # every worker of a slice reports (those that run no job only that they are alive)
             rec.attempt = {"n": n, "tpu_created_at": tpu.created_at, "started_at": time.time(), "zone": tpu.zone,
-                           "workers": self._workers(tpu)}
+                           "workers": len(command.get("workers") or {}) or 1}
             rec.status = "recovering" if rec.recovering else "running"
-            self.executor.start(rec, n, tpu, self.command(rec, n, tpu))
+            self.executor.start(rec, n, tpu, command)
             self._event("attempt_started", attempt=n, zone=tpu.zone)
             self.store.save(rec)
             return False
         return False
-
-    def _workers(self, tpu: TpuNode) -> int:
-        from ..catalog.accelerators import parse
-        from ..cloud.base import Arch
-
-        return parse(tpu.accelerator_type).hosts if tpu.arch == Arch.VM and self.provider.name != "local" else 1
 
     def _begin_recovery(self, reason: str, tpu: TpuNode | None) -> None:
         rec = self.rec

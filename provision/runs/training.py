@@ -112,6 +112,9 @@ def prepare(provider: Provider, target: Target, cluster: ClusterSpec, tpu: TpuNo
     if target.provider == "local":
         model_default = local_path_for(model_default)
     resolved = resolve_spec(job_spec, sets, model_default, target.provider, allow_local)
+    from .launch import check_batches
+
+    check_batches(resolved, tpu.accelerator_type)   # before anything is staged or started
     code_dir = None
     if code:
         code_dir = Path(code)
@@ -153,19 +156,28 @@ def stage_run(store: RunStore, prep: Prepared, log: Any) -> None:
 
 
 def attempt_command(rec: RunRecord, n: int, tpu: TpuNode) -> dict[str, Any]:
-    """What a host runs for attempt ``n``: the staged spec, with the TPU to reach."""
-    env: dict[str, str] = {}
-    if rec.provider == "local":
-        env["TPUCTL_DEVICE"] = "gpu" if (tpu.device or "").startswith("gpu") else "cpu"
-    elif tpu.arch == Arch.NODE:
-        # the job resolves the Node by name in this zone and project (a recreated Node may be in
-        # another zone of the region than the host VM)
-        env["TPU_NAME"] = tpu.name
-        env["TPUCTL_TPU_ZONE"] = tpu.zone
-        env["TPUCTL_TPU_PROJECT"] = rec.project
-    else:
-        env["TPU_NAME"] = "local"
-    return {"sets": [], "env": env, "code": rec.code, "attempt": n}
+    """What the hosts run for attempt ``n``: the staged spec, and per worker whether it runs the
+    job and with which environment (:mod:`provision.runs.launch`)."""
+    from .launch import plan
+
+    hosts = tpu.hosts or 1
+    launch = plan(provider=rec.provider, arch=tpu.arch, accelerator_type=tpu.accelerator_type,
+                  tpu_name=tpu.name, zone=tpu.zone, project=rec.project, runtime=tpu.version,
+                  device=tpu.device, ports=free_ports(hosts) if rec.provider == "local" and hosts > 1 else ())
+    first = launch.workers[0]
+    return {"sets": [], "env": dict(first.env), "code": rec.code, "attempt": n, **launch.to_command()}
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports free on this machine now, for the TF_CONFIG of an emulated slice's workers."""
+    import contextlib
+    import socket
+
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in socks]
 
 
 def open_store(entry_or_rec: Any, target: Target) -> RunStore:

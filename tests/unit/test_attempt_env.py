@@ -16,5 +16,6 @@ def test_a_tpu_node_attempt_names_its_zone_and_project_for_the_resolver():
                                "model_dir": "gs://b/m", "num_train_steps": 10, "save_checkpoints_steps": 5})
     node = TpuNode(name="lab", zone="us-central1-c", accelerator_type="v2-8", state=TpuState.READY, arch=Arch.NODE)
     env = attempt_command(rec, 2, node)["env"]
-    assert env == {"TPU_NAME": "lab", "TPUCTL_TPU_ZONE": "us-central1-c", "TPUCTL_TPU_PROJECT": "p-1"}
+    assert env == {"TPU_NAME": "lab", "TPUCTL_TPU_ZONE": "us-central1-c", "TPUCTL_TPU_PROJECT": "p-1",
+                   "TPUCTL_ACCELERATOR_TYPE": "v2-8", "TPUCTL_SLICE_CORES": "8"}
     assert set(env) <= JOB_ENV_KEYS

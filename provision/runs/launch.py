@@ -1,0 +1,122 @@
+"""How an attempt is launched on a TPU: which workers run the job, how the job finds its TPU,
+and the environment each worker gets. Pure: the supervisor passes what it knows of the TPU.
+
+TensorFlow on a TPU VM pod slice (v2-32, v3-32, v4-16 and up) has one client: the job runs on
+worker 0 only, with ``TPU_NAME`` set to the slice's name (``TPUClusterResolver(tpu=NAME)`` then
+finds every worker's TPU server through the Cloud TPU API, in ``TPUCTL_TPU_ZONE`` and
+``TPUCTL_TPU_PROJECT``) and ``TPU_LOAD_LIBRARY=0`` (the client must not claim worker 0's chips
+for itself: the ``-pod`` runtime image serves them). ``TPUStrategy`` then trains over every core
+and runs one input pipeline per host. This is how Google runs its TensorFlow pod tests
+(GoogleCloudPlatform/ml-auto-solutions, dags/solutions_team/configs/tensorflow/
+solutionsteam_tf_nightly_supported_config.py: ``all_workers=not is_pod``,
+``export TPU_NAME=<tpu>``, ``export TPU_LOAD_LIBRARY=0`` for pods) and what Cloud TPU's
+"TensorFlow on Pod slices" guide describes. The other workers run no job; their agents only
+report that they are alive, so a lost worker restarts the whole group.
+
+A single-host TPU VM runs the job on its one worker with ``TPU_NAME=local`` and, on ``-pjrt``
+images, the PJRT plug-in (``NEXT_PLUGGABLE_DEVICE_USE_C_API=true``,
+``TF_PLUGGABLE_DEVICE_LIBRARY_PATH=/lib/libtpu.so``, the same source). A TPU Node's job runs on
+the host VM and resolves the Node by name.
+
+The local provider emulates a slice of H hosts with H processes on this machine joined by
+``MultiWorkerMirroredStrategy`` through ``TF_CONFIG``: every worker runs the job, as TensorFlow
+documents for multi-worker training. Every plan tells the job the slice's type and core count
+(``TPUCTL_ACCELERATOR_TYPE``, ``TPUCTL_SLICE_CORES``), so a batch that a real slice could not
+split fails the same way on a laptop.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..basics.errors import UsageError
+from ..catalog.accelerators import AcceleratorType, parse
+from ..cloud.base import Arch
+
+LIBTPU = "/lib/libtpu.so"
+
+
+@dataclass(frozen=True)
+class WorkerLaunch:
+    worker: int
+    runs_job: bool                 # False: the agent only reports the worker alive
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    accelerator: AcceleratorType
+    resolver: str                  # "local", the TPU's name, "TF_CONFIG" or "default"
+    workers: tuple[WorkerLaunch, ...]
+
+    @property
+    def job_workers(self) -> tuple[int, ...]:
+        return tuple(w.worker for w in self.workers if w.runs_job)
+
+    def to_command(self) -> dict[str, Any]:
+        """The per-worker part of an attempt's ``command.json`` (read by the host agent)."""
+        return {"workers": {str(w.worker): {"run": w.runs_job, "env": dict(w.env)}
+                            for w in self.workers},
+                "resolver": self.resolver}
+
+
+def plan(*, provider: str, arch: Arch, accelerator_type: str, tpu_name: str, zone: str,
+         project: str, runtime: str | None = None, device: str | None = None,
+         ports: Sequence[int] = ()) -> LaunchPlan:
+    """The launch of one attempt. ``device`` (local provider): ``cpu`` or ``gpu:N``; ``ports``
+    (local multi-host): one free port per emulated host, for ``TF_CONFIG``."""
+    acc = parse(accelerator_type)
+    common = {"TPUCTL_ACCELERATOR_TYPE": acc.name, "TPUCTL_SLICE_CORES": str(acc.cores)}
+    if provider == "local":
+        return _local(acc, common, device or "cpu", ports)
+    if arch == Arch.NODE:
+        env = {**common, "TPU_NAME": tpu_name, "TPUCTL_TPU_ZONE": zone, "TPUCTL_TPU_PROJECT": project}
+        return LaunchPlan(acc, tpu_name, (WorkerLaunch(0, True, env),))
+    if acc.multi_host:
+        client = {**common, "TPU_NAME": tpu_name, "TPUCTL_TPU_ZONE": zone,
+                  "TPUCTL_TPU_PROJECT": project, "TPU_LOAD_LIBRARY": "0"}
+        rest = tuple(WorkerLaunch(i, False) for i in range(1, acc.hosts))
+        return LaunchPlan(acc, tpu_name, (WorkerLaunch(0, True, client),) + rest)
+    env = {**common, "TPU_NAME": "local"}
+    if runtime is None or runtime.endswith("-pjrt"):
+        env.update(NEXT_PLUGGABLE_DEVICE_USE_C_API="true", TF_PLUGGABLE_DEVICE_LIBRARY_PATH=LIBTPU)
+    return LaunchPlan(acc, "local", (WorkerLaunch(0, True, env),))
+
+
+def _local(acc: AcceleratorType, common: dict[str, str], device: str,
+           ports: Sequence[int]) -> LaunchPlan:
+    gpus = int(device.split(":", 1)[1]) if device.startswith("gpu:") else 0
+    if acc.hosts == 1:
+        env = {**common, "TPUCTL_DEVICE": "gpu" if gpus else "cpu"}
+        return LaunchPlan(acc, "default", (WorkerLaunch(0, True, env),))
+    if len(ports) != acc.hosts:
+        raise ValueError(f"{acc.name} emulates {acc.hosts} hosts: give one port each")
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    per_host = gpus // acc.hosts   # GPUs shared out whole; too few and every host uses the CPU
+    workers = []
+    for i in range(acc.hosts):
+        env = {**common, "TPUCTL_DEVICE": "gpu" if per_host else "cpu",
+               "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}},
+                                       separators=(",", ":"))}
+        if per_host:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i * per_host + g) for g in range(per_host))
+        workers.append(WorkerLaunch(i, True, env))
+    return LaunchPlan(acc, "TF_CONFIG", tuple(workers))
+
+
+def check_batches(resolved: Mapping[str, Any], accelerator_type: str) -> None:
+    """Every global batch of the spec must split evenly over the slice's cores (and so over its
+    hosts): say so before a run is created, in the words of the fix."""
+    acc = parse(accelerator_type)
+    for key in sorted(resolved, key=lambda k: (k != "train_batch_size", k)):
+        size = resolved[key]
+        if not key.endswith("_batch_size") or not isinstance(size, int) or isinstance(size, bool):
+            continue
+        if size % acc.cores:
+            fits = (size // acc.cores + 1) * acc.cores
+            raise UsageError(f"{key} {size} does not divide over the {acc.cores} cores of a "
+                             f"{acc.name}" + (f" ({acc.hosts} hosts)" if acc.multi_host else ""),
+                             hint=f"use a multiple of {acc.cores}, e.g. --set {key}={fits}")

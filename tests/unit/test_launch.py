@@ -1,0 +1,101 @@
+"""The pod launch decision (provision.runs.launch): which workers run the job, which resolver
+it uses, and the environment each worker gets.
+
+What Google does for TensorFlow on TPU VMs, which these tests hold tpuctl to
+(GoogleCloudPlatform/ml-auto-solutions, dags/solutions_team/configs/tensorflow/
+solutionsteam_tf_nightly_supported_config.py): a pod slice runs the script on one worker
+(``all_workers=not is_pod``) with ``TPU_NAME=<the TPU's name>`` and ``TPU_LOAD_LIBRARY=0``; a
+single-host PJRT image runs it with ``TPU_NAME=local``, ``NEXT_PLUGGABLE_DEVICE_USE_C_API=true``
+and ``TF_PLUGGABLE_DEVICE_LIBRARY_PATH=/lib/libtpu.so``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from provision.basics.errors import UsageError
+from provision.cloud.base import Arch
+from provision.host.agent import FIXED_ENV_VALUES, JOB_ENV_KEYS
+from provision.runs.launch import check_batches, plan
+
+
+def gcp(accelerator_type: str, arch: Arch = Arch.VM, runtime: str | None = None):
+    return plan(provider="gcp", arch=arch, accelerator_type=accelerator_type, tpu_name="lab",
+                zone="us-central2-b", project="p-1", runtime=runtime)
+
+
+@pytest.mark.parametrize("accelerator_type, hosts", [("v2-32", 4), ("v4-16", 2), ("v5litepod-16", 4)])
+def test_a_pod_slice_runs_one_client_on_worker_0_that_resolves_the_slice_by_name(accelerator_type, hosts):
+    p = gcp(accelerator_type, runtime="tpu-vm-tf-2.18.0-pod-pjrt")
+    assert [w.worker for w in p.workers] == list(range(hosts))
+    assert p.job_workers == (0,)
+    assert p.resolver == "lab"
+    client = dict(p.workers[0].env)
+    assert client["TPU_NAME"] == "lab" and client["TPU_LOAD_LIBRARY"] == "0"
+    assert client["TPUCTL_TPU_ZONE"] == "us-central2-b" and client["TPUCTL_TPU_PROJECT"] == "p-1"
+    assert client["TPUCTL_SLICE_CORES"] == str(p.accelerator.cores)
+    assert "NEXT_PLUGGABLE_DEVICE_USE_C_API" not in client   # the client must not load libtpu
+    assert all(not w.runs_job and not w.env for w in p.workers[1:])
+    # what the bucket command says to each host agent
+    command = p.to_command()["workers"]
+    assert command["0"]["run"] is True and [command[str(i)]["run"] for i in range(1, hosts)] == [False] * (hosts - 1)
+
+
+def test_a_single_host_tpu_vm_runs_on_its_only_worker_with_the_local_resolver_and_pjrt():
+    p = gcp("v2-8", runtime="tpu-vm-tf-2.16.1-pjrt")
+    assert p.job_workers == (0,) and len(p.workers) == 1 and p.resolver == "local"
+    env = dict(p.workers[0].env)
+    assert env["TPU_NAME"] == "local"
+    assert env["NEXT_PLUGGABLE_DEVICE_USE_C_API"] == "true"
+    assert env["TF_PLUGGABLE_DEVICE_LIBRARY_PATH"] == "/lib/libtpu.so"
+    assert "TPU_LOAD_LIBRARY" not in env
+    # an image without the PJRT plug-in gets no plug-in variables
+    assert "NEXT_PLUGGABLE_DEVICE_USE_C_API" not in dict(gcp("v3-8", runtime="tpu-vm-tf-2.15.0").workers[0].env)
+
+
+def test_a_tpu_node_job_runs_on_the_host_and_resolves_the_node_in_its_zone():
+    p = gcp("v3-32", arch=Arch.NODE)
+    assert len(p.workers) == 1 and p.resolver == "lab"
+    env = dict(p.workers[0].env)
+    assert env["TPU_NAME"] == "lab" and env["TPUCTL_TPU_ZONE"] == "us-central2-b"
+    assert "TPU_LOAD_LIBRARY" not in env
+
+
+def test_the_local_provider_emulates_a_slice_with_one_tf_config_worker_per_host():
+    p = plan(provider="local", arch=Arch.VM, accelerator_type="v2-32", tpu_name="lab", zone="z",
+             project="local", device="cpu", ports=[4001, 4002, 4003, 4004])
+    assert p.job_workers == (0, 1, 2, 3) and p.resolver == "TF_CONFIG"
+    for i, w in enumerate(p.workers):
+        config = json.loads(w.env["TF_CONFIG"])
+        assert config == {"cluster": {"worker": [f"127.0.0.1:{port}" for port in (4001, 4002, 4003, 4004)]},
+                          "task": {"type": "worker", "index": i}}
+        assert w.env["TPUCTL_DEVICE"] == "cpu" and w.env["TPUCTL_SLICE_CORES"] == "32"
+    # GPUs are shared out whole, one set per emulated host
+    g = plan(provider="local", arch=Arch.VM, accelerator_type="v4-16", tpu_name="lab", zone="z",
+             project="local", device="gpu:4", ports=[1, 2])
+    assert [w.env["CUDA_VISIBLE_DEVICES"] for w in g.workers] == ["0,1", "2,3"]
+    single = plan(provider="local", arch=Arch.VM, accelerator_type="v2-8", tpu_name="lab", zone="z",
+                  project="local", device="cpu")
+    assert single.job_workers == (0,) and "TF_CONFIG" not in single.workers[0].env
+
+
+def test_every_variable_a_plan_sets_passes_the_host_agents_filter():
+    plans = [gcp("v2-32", runtime="tpu-vm-tf-2.18.0-pod-pjrt"), gcp("v2-8"), gcp("v2-8", arch=Arch.NODE),
+             plan(provider="local", arch=Arch.VM, accelerator_type="v4-16", tpu_name="x", zone="z",
+                  project="local", device="gpu:2", ports=[1, 2])]
+    for p in plans:
+        for w in p.workers:
+            assert set(w.env) <= JOB_ENV_KEYS
+            assert all(w.env[k] == v for k, v in FIXED_ENV_VALUES.items() if k in w.env)
+
+
+def test_a_batch_that_the_slice_cannot_split_is_refused_in_the_words_of_the_fix():
+    check_batches({"train_batch_size": 32, "eval_batch_size": 64}, "v2-32")
+    with pytest.raises(UsageError) as err:
+        check_batches({"train_batch_size": 16, "eval_batch_size": 8}, "v2-32")
+    assert "train_batch_size 16 does not divide over the 32 cores of a v2-32 (4 hosts)" in err.value.one_line()
+    assert "--set train_batch_size=32" in err.value.one_line()
+    with pytest.raises(UsageError, match="predict_batch_size 4 does not divide over the 8 cores of a v3-8"):
+        check_batches({"train_batch_size": 8, "predict_batch_size": 4}, "v3-8")
