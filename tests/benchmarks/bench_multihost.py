@@ -8,6 +8,10 @@ fewer than 4 cores, the workers share the cores and the "efficiency" measures co
 reference is the 1-host run, measured in the same script: scaling efficiency at H hosts is
 ``examples/s(H) / (H x examples/s(1))``, 1.0 being perfect.
 
+On a machine with fewer than 4 cores the hosts share the cores the 1-host run had to itself,
+so H hosts can at best match its examples/s (efficiency 1/H); the report then also gives the
+ceiling and the fraction of it reached.
+
 With NVIDIA GPUs visible, the same is measured across GPUs, one GPU per worker (NCCL), for as
 many hosts as there are GPUs.
 
@@ -113,4 +117,11 @@ def run() -> dict:
             }
             if kind == "gpu":
                 report[kind]["gpus"] = gpus
+            elif not cores:
+                # the hosts share the cores the 1-host run had to itself: H hosts can at best
+                # match its examples/s, so 1/H is the ceiling and the ratio to it what is lost
+                # to the all-reduce and the extra processes
+                report[kind]["ceiling_with_shared_cores"] = {str(h): round(1 / h, 3) for h in counts[1:]}
+                report[kind]["fraction_of_ceiling"] = {
+                    h: round(e * int(h), 3) for h, e in report[kind]["scaling_efficiency"].items()}
     return report
