@@ -151,20 +151,23 @@ def serve_attempt(store: Any, n: int, worker: str, command: dict[str, Any]) -> i
     job_workers = [w for w, entry in (command.get("workers") or {}).items()
                    if isinstance(entry, dict) and entry.get("run") is not False]
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
     beat = {"pid": os.getpid(), "host": socket.gethostname(), "serving": True}
-    while True:
-        with contextlib.suppress(Exception):
-            store.write_json(f"{prefix}/alive-{worker}.json", {"time": time.time(), **beat})
-        try:
-            exits = store.exits(n)
-            stopped = store.read_json(f"{prefix}/stop.json") is not None
-        except Exception:  # noqa: BLE001 - a transient bucket error: look again next beat
-            exits, stopped = {}, False
-        if stop.is_set() or stopped or (job_workers and all(w in exits for w in job_workers)):
-            break
-        stop.wait(ALIVE_EVERY_S)
+    try:
+        while True:
+            with contextlib.suppress(Exception):
+                store.write_json(f"{prefix}/alive-{worker}.json", {"time": time.time(), **beat})
+            try:
+                exits = store.exits(n)
+                stopped = store.read_json(f"{prefix}/stop.json") is not None
+            except Exception:  # noqa: BLE001 - a transient bucket error: look again next beat
+                exits, stopped = {}, False
+            if stop.is_set() or stopped or (job_workers and all(w in exits for w in job_workers)):
+                break
+            stop.wait(ALIVE_EVERY_S)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     store.write_json(f"{prefix}/exit-{worker}.json", {"code": 0, "time": time.time(), "served": True,
                                                        "host": socket.gethostname()})
     return 0

@@ -1,0 +1,76 @@
+"""A multi-host slice's attempt is one group: every host must beat, and the hosts that run no job
+(the workers of a pod slice whose TPU servers worker 0's client drives) report until the job ends."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from provision.basics.config import Target
+from provision.cloud.base import Arch
+from provision.cloud.storage import open_bucket
+from provision.host.agent import serve_attempt
+from provision.runs.executors import ALIVE_STALE_S, BucketExecutor
+from provision.runs.policy import JobPhase
+from provision.runs.store import RunRecord, RunStore
+
+
+class Beats:
+    """The bucket as the executor reads it: heartbeats and exit records by worker."""
+
+    def __init__(self, alive: dict, exits: dict | None = None):
+        self._alive, self._exits = alive, exits or {}
+
+    def alive(self, n):
+        return self._alive
+
+    def exits(self, n):
+        return self._exits
+
+
+def record(started_ago: float = 30.0) -> RunRecord:
+    return RunRecord(run_id="pod-1", cluster="pod", provider="gcp", project="p", zone="z", bucket="gs://b",
+                     model_dir="gs://b/m", num_train_steps=10, save_checkpoints_steps=5,
+                     attempt={"n": 1, "workers": 4, "started_at": time.time() - started_ago})
+
+
+def phase(alive: dict, exits: dict | None = None, started_ago: float = 30.0):
+    ex = BucketExecutor(Beats(alive, exits), Arch.VM)
+    return ex.poll(record(started_ago), 1)
+
+
+def test_one_silent_host_loses_the_whole_attempt():
+    now = time.time()
+    fresh = {str(w): {"time": now} for w in range(4)}
+    assert phase(fresh) == (JobPhase.RUNNING, None)
+    # worker 3 stopped beating (its VM is gone) while the others look fine: the group restarts
+    assert phase({**fresh, "3": {"time": now - ALIVE_STALE_S - 1}}) == (JobPhase.LOST, None)
+
+
+def test_hosts_not_yet_started_are_waited_for_only_within_the_start_grace():
+    now = time.time()
+    two = {"0": {"time": now}, "1": {"time": now}}
+    assert phase(two, started_ago=30) == (JobPhase.RUNNING, None)
+    assert phase(two, started_ago=BucketExecutor.start_grace_s + 1) == (JobPhase.LOST, None)
+
+
+def test_the_attempt_ends_when_every_host_has_exited():
+    now = time.time()
+    serving = {str(w): {"time": now} for w in range(1, 4)}
+    # the job (worker 0) exited; the serving hosts have not yet noticed
+    assert phase({"0": {"time": now - 100}, **serving}, {"0": {"code": 0}}) == (JobPhase.RUNNING, None)
+    done = {str(w): {"code": 0} for w in range(4)}
+    assert phase({"0": {"time": now - 100}, **serving}, done) == (JobPhase.EXITED, 0)
+    # a failure of the job ends it at once, whatever the serving hosts say
+    assert phase(serving, {"0": {"code": 42}}) == (JobPhase.EXITED, 42)
+
+
+@pytest.mark.usefixtures("isolated_env")
+def test_a_serving_worker_reports_until_the_job_workers_exit():
+    store = RunStore(open_bucket("gs://tpuctl-local", Target(provider="local", project="local", zone=None)), "pod-1")
+    command = {"workers": {"0": {"run": True, "env": {}}, "1": {"run": False, "env": {}}}}
+    store.write_json(f"{store.attempt_prefix(1)}/exit-0.json", {"code": 0, "time": time.time()})
+    assert serve_attempt(store, 1, "1", command) == 0
+    assert store.alive(1)["1"]["serving"] is True
+    assert store.exits(1)["1"]["code"] == 0
