@@ -63,7 +63,7 @@ BUCKET_RE='^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$'
 PROJECT_RE='^[a-z][-a-z0-9.:]{4,61}[a-z0-9]$'
 WORKER_RE='^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$'
 TOKEN_RE='^[A-Za-z0-9._~+/=-]{1,4096}$'
-WHEEL_RE='^tpuctl/runs/[a-z0-9][a-z0-9-]{0,62}/tpuctl/[A-Za-z0-9][A-Za-z0-9_.+-]{0,200}\.whl$'
+WHEEL_RE='^tpuctl/(runs|sweeps)/[a-z0-9][a-z0-9-]{0,62}/tpuctl/[A-Za-z0-9][A-Za-z0-9_.+-]{0,200}\.whl$'
 
 STEP=tools
 STARTED=$(date -u +%Y-%m-%dT%H:%M:%SZ)

@@ -59,15 +59,17 @@ def command() -> None:
               help="Job errors a trial's run restarts after.")
 @click.option("--poll", "poll_s", type=click.FloatRange(min=0.5, max=10.0), default=10.0, show_default=True,
               help="Seconds between checks of each trial.")
-@click.option("--detach", is_flag=True, help="Run the controller detached (local: a process here); the laptop "
-                                              "may disconnect.")
+@click.option("--detach", is_flag=True, help="Run the controller detached (local: a process here; GCP: on the "
+                                              "--host VM); the laptop may disconnect.")
+@click.option("--host", "host_name", metavar="CLUSTER",
+              help="GCP, with --detach: the tpuctl cluster whose host VM runs the controller.")
 @provider_options
 @dry_run_option
 @json_option
 def start(spec: str, zone: str | None, accelerator_type: str, preemptible: bool, spot: bool, bucket: str | None,
           max_concurrent: int | None, max_trials: int | None, budget_usd: float | None, max_failures: int,
-          poll_s: float, detach: bool, provider: str | None, project: str | None, dry_run: bool,
-          as_json: bool) -> None:
+          poll_s: float, detach: bool, host_name: str | None, provider: str | None, project: str | None,
+          dry_run: bool, as_json: bool) -> None:
     """Run the sweep in SPEC (job, metric, goal, method, pruner, parameters)."""
     from .. import cluster
     from ..basics import validate
@@ -82,7 +84,8 @@ def start(spec: str, zone: str | None, accelerator_type: str, preemptible: bool,
         bucket = str(validate.bucket_url(bucket))
     target = resolve_target(provider, project, zone.split(",")[0] if zone else None)
     zones = validate.zones(zone) if zone else validate.zones(target.zone or cluster.default_zone(target))
-    bucket_url = runs.check_bucket_for(target.provider, bucket)
+    host = _check_host(target, detach, host_name)
+    bucket_url = runs.check_bucket_for(target.provider, bucket or (host.bucket if host else None))
     plan = create.plan(spec, provider=target.provider, project=target.project, bucket=bucket_url, zones=zones,
                        accelerator_type=accelerator_type, preemptible=preemptible, spot=spot,
                        max_concurrent=max_concurrent, max_trials=max_trials, budget_usd=budget_usd,
@@ -92,7 +95,8 @@ def start(spec: str, zone: str | None, accelerator_type: str, preemptible: bool,
     if dry_run:
         doc = {"ok": True, "dry_run": True, "sweep": rec.sweep_id, "bucket": bucket_url, "spec": plan.spec.to_dict(),
                "max_trials": rec.max_trials, "max_concurrent": rec.max_concurrent,
-               "grid_size": plan.spec.grid_size, "hourly_usd_per_tpu": rec.hourly_usd}
+               "grid_size": plan.spec.grid_size, "hourly_usd_per_tpu": rec.hourly_usd,
+               "host": host.cluster if host else None}
         if as_json:
             emit_json(doc)
         else:
@@ -108,12 +112,16 @@ def start(spec: str, zone: str | None, accelerator_type: str, preemptible: bool,
         else:
             raise UsageError(f"bucket {bucket_url} does not exist",
                              hint=f"create it with gcloud storage buckets create {bucket_url} --location REGION")
+    if host:
+        from ..sweeps.handover import check_bucket
+
+        check_bucket(host, bucket_url)
     rec.detached = detach
     create.write(store, plan)
     say(f"sweep {rec.sweep_id}: {plan.spec.method} over {', '.join(plan.spec.names)}, up to {rec.max_trials} "
         f"trial(s), {rec.max_concurrent} at once; lives in {bucket_url}/{store.prefix}")
     if detach:
-        where = _hand_over(prov, target, store)
+        where = _hand_over(prov, target, store, host)
         say(f"sweep {rec.sweep_id} is driven by {where}; follow it with tpuctl sweep status {rec.sweep_id}")
         if as_json:
             emit_json({"ok": True, "sweep": rec.sweep_id, "detached": True, "bucket": bucket_url,
@@ -130,19 +138,38 @@ def _open_bucket(url: str, target):
     return open_bucket(url, target)
 
 
-def _hand_over(prov, target, store) -> str:
-    """Local: a detached controller process on this machine. GCP: not yet (see docs/sweeps.md)."""
+def _check_host(target, detach: bool, host_name: str | None):
+    """The host VM a detached GCP sweep's controller runs on, checked before anything is created."""
+    from ..basics.errors import UsageError
+
+    if host_name and not detach:
+        raise UsageError("--host names where a detached sweep's controller runs", hint="add --detach, or drop --host")
+    if not detach or target.provider == "local":
+        if host_name:
+            raise UsageError("--host is for GCP sweeps",
+                             hint="drop --host: on the local provider the detached controller runs on this machine")
+        return None
+    if not host_name:
+        raise UsageError("--detach on GCP needs --host CLUSTER, a tpuctl cluster whose host VM runs the controller",
+                         hint="create one with tpuctl up NAME --zone ZONE (add --autodown 30m), then pass --host NAME; "
+                              "or drop --detach and keep this machine up")
+    from ..sweeps.handover import check_host
+
+    return check_host(open_provider(target), host_name)
+
+
+def _hand_over(prov, target, store, host) -> str:
+    """Local: a detached controller process on this machine. GCP: the --host VM's agent runs it."""
     import os
     import subprocess
     import sys
 
-    from ..basics.errors import NotAvailable
     from ..sweeps.store import local_dir
 
     if prov.name != "local":
-        raise NotAvailable("--detach on GCP is not available in this version of tpuctl yet",
-                           hint=f"run the sweep without --detach on a machine that stays up (the sweep is in the "
-                                f"bucket; tpuctl sweep resume {store.sweep_id} continues it elsewhere)")
+        from ..sweeps.handover import hand_over
+
+        return hand_over(prov, store, host, log=say)
     log_path = local_dir(store.sweep_id) / "controller.log"
     with open(log_path, "ab") as out:
         subprocess.Popen([sys.executable, "-m", "provision", "sweep", "resume", store.sweep_id, "--where", "host",
@@ -266,11 +293,13 @@ def stop(sweep: str, bucket: str | None, wait: bool, provider: str | None, proje
 @click.argument("sweep")
 @click.option("--bucket", metavar="gs://BUCKET", help="Where the sweep lives (default: this machine's record of it).")
 @click.option("--where", default="foreground", hidden=True)
-@click.option("--detach", is_flag=True, help="Run the controller detached.")
+@click.option("--detach", is_flag=True, help="Run the controller detached (GCP: on the --host VM).")
+@click.option("--host", "host_name", metavar="CLUSTER",
+              help="GCP, with --detach: the tpuctl cluster whose host VM runs the controller.")
 @provider_options
 @json_option
-def resume(sweep: str, bucket: str | None, where: str, detach: bool, provider: str | None, project: str | None,
-           as_json: bool) -> None:
+def resume(sweep: str, bucket: str | None, where: str, detach: bool, host_name: str | None, provider: str | None,
+           project: str | None, as_json: bool) -> None:
     """Continue SWEEP after its controller died: running trials' runs are adopted, finished ones kept."""
     from ..basics.errors import UsageError
     from ..sweeps.store import controller_alive, remember
@@ -281,11 +310,16 @@ def resume(sweep: str, bucket: str | None, where: str, detach: bool, provider: s
         raise UsageError(f"sweep {sweep} is {rec.state}", hint=f"see tpuctl sweep status {sweep}")
     if controller_alive(store.controller()) and where != "host":
         raise UsageError(f"sweep {sweep} still has a live controller", hint=f"follow it with tpuctl sweep status {sweep}")
+    host = _check_host(target, detach, host_name)
+    if host:
+        from ..sweeps.handover import check_bucket
+
+        check_bucket(host, store.bucket.url)
     remember(rec)
     prov = open_provider(target)
     acting_on(target, "sweep resume", zone=",".join(rec.zones))
     if detach:
-        where_text = _hand_over(prov, target, store)
+        where_text = _hand_over(prov, target, store, host)
         if as_json:
             emit_json({"ok": True, "sweep": sweep, "detached": True, "where": where_text})
         else:

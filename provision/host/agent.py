@@ -15,6 +15,7 @@ supervisor tells "lost with its host" from "exited".
 
 The local provider runs the same wrapper, started by the supervisor directly (the "VM" is this
 machine); on GCP the agent daemon (``tpuctl agent``, started by the host's startup script) does.
+The host VM's agent also supervises runs handed over to it and drives sweeps handed to it.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -190,7 +192,8 @@ def agent_loop(cluster: str, bucket_url: str, project: str, worker: str, role: s
     """Run the attempts the cluster's current run asks for; on the host VM, also supervise and reap.
 
     ``role`` is ``host`` (the always-on VM: takes over supervision on request, enforces autodown)
-    or ``worker`` (a TPU VM worker: only runs attempts). Autodown (``autodown_s``, else the VM's
+    or ``worker`` (a TPU VM worker: only runs attempts). The host also runs the controllers of the
+    sweeps handed to it (``tpuctl sweep --detach --host``; :func:`watch_sweeps`). Autodown (``autodown_s``, else the VM's
     ``tpuctl-autodown-seconds`` metadata) runs the reaper for this cluster in a background thread.
     """
     from ..basics.config import Target
@@ -207,6 +210,7 @@ def agent_loop(cluster: str, bucket_url: str, project: str, worker: str, role: s
         start_host_autodown(cluster, bucket_url, project, autodown_s)
     running: dict[tuple[str, int], subprocess.Popen] = {}
     supervising: dict[str, subprocess.Popen] = {}
+    controllers: dict[str, Controlled] = {}
     while True:
         try:
             current = json.loads(bucket.read_bytes(current_name(cluster)))
@@ -229,11 +233,81 @@ def agent_loop(cluster: str, bucket_url: str, project: str, worker: str, role: s
                 supervising[want] = subprocess.Popen(
                     [sys.executable, "-m", "provision", "supervise", want, "--where", "host", "--provider", "gcp",
                      "--project", project, "--bucket", bucket_url])
+        if role == "host":
+            watch_sweeps(bucket, cluster, project, bucket_url, controllers)
         for key in [k for k, p in running.items() if p.poll() is not None]:
             running.pop(key)
         if once:
             return
         time.sleep(poll_s)
+
+
+@dataclass
+class Controlled:
+    """A sweep controller this agent started."""
+
+    proc: subprocess.Popen
+    started_at: float
+
+
+def sweep_controller_argv(sweep_id: str, project: str, bucket_url: str) -> list[str]:
+    """``tpuctl sweep resume`` on this host: it takes the sweep's lease and drives it to its end."""
+    return [sys.executable, "-m", "provision", "sweep", "resume", sweep_id, "--where", "host", "--provider", "gcp",
+            "--project", project, "--bucket", bucket_url]
+
+
+def watch_sweeps(bucket: Any, cluster: str, project: str, bucket_url: str, controllers: dict[str, Controlled],
+                 now: float | None = None) -> None:
+    """Run the controller of every sweep handed to this host (provision.host.controllers decides)."""
+    from ..sweeps.store import ENDED, LIVE, SweepStore, controller_alive, host_requests_prefix
+    from .controllers import Seen, decide
+
+    now = time.time() if now is None else now
+    prefix = host_requests_prefix(cluster)
+    seen = []
+    try:
+        names = [info.name[len(prefix):] for info in bucket.list(prefix)]
+    except Exception:  # noqa: BLE001 - a transient listing error: look again next poll
+        return
+    for rest in names:
+        sweep_id = _checked_sweep(rest[:-len(".json")] if rest.endswith(".json") else None)
+        if sweep_id is None:
+            continue
+        store = SweepStore(bucket, sweep_id)
+        try:
+            rec, lease = store.read_json("sweep.json"), store.controller()
+        except Exception:  # noqa: BLE001 - unreadable now: decide next poll
+            rec, lease = None, None
+        state = rec.get("state") if isinstance(rec, dict) else None
+        live = True if state in LIVE else False if state in ENDED else None
+        mine = controllers.get(sweep_id)
+        running_here = mine is not None and mine.proc.poll() is None
+        seen.append(Seen(sweep_id=sweep_id, live=live, held_elsewhere=controller_alive(lease) and not running_here,
+                         running_here=running_here, started_at=mine.started_at if mine else None))
+    plan = decide(seen, now)
+    for sweep_id in plan.start:
+        print(f"tpuctl agent: starting the controller of sweep {sweep_id}", file=sys.stderr, flush=True)
+        controllers[sweep_id] = Controlled(subprocess.Popen(sweep_controller_argv(sweep_id, project, bucket_url),
+                                                            stdin=subprocess.DEVNULL), now)
+    for sweep_id in plan.forget:
+        with contextlib.suppress(Exception):
+            bucket.delete(f"{prefix}{sweep_id}.json")
+        mine = controllers.get(sweep_id)
+        if mine is not None and mine.proc.poll() is not None:
+            controllers.pop(sweep_id)
+
+
+def _checked_sweep(sweep_id: Any) -> str | None:
+    """A sweep id read from the bucket, or None if it is not one (it goes into paths and argv)."""
+    from ..basics.errors import UsageError
+    from ..sweeps.store import check_id
+
+    if not isinstance(sweep_id, str):
+        return None
+    try:
+        return check_id(sweep_id)
+    except UsageError:
+        return None
 
 
 def _checked(run_id: Any) -> str | None:

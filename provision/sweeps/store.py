@@ -8,6 +8,7 @@
     tpuctl/sweeps/<id>/trials/<n>/model/     the trial run's model_dir (checkpoints, TensorBoard)
     tpuctl/sweeps/<id>/controller.json       the controller's lease and heartbeat
     tpuctl/sweeps/<id>/stop.json             a stop request (tpuctl sweep stop)
+    tpuctl/clusters/<host>/sweeps/<id>.json  a sweep handed to that cluster's host VM (GCP --detach)
 
 Each trial is an ordinary run too (``tpuctl/runs/<run id>/``), so ``tpuctl logs RUN`` works on it.
 ``tensorboard --logdir gs://B/tpuctl/sweeps/<id>`` finds every trial's HParams summaries. A small
@@ -36,6 +37,17 @@ CONTROLLER_STALE_S = 30.0
 
 LIVE = ("starting", "running")
 ENDED = ("finished", "stopped", "failed")
+
+
+def host_requests_prefix(cluster: str) -> str:
+    """Where a host VM's agent looks for the sweeps whose controller it runs (GCP ``--detach``)."""
+    from ..runs.store import CLUSTERS_PREFIX
+
+    return f"{CLUSTERS_PREFIX}/{cluster}/sweeps/"
+
+
+def host_request_name(cluster: str, sweep_id: str) -> str:
+    return f"{host_requests_prefix(cluster)}{check_id(sweep_id)}.json"
 
 
 def new_sweep_id(now: float | None = None) -> str:

@@ -1,0 +1,85 @@
+"""Hand a sweep to a cluster's host VM (``tpuctl sweep --detach --host CLUSTER`` on GCP).
+
+The laptop may go offline, so the controller runs on an always-on host VM that tpuctl already
+made: the laptop writes ``tpuctl/clusters/<host>/sweeps/<id>.json`` in the bucket and the host's
+agent (provision.host.agent ``watch_sweeps``) runs ``tpuctl sweep resume <id> --where host``,
+restarting it while the sweep is live. The host is checked before the sweep is written, so a
+missing or stopped host VM, or one whose agent watches another bucket, creates nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..basics import validate
+from ..basics.errors import UsageError
+from ..cloud.base import Arch, ClusterSpec, Provider, VmState
+from ..runs import store as runs
+from .store import SweepStore, host_request_name
+
+BUCKET_KEY = "tpuctl-bucket"     # the host's metadata key its bootstrap and agent read the bucket from
+
+
+@dataclass(frozen=True)
+class Host:
+    cluster: str
+    zone: str
+    bucket: str | None            # the bucket its agent watches (its metadata); None: not told yet
+
+
+def check_host(provider: Provider, name: str) -> Host:
+    """The cluster NAME's host VM, which must exist and run (read-only: nothing is created)."""
+    from .. import cluster as clusters
+
+    validate.cluster_name(name)
+    vm = clusters.find(provider, name).vm
+    if vm is None:
+        raise UsageError(f"cluster {name} has no host VM to run the sweep's controller",
+                         hint=f"create one with tpuctl up {name} --zone ZONE (add --autodown 30m to keep only the "
+                              f"VM once its TPU idles), or pass --host a cluster that has a host VM")
+    if vm.state in (VmState.STOPPING, VmState.STOPPED, VmState.SUSPENDING, VmState.SUSPENDED, VmState.TERMINATED):
+        raise UsageError(f"host VM {name} is {vm.state.value}",
+                         hint=f"start it (gcloud compute instances start {vm.name} --zone {vm.zone}) or pass "
+                              f"another --host")
+    bucket = provider.metadata_of("vm", vm.zone, vm.name).get(BUCKET_KEY) or None
+    return Host(cluster=name, zone=vm.zone, bucket=bucket)
+
+
+def check_bucket(host: Host, bucket: str) -> None:
+    """One agent watches one bucket: the sweep must live in the host's, if it has one."""
+    if host.bucket and host.bucket.rstrip("/") != bucket.rstrip("/"):
+        raise UsageError(f"host {host.cluster}'s agent watches {host.bucket}, not {bucket}",
+                         hint=f"pass --bucket {host.bucket}, or a --host whose bucket is {bucket}")
+
+
+def hand_over(provider: Provider, store: SweepStore, host: Host, *, log: Any) -> str:
+    """Tell the host's agent to run the sweep's controller; return where it runs, for the user."""
+    bucket = store.bucket
+    if not host.bucket and hasattr(provider, "point_hosts_at"):
+        # its bootstrap waits for the bucket in its metadata before it installs tpuctl
+        provider.point_hosts_at(_spec(provider, host), bucket.url)
+    if bucket.stat(runs.agent_name(host.cluster)) is None:
+        _stage_wheel(store, host, log)
+    bucket.write_bytes(host_request_name(host.cluster, store.sweep_id),
+                       json.dumps({"sweep": store.sweep_id, "time": time.time()}).encode())
+    return f"the host VM {host.cluster}'s agent"
+
+
+def _stage_wheel(store: SweepStore, host: Host, log: Any) -> None:
+    """A host that never ran anything has no tpuctl yet: name this one in its agent.json."""
+    from ..basics.config import home
+    from ..runs.wheel import build_wheel
+
+    wheel = build_wheel(home() / "wheels")
+    wheel_object = store.name(f"tpuctl/{wheel.name}")
+    store.bucket.upload_file(wheel, wheel_object)
+    store.bucket.write_bytes(runs.agent_name(host.cluster), json.dumps({"wheel_object": wheel_object}).encode())
+    log(f"staged {wheel.name} for host {host.cluster}'s bootstrap")
+
+
+def _spec(provider: Provider, host: Host) -> ClusterSpec:
+    return ClusterSpec(name=host.cluster, accelerator_type="v2-8", zones=(host.zone,), provider=provider.name,
+                       project=provider.project, arch=Arch.VM)

@@ -1,0 +1,126 @@
+"""A sweep handed to a host VM (GCP --detach): what the host's agent starts, restarts and forgets."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import time
+
+import pytest
+
+from provision.cloud.storage import local_bucket
+from provision.host import agent
+from provision.host.controllers import Plan, Seen, decide
+
+SWEEP = "sweep-20260101-000000-abcd"
+OTHER = "sweep-20260101-000000-beef"
+
+
+def seen(sweep=SWEEP, live=True, held=False, here=False, started=None):
+    return Seen(sweep_id=sweep, live=live, held_elsewhere=held, running_here=here, started_at=started)
+
+
+def test_decide_starts_a_live_sweep_nobody_drives_and_forgets_an_ended_one():
+    assert decide([seen()], now=100.0) == Plan(start=(SWEEP,))
+    assert decide([seen(live=False)], now=100.0) == Plan(forget=(SWEEP,))
+    assert decide([seen(live=False, here=True)], now=100.0) == Plan(forget=(SWEEP,))
+
+
+def test_decide_leaves_alone_what_runs_here_or_elsewhere_or_cannot_be_read():
+    assert decide([seen(here=True), seen(OTHER, held=True)], now=100.0) == Plan()
+    assert decide([seen(live=None)], now=100.0) == Plan()
+
+
+def test_decide_restarts_a_dead_controller_but_never_in_a_tight_loop():
+    assert decide([seen(started=95.0)], now=100.0, restart_after_s=20.0) == Plan()
+    assert decide([seen(started=70.0)], now=100.0, restart_after_s=20.0) == Plan(start=(SWEEP,))
+
+
+class FakeProc:
+    def __init__(self, argv, **_kw):
+        self.argv, self.code = argv, None
+
+    def poll(self):
+        return self.code
+
+
+@pytest.fixture
+def host(monkeypatch):
+    """A host agent over a local-directory bucket; the processes it would start are recorded."""
+    bucket = local_bucket("host-sweeps")
+    bucket.create("local")
+    started: list[FakeProc] = []
+
+    def popen(argv, **kw):
+        started.append(FakeProc(argv, **kw))
+        return started[-1]
+
+    monkeypatch.setattr("provision.cloud.storage.open_bucket", lambda url, target: bucket)
+    monkeypatch.setattr(agent.subprocess, "Popen", popen)
+    return bucket, started
+
+
+def _sweep(bucket, sweep_id, state, lease=None):
+    bucket.write_bytes(f"tpuctl/sweeps/{sweep_id}/sweep.json", json.dumps({"state": state}).encode())
+    if lease:
+        bucket.write_bytes(f"tpuctl/sweeps/{sweep_id}/controller.json", json.dumps(lease).encode())
+    bucket.write_bytes(f"tpuctl/clusters/lab/sweeps/{sweep_id}.json", json.dumps({"sweep": sweep_id}).encode())
+
+
+def test_agent_starts_the_controller_of_a_sweep_handed_to_its_host(host):
+    bucket, started = host
+    _sweep(bucket, SWEEP, "starting")
+    agent.agent_loop("lab", "gs://host-sweeps", "proj-1", "lab", "host", once=True)
+    assert [p.argv for p in started] == [[sys.executable, "-m", "provision", "sweep", "resume", SWEEP, "--where",
+                                          "host", "--provider", "gcp", "--project", "proj-1", "--bucket",
+                                          "gs://host-sweeps"]]
+
+
+def test_a_worker_agent_runs_no_controller(host):
+    bucket, started = host
+    _sweep(bucket, SWEEP, "running")
+    agent.agent_loop("lab", "gs://host-sweeps", "proj-1", "0", "worker", once=True)
+    assert started == []
+
+
+def test_ids_from_the_bucket_are_checked_before_they_reach_argv(host):
+    bucket, started = host
+    bucket.write_bytes(f"tpuctl/sweeps/{SWEEP}/sweep.json", json.dumps({"state": "running"}).encode())
+    for name in ("sweep-x;rm -rf.json", "sweep-20260101-000000-ABCD.json", f"nested/{SWEEP}.json", SWEEP,
+                 f"{SWEEP}.txt", "--help.json"):
+        bucket.write_bytes(f"tpuctl/clusters/lab/sweeps/{name}", b"{}")
+    agent.agent_loop("lab", "gs://host-sweeps", "proj-1", "lab", "host", once=True)
+    assert started == []
+
+
+def test_ended_sweeps_are_forgotten_and_held_ones_left_alone(host):
+    bucket, started = host
+    _sweep(bucket, SWEEP, "finished")
+    _sweep(bucket, OTHER, "running", lease={"owner": "x", "host": "a-laptop", "pid": 1, "heartbeat_at": time.time()})
+    agent.agent_loop("lab", "gs://host-sweeps", "proj-1", "lab", "host", once=True)
+    assert started == []
+    assert bucket.stat(f"tpuctl/clusters/lab/sweeps/{SWEEP}.json") is None
+    assert bucket.stat(f"tpuctl/clusters/lab/sweeps/{OTHER}.json") is not None
+
+
+def test_a_dead_controller_is_restarted_while_its_sweep_is_live(host):
+    bucket, started = host
+    # its lease still looks fresh, but it was this host's process and that process is gone
+    _sweep(bucket, SWEEP, "running", lease={"owner": "x", "host": socket.gethostname(), "pid": 2 ** 22 + 7,
+                                            "heartbeat_at": time.time()})
+    controllers: dict = {}
+    agent.watch_sweeps(bucket, "lab", "proj-1", "gs://host-sweeps", controllers, now=1000.0)
+    assert len(started) == 1
+    agent.watch_sweeps(bucket, "lab", "proj-1", "gs://host-sweeps", controllers, now=1001.0)
+    assert len(started) == 1                       # still running: not started twice
+    started[0].code = -9                           # killed
+    agent.watch_sweeps(bucket, "lab", "proj-1", "gs://host-sweeps", controllers, now=1002.0)
+    assert len(started) == 1                       # not in a tight loop
+    agent.watch_sweeps(bucket, "lab", "proj-1", "gs://host-sweeps", controllers, now=1100.0)
+    assert len(started) == 2 and started[1].argv[4:6] == ["resume", SWEEP]
+    _sweep(bucket, SWEEP, "finished")
+    started[1].code = 0
+    agent.watch_sweeps(bucket, "lab", "proj-1", "gs://host-sweeps", controllers, now=1200.0)
+    assert len(started) == 2 and controllers == {}
+    assert bucket.stat(f"tpuctl/clusters/lab/sweeps/{SWEEP}.json") is None
