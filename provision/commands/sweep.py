@@ -117,6 +117,7 @@ def start(spec: str, zone: str | None, accelerator_type: str, preemptible: bool,
 
         check_bucket(host, bucket_url)
     rec.detached = detach
+    rec.host = host.cluster if host else None
     create.write(store, plan)
     say(f"sweep {rec.sweep_id}: {plan.spec.method} over {', '.join(plan.spec.names)}, up to {rec.max_trials} "
         f"trial(s), {rec.max_concurrent} at once; lives in {bucket_url}/{store.prefix}")
@@ -247,12 +248,23 @@ def status(sweep: str, bucket: str | None, provider: str | None, project: str | 
     _target, store = _locate(sweep, bucket, provider, project)
     doc = _document(store)
     if doc["state"] == "running" and not doc["controller"]["alive"]:
-        doc["reason"] = (f"its controller is gone (last heartbeat at {doc['controller']['heartbeat_at']}); "
-                         f"tpuctl sweep resume {sweep} continues it")
+        doc["reason"] = _no_controller(doc, sweep)
     if as_json:
         emit_json(doc)
     else:
         _print(doc)
+
+
+def _no_controller(doc: dict, sweep: str) -> str:
+    """Why a running sweep has no live controller, and what to do about it."""
+    beat, host = doc["controller"]["heartbeat_at"], doc.get("host")
+    if host and not beat:
+        return (f"waiting for host VM {host}'s agent to start its controller (a host that never ran tpuctl installs "
+                f"it first: minutes)")
+    if host:
+        return (f"its controller is gone (last heartbeat at {beat}); host VM {host}'s agent restarts it, or "
+                f"tpuctl sweep resume {sweep} continues it here")
+    return f"its controller is gone (last heartbeat at {beat}); tpuctl sweep resume {sweep} continues it"
 
 
 @command.command("stop")

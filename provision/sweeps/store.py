@@ -89,6 +89,7 @@ class SweepRecord:
     ended_at: float | None = None
     best: dict[str, Any] | None = None
     detached: bool = False
+    host: str | None = None                   # the cluster whose host VM's agent drives it (GCP --detach)
 
     @property
     def live(self) -> bool:

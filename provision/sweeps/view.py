@@ -33,7 +33,7 @@ def document(rec: SweepRecord, trials: Sequence[TrialRecord], *, controller: dic
                     "cluster": t.cluster} for t in trials],
         "best": {"trial": top.trial, "params": top.params, "metric": top.metric, "model_dir": top.model_dir}
         if top else None,
-        "bucket": rec.bucket, "max_trials": rec.max_trials, "max_concurrent": rec.max_concurrent,
+        "bucket": rec.bucket, "host": rec.host, "max_trials": rec.max_trials, "max_concurrent": rec.max_concurrent,
         "budget_usd": rec.budget_usd, "cost_usd": round(sum(t.cost_usd for t in trials), 6),
         "controller": {"alive": alive, "where": (controller or {}).get("where"),
                        "host": (controller or {}).get("host"), "heartbeat_at": (controller or {}).get("heartbeat_at")},

@@ -1,0 +1,84 @@
+"""`tpuctl sweep --detach --host` on the GCP provider, over the wire: the fake cloud and fake-gcs-server.
+
+No training here: the sweep is written to the bucket and handed to the host VM's agent, which is
+run once in this process with its process starts recorded (what it would run on the host VM).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from provision.basics.config import Target
+from provision.cloud.storage import open_bucket
+from tests.conftest import REPO, run_tpuctl_process
+
+PROJECT = "tpuctl-test"
+
+
+@pytest.fixture
+def cloud(fakegcp_env, gcs_env, gcs_bucket):
+    return fakegcp_env, f"gs://{gcs_bucket}"
+
+
+def _spec(tmp_path: Path, bucket: str) -> str:
+    path = tmp_path / "sweep.yaml"
+    path.write_text(f"""job: {REPO / 'templates' / 'bert-finetune-tiny.yaml'}
+set: {{bert_dir: {bucket}/tiny, train_file: {bucket}/tiny/train.tsv, dev_file: {bucket}/tiny/dev.tsv}}
+metric: eval_accuracy
+parameters:
+  learning_rate: {{values: [3.0e-4, 1.0e-3]}}
+""")
+    return str(path)
+
+
+def test_detached_sweep_is_handed_to_the_host_vm_and_read_back_from_the_bucket(cloud, tmp_path, monkeypatch):
+    fake, bucket = cloud
+    spec = _spec(tmp_path, bucket)
+    # no --host, or a host that does not exist: one line, exit 2, nothing written
+    r = run_tpuctl_process("sweep", spec, "--provider", "gcp", "--zone", "us-central1-b", "--bucket", bucket, "--detach", "--json")
+    assert r.code == 2 and "--host CLUSTER" in r.err and len(r.err.strip().splitlines()) == 1, r.err
+    r = run_tpuctl_process("sweep", spec, "--provider", "gcp", "--zone", "us-central1-b", "--bucket", bucket, "--detach", "--host", "nohost")
+    assert r.code == 2 and "has no host VM" in r.err and len(r.err.strip().splitlines()) == 1, r.err
+    b = open_bucket(bucket, Target(provider="gcp", project=PROJECT, zone=None))
+    assert list(b.list("tpuctl/sweeps/")) == []
+
+    assert run_tpuctl_process("up", "hostc", "--zone", "us-central1-b").code == 0
+    began = time.time()
+    r = run_tpuctl_process("sweep", spec, "--provider", "gcp", "--zone", "us-central1-b", "--bucket", bucket, "--detach", "--host", "hostc",
+                           "--json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    sweep = doc["sweep"]
+    assert doc["detached"] is True and time.time() - began < 60
+    assert fake.call_counts().get("tpu.v2.nodes.create", 0) == 1     # only hostc's: the pool is the controller's
+    # the host's agent finds its work: the request, its bucket in the VM's metadata, a tpuctl to install
+    assert json.loads(b.read_bytes(f"tpuctl/clusters/hostc/sweeps/{sweep}.json"))["sweep"] == sweep
+    wheel = json.loads(b.read_bytes("tpuctl/clusters/hostc/agent.json"))["wheel_object"]
+    assert wheel.startswith(f"tpuctl/sweeps/{sweep}/tpuctl/tpuctl-") and b.stat(wheel) is not None
+    from provision.cloud.gcp import GcpProvider
+
+    meta = GcpProvider(PROJECT).metadata_of("vm", "us-central1-b", "hostc")
+    assert meta["tpuctl-bucket"] == bucket
+
+    # any machine reads it from the bucket
+    st = run_tpuctl_process("sweep", "status", sweep, "--provider", "gcp", "--bucket", bucket, "--json",
+                            env={"TPUCTL_HOME": str(tmp_path / "elsewhere")})
+    assert st.code == 0, st.err
+    got = st.json()
+    assert got["sweep"] == sweep and got["state"] == "running" and got["metric"] == "eval_accuracy"
+    assert got["host"] == "hostc" and "waiting for host VM hostc's agent" in got["reason"]
+    assert [t["trial"] for t in got["trials"]] == []
+
+    # the host VM's agent starts the controller for it
+    from provision.host import agent
+
+    started = []
+    monkeypatch.setattr(agent.subprocess, "Popen", lambda argv, **kw: started.append(argv))
+    agent.agent_loop("hostc", bucket, PROJECT, "hostc", "host", once=True)
+    assert started == [[sys.executable, "-m", "provision", "sweep", "resume", sweep, "--where", "host",
+                        "--provider", "gcp", "--project", PROJECT, "--bucket", bucket]]
