@@ -39,6 +39,7 @@ def command() -> None:
       tpuctl sweep status SWEEP
       tpuctl sweep stop SWEEP
       tpuctl sweep resume SWEEP      (after its controller died)
+      tpuctl sweep SPEC --bucket gs://B --detach --host CLUSTER   (GCP: CLUSTER's host VM drives it)
     """
 
 
