@@ -328,6 +328,8 @@ def resume(sweep: str, bucket: str | None, where: str, detach: bool, host_name: 
         from ..sweeps.handover import check_bucket
 
         check_bucket(host, store.bucket.url)
+        rec.host = host.cluster
+        store.save(rec)
     remember(rec)
     prov = open_provider(target)
     acting_on(target, "sweep resume", zone=",".join(rec.zones))

@@ -74,7 +74,14 @@ def test_detached_sweep_is_handed_to_the_host_vm_and_read_back_from_the_bucket(c
     assert got["host"] == "hostc" and "waiting for host VM hostc's agent" in got["reason"]
     assert [t["trial"] for t in got["trials"]] == []
 
-    # the host VM's agent starts the controller for it
+    # a sweep whose controller is gone can be handed to a host again from any machine
+    b.delete(f"tpuctl/clusters/hostc/sweeps/{sweep}.json")
+    r = run_tpuctl_process("sweep", "resume", sweep, "--provider", "gcp", "--bucket", bucket, "--detach", "--host",
+                           "hostc", "--json", env={"TPUCTL_HOME": str(tmp_path / "elsewhere")})
+    assert r.code == 0 and r.json()["sweep"] == sweep, r.err
+    assert b.stat(f"tpuctl/clusters/hostc/sweeps/{sweep}.json") is not None
+
+    # the host VM's agent starts the controller for it (subprocess.Popen recorded: last, it is global)
     from provision.host import agent
 
     started = []
