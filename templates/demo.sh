@@ -3,7 +3,8 @@
 #
 # The "TPU" is this machine's CPU (or GPU), the bucket a directory; the control plane is the real
 # one. A tiny BERT (2 layers) pretrains with a preemption injected halfway, resumes from its last
-# checkpoint on a recreated TPU, and is then fine-tuned on a small classification task.
+# checkpoint on a recreated TPU, and is then fine-tuned on a small classification task; a small
+# sweep then tries two learning rates of that fine-tune at once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEMO="${DEMO_DIR:-$PWD/.demo}"
@@ -48,6 +49,20 @@ step tpuctl train bert-lab --job templates/bert-finetune-tiny.yaml --bucket gs:/
     --set train_file=gs://demo-bucket/bert/tiny/train.tsv --set dev_file=gs://demo-bucket/bert/tiny/dev.tsv \
     --set model_dir=gs://demo-bucket/runs/finetune
 step tpuctl status
+
+# A small sweep: two learning rates of the fine-tune, both at once on a pool of two local TPUs
+# that the sweep creates and deletes (docs/sweeps.md).
+cat > "$DEMO/sweep.yaml" <<'YAML'
+job: templates/bert-finetune-tiny.yaml
+set: {bert_dir: gs://demo-bucket/runs/pretrain/export, train_file: gs://demo-bucket/bert/tiny/train.tsv,
+      dev_file: gs://demo-bucket/bert/tiny/dev.tsv, num_train_steps: 50}
+metric: eval_accuracy
+parameters:
+  learning_rate: {values: [3.0e-4, 3.0e-3]}
+YAML
+step tpuctl sweep "$DEMO/sweep.yaml" --max-concurrent 2 --bucket gs://demo-bucket --poll 2
+SWEEP=$(ls "$TPUCTL_HOME/sweeps" | grep '^sweep-.*\.json$' | sed 's/\.json$//' | tail -1)
+step tpuctl sweep status "$SWEEP"
 # Nothing trains now: the reaper deletes the idle TPU (the host VM stays), then what it all cost.
 step tpuctl down --idle --idle-for 0s
 step tpuctl cost bert-lab
