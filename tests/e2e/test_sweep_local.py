@@ -9,17 +9,17 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, run_tpuctl_process
+from tests.conftest import REPO, TPUCTL_BIN, run_tpuctl_process
 
-pytestmark = [pytest.mark.tf, pytest.mark.slow, pytest.mark.xdist_group("tf")]
+pytestmark = [pytest.mark.tf, pytest.mark.slow, pytest.mark.xdist_group("tf-e2e")]
 
 STEPS = 40
+STEPS_PRUNE = 160
 FAST = {"TPUCTL_HEARTBEAT_SECONDS": "0.5"}
 
 
@@ -64,7 +64,7 @@ def no_sweep_tpu_left() -> None:
 
 
 def start(spec: Path, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "provision", "sweep", str(spec), "--poll", "1", "--json", *args],
+    return subprocess.Popen([str(TPUCTL_BIN), "sweep", str(spec), "--poll", "1", "--json", *args],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, **FAST})
 
@@ -135,19 +135,21 @@ def test_asha_prunes_a_hopeless_learning_rate_early(tiny_bert, tmp_path):
 
     if "eval_every_steps" not in jobspec.FinetuneSpec.__dataclass_fields__:
         pytest.skip("the jobs package does not evaluate during training yet")
-    values = [3.0e-3, 50.0]
+    values = [1.0e-3, 50.0]
     seed = _hopeless_last_seed(values)
-    spec = write_spec(tmp_path / "sweep.yaml", tiny_bert, values, steps=60,
+    # enough steps after the first rung (20) for the controller to see it and stop the trial on a
+    # loaded machine: a tiny trial runs 60 steps in seconds
+    spec = write_spec(tmp_path / "sweep.yaml", tiny_bert, values, steps=STEPS_PRUNE,
                       extra=f"pruner: asha\neval_every_steps: 20\nseed: {seed}")
     r = run_tpuctl_process("sweep", str(spec), "--poll", "1", "--json", env=FAST, timeout=300)
     assert r.code == 0, r.err[-3000:]
     doc = r.json()
     by_lr = {t["params"]["learning_rate"]: t for t in doc["trials"]}
-    assert by_lr[3.0e-3]["state"] == "finished" and by_lr[3.0e-3]["steps"] == 60
+    assert by_lr[1.0e-3]["state"] == "finished" and by_lr[1.0e-3]["steps"] == STEPS_PRUNE
     hopeless = by_lr[50.0]
     assert hopeless["state"] == "pruned", (hopeless, r.err[-2000:])
-    assert hopeless["steps"] < 60
-    assert doc["best"]["params"] == {"learning_rate": 3.0e-3}
+    assert hopeless["steps"] < STEPS_PRUNE
+    assert doc["best"]["params"] == {"learning_rate": 1.0e-3}
     no_sweep_tpu_left()
 
 
