@@ -299,26 +299,25 @@ def watch_sweeps(bucket: Any, cluster: str, project: str, bucket_url: str, contr
 
 def _checked_sweep(sweep_id: Any) -> str | None:
     """A sweep id read from the bucket, or None if it is not one (it goes into paths and argv)."""
-    from ..basics.errors import UsageError
     from ..sweeps.store import check_id
 
-    if not isinstance(sweep_id, str):
-        return None
-    try:
-        return check_id(sweep_id)
-    except UsageError:
-        return None
+    return _valid(sweep_id, check_id)
 
 
 def _checked(run_id: Any) -> str | None:
     """A run id read from the bucket, or None if it is not one (it goes into paths and argv)."""
-    from ..basics.errors import UsageError
     from ..basics.validate import run_id as valid_run_id
 
-    if not isinstance(run_id, str):
+    return _valid(run_id, valid_run_id)
+
+
+def _valid(value: Any, check: Any) -> str | None:
+    from ..basics.errors import UsageError
+
+    if not isinstance(value, str):
         return None
     try:
-        return valid_run_id(run_id)
+        return check(value)
     except UsageError:
         return None
 
