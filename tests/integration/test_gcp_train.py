@@ -185,3 +185,51 @@ def test_a_failed_host_bootstrap_stops_the_run_at_once_and_status_says_why(cloud
     doc = run_tpuctl_process("status", "lab", "--json").json()["clusters"][0]["run"]
     assert doc["bootstrap_failed"][0]["step"] == "pip"
     assert run_tpuctl_process("down", "lab").code == 0
+
+
+def _read_object(bucket: str, name: str) -> dict:
+    """Read an object as a host would (google-cloud-storage against fake-gcs-server)."""
+    return json.loads(subprocess.run([sys.executable, "-c", (
+        "from google.cloud import storage\nfrom google.auth.credentials import AnonymousCredentials\n"
+        f"c=storage.Client(project='tpuctl-test', credentials=AnonymousCredentials(), client_options={{'api_endpoint': '{os.environ['STORAGE_EMULATOR_HOST']}'}})\n"
+        f"print(c.bucket('{bucket[5:]}').blob('{name}').download_as_text())")],
+        capture_output=True, text=True, check=True).stdout)
+
+
+def test_a_pod_slice_runs_one_client_on_worker_0_while_the_other_workers_report(cloud, tiny_bert, tmp_path):
+    """A v4-16 TPU VM slice (2 hosts): the attempt runs the job on worker 0 with TPU_NAME=<slice> and
+    TPU_LOAD_LIBRARY=0 (as Google runs TensorFlow on pod slices; tests/unit/test_launch.py cites
+    it); worker 1's agent runs no job but reports until the job has exited, and the run finishes when
+    both have. The stand-in workers are agent daemons here (role worker, as a TPU VM's startup script
+    starts them); the job trains on this CPU (TPUCTL_DEVICE=cpu)."""
+    _fake, bucket = cloud
+    up = run_tpuctl_process("up", "pod", "--zone", "us-central2-b", "--accelerator-type", "v4-16", "--no-vm", "--json")
+    assert up.code == 0, up.err
+    agents = [subprocess.Popen([sys.executable, "-m", "provision.host.agent", "daemon", "--cluster", "pod", "--bucket",
+                                bucket, "--project", "tpuctl-test", "--role", "worker", "--worker", str(w),
+                                "--poll", "0.5"], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+              for w in (0, 1)]
+    try:
+        r = run_tpuctl_process("train", "pod", "--job", "templates/bert-finetune-tiny.yaml",
+                               "--set", f"bert_dir={tiny_bert}", "--set", f"train_file={tiny_bert}/train.tsv",
+                               "--set", f"model_dir={tmp_path}/m", "--set", "num_train_steps=20",
+                               "--allow-local-paths", "--bucket", bucket, "--poll", "1", "--json", timeout=300)
+    finally:
+        for a in agents:
+            a.kill()
+            a.wait()
+    assert r.code == 0, r.err[-3000:]
+    run = r.json()["run"]
+    assert run["status"] == "finished" and run["attempts"] == 1 and run["attempt"]["workers"] == 2
+    prefix = f"tpuctl/runs/{run['run_id']}/attempts/1"
+    command = _read_object(bucket, f"{prefix}/command.json")
+    client = command["workers"]["0"]
+    assert client["run"] is True and client["env"]["TPU_NAME"] == "pod" and client["env"]["TPU_LOAD_LIBRARY"] == "0"
+    assert client["env"]["TPUCTL_TPU_ZONE"] == "us-central2-b" and client["env"]["TPUCTL_SLICE_CORES"] == "16"
+    assert command["workers"]["1"] == {"run": False, "env": {}}
+    assert _read_object(bucket, f"{prefix}/exit-0.json")["code"] == 0
+    served = _read_object(bucket, f"{prefix}/exit-1.json")
+    assert served["code"] == 0 and served["served"] is True
+    assert _read_object(bucket, f"{prefix}/alive-1.json")["serving"] is True
+    log = run_tpuctl_process("logs", run["run_id"], "--worker", "0")
+    assert "(worker 0)" in log.out and "finished at step 20" in log.out
