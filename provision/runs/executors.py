@@ -107,7 +107,7 @@ class LocalExecutor(_BucketWatcher):
     def __init__(self, provider: Any, store: RunStore):
         self.provider = provider
         self.store = store
-        self.procs: dict[int, list[subprocess.Popen]] = {}
+        self.procs: dict[int, dict[str, subprocess.Popen]] = {}   # attempt -> worker -> wrapper
         self.wake: threading.Event | None = None   # set by the supervisor: signalled when a job ends
 
     def start(self, rec: RunRecord, n: int, tpu: TpuNode, command: dict[str, Any]) -> None:
@@ -116,18 +116,18 @@ class LocalExecutor(_BucketWatcher):
         self.store.write_json(f"{self.store.attempt_prefix(n)}/command.json", command)
         log_dir = self.provider.root / "jobs" / "logs"
         log_dir.mkdir(parents=True, exist_ok=True)
-        procs: list[subprocess.Popen] = []
+        procs: dict[str, subprocess.Popen] = {}
         for worker in sorted(command.get("workers") or {"0": {}}, key=int):
             with open(log_dir / f"{rec.run_id}-{n}-{worker}.wrapper.log", "ab") as err:
-                procs.append(subprocess.Popen(
+                procs[worker] = subprocess.Popen(
                     [sys.executable, "-m", "provision.host.agent", "attempt", "--bucket", rec.bucket,
                      "--provider", "local", "--project", rec.project, "--run", rec.run_id, "--attempt", str(n),
                      "--worker", worker],
-                    stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True))
+                    stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True)
         self.procs[n] = procs
-        self.provider.register_job(tpu.zone, tpu.name, procs[0].pid, rec.run_id,
-                                   others=[p.pid for p in procs[1:]])
-        for proc in procs:
+        pids = [p.pid for p in procs.values()]
+        self.provider.register_job(tpu.zone, tpu.name, pids[0], rec.run_id, others=pids[1:])
+        for proc in procs.values():
             threading.Thread(target=self._watch, args=(proc,), daemon=True).start()
 
     def _watch(self, proc: subprocess.Popen) -> None:
@@ -137,14 +137,16 @@ class LocalExecutor(_BucketWatcher):
             self.wake.set()
 
     def poll(self, rec: RunRecord, n: int) -> tuple[JobPhase, int | None]:
-        procs = self.procs.get(n)
-        if procs and all(p.poll() is None for p in procs):
+        procs = self.procs.get(n) or {}
+        if procs and all(p.poll() is None for p in procs.values()):
             return JobPhase.RUNNING, None
         phase, code = self._phase_from_bucket(rec, n)
         if phase == JobPhase.RUNNING and procs:
-            # while a child lives the others' exit records may still come; once all are gone
-            # nothing will write one any more
-            return (JobPhase.RUNNING, None) if any(p.poll() is None for p in procs) else (JobPhase.LOST, None)
+            # a host whose wrapper is gone without an exit record is lost now, not when its
+            # heartbeat goes stale: the other hosts of the slice wait for it in an all-reduce
+            exits = self.store.exits(n)
+            lost = any(p.poll() is not None and w not in exits for w, p in procs.items())
+            return (JobPhase.LOST, None) if lost else (JobPhase.RUNNING, None)
         if phase == JobPhase.RUNNING:
             # a supervisor that took over: the wrapper is not its child; trust its pid record
             zone = (rec.attempt or {}).get("zone", rec.zone)
@@ -164,7 +166,7 @@ class LocalExecutor(_BucketWatcher):
                 if pgid:
                     with contextlib.suppress(ProcessLookupError, PermissionError):
                         os.killpg(pgid, signal.SIGKILL)
-        for proc in self.procs.get(n) or []:
+        for proc in (self.procs.get(n) or {}).values():
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=10)
 

@@ -74,3 +74,31 @@ def test_a_serving_worker_reports_until_the_job_workers_exit():
     assert serve_attempt(store, 1, "1", command) == 0
     assert store.alive(1)["1"]["serving"] is True
     assert store.exits(1)["1"]["code"] == 0
+
+
+class Proc:
+    def __init__(self, code: int | None):
+        self.code = code
+
+    def poll(self):
+        return self.code
+
+
+def test_an_emulated_host_whose_wrapper_died_without_an_exit_record_is_lost_at_once():
+    """On the local provider the supervisor's own children are the hosts: one gone without an exit
+    record (killed with its host) loses the attempt now, not when its heartbeat goes stale -- the
+    other hosts would wait for it in an all-reduce."""
+    from provision.runs.executors import LocalExecutor
+
+    now = time.time()
+    alive = {str(w): {"time": now} for w in range(4)}
+    ex = LocalExecutor(provider=None, store=Beats(alive))
+    ex.procs[1] = {str(w): Proc(None) for w in range(4)}
+    rec = record()
+    assert ex.poll(rec, 1) == (JobPhase.RUNNING, None)
+    ex.procs[1]["2"] = Proc(-9)
+    assert ex.poll(rec, 1) == (JobPhase.LOST, None)
+    # a host that exited and said so is not lost: the others' exit records are still to come
+    ex = LocalExecutor(provider=None, store=Beats(alive, {"2": {"code": 0}}))
+    ex.procs[1] = {**{str(w): Proc(None) for w in range(4)}, "2": Proc(0)}
+    assert ex.poll(rec, 1) == (JobPhase.RUNNING, None)
