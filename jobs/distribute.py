@@ -103,6 +103,8 @@ def select(precision: str = "auto", env: dict | None = None) -> tuple[tf.distrib
                               "TPUCTL_DEVICE")
         strategy, device = _gpu(gpus) if gpus else _cpu(env)
     chosen = _precision(precision, device)
+    # XLA by default on one GPU host only: GPU workers under MultiWorkerMirroredStrategy have not
+    # been run here (no multi-GPU machine); TPUCTL_XLA=1 turns it on for them
     return strategy, Device(device.type, device.count, device.name, chosen,
                             _xla(env, device.type == "gpu" and device.hosts == 1),
                             device.hosts, device.host)

@@ -379,12 +379,17 @@ class LocalProvider:
         if not rec:
             return None
         pid, pgid = rec.get("pid"), rec.get("pgid")
-        for group in rec.get("pgids") or [pgid]:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                if group and group != os.getpgrp():
-                    os.killpg(group, signal.SIGKILL)
-                elif pid and group == pgid:
-                    os.kill(pid, signal.SIGKILL)
+        leaders = rec.get("pgids") or ([pgid] if pgid and pgid != os.getpgrp() else [pid])
+        for leader in leaders:
+            if not leader or leader == os.getpgrp():
+                continue   # never our own process group
+            try:
+                os.killpg(leader, signal.SIGKILL)
+            except ProcessLookupError:   # not a group leader after all: the process alone
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(leader, signal.SIGKILL)
+            except PermissionError:
+                pass
         return pid
 
     def simulate_preemption(self, zone: str, name: str) -> TpuNode:
