@@ -131,10 +131,6 @@ def _hopeless_last_seed(values: list) -> int:
 
 
 def test_asha_prunes_a_hopeless_learning_rate_early(tiny_bert, tmp_path):
-    from jobs import spec as jobspec
-
-    if "eval_every_steps" not in jobspec.FinetuneSpec.__dataclass_fields__:
-        pytest.skip("the jobs package does not evaluate during training yet")
     values = [1.0e-3, 50.0]
     seed = _hopeless_last_seed(values)
     # enough steps after the first rung (20) for the controller to see it and stop the trial on a
