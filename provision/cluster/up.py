@@ -579,12 +579,19 @@ def _delete_dead_request(provider: Provider, req: QueuedRequest, deadline: float
 
 
 def _exhausted(spec: ClusterSpec, failure: Failure | None, plan: ZonePlan) -> CloudError:
-    if failure is not None and failure.scope == Scope.CLOUD:
-        return CloudError(f"creating TPU {spec.name} failed: {failure.message}", kind=failure.kind.value,
-                          hint=failure.hint)
-    zones = ",".join(plan.zones)
+    """Why ``up`` stops asking for the TPU: a failure that stops the search (a missing role, a request
+    no zone can grant) as itself, in the zone that said it; else every zone failed, each as it did."""
+    if failure is not None and failure.scope not in (Scope.ZONE, Scope.REGION):
+        where = f" in {plan.tried[-1]}" if plan.tried else ""
+        return CloudError(f"creating TPU {spec.name}{where} failed: {failure.message}", kind=failure.kind.value,
+                          hint=failure.hint, zone=plan.tried[-1] if plan.tried else None)
+    tried = ",".join(plan.tried) or "none"
+    skipped = plan.untried()
+    hint = f"add zones to --zone (tried {tried}"
+    hint += f"; not asked: {','.join(skipped)}" if skipped else ""
     return CloudError(f"no zone could create a {spec.accelerator_type} TPU ({plan.explain()})",
-                      kind="stockout", hint=f"add zones to --zone (tried {zones}), or retry later")
+                      kind="stockout",
+                      hint=hint + "), or retry later")
 
 
 def _forget_failed_tpu(provider: Provider, spec: ClusterSpec, zone: str, attempt: _Attempt, deadline: float,

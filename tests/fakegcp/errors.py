@@ -89,8 +89,14 @@ class ApiError(Exception):
         return body
 
     def status_json(self) -> dict[str, Any]:
-        """As a google.rpc.Status inside a TPU operation's ``error``."""
-        out: dict[str, Any] = {"code": self.code, "message": self.message}
+        """As a google.rpc.Status inside a TPU operation's ``error`` (or a queued resource's
+        ``failedData.error``), in proto3's JSON form: fields at their default (code 0, "") are left
+        out, so an empty Status is ``{}``."""
+        out: dict[str, Any] = {}
+        if self.code:
+            out["code"] = self.code
+        if self.message:
+            out["message"] = self.message
         if self.details:
             out["details"] = self.details
         return out
@@ -117,6 +123,8 @@ def from_fault_body(body: dict[str, Any], status: int | None = None, *, where: s
         code = raw_code
     elif isinstance(raw_code, int) or status:
         code = HTTP_TO_CODE.get(int(status or raw_code), 2)
+    elif where == "operation" and not err:
+        code = 0     # an empty google.rpc.Status: a queued resource FAILED with no reason given
     else:
         code = 2
     http = int(status) if status else (raw_code if isinstance(raw_code, int) and raw_code >= 100 else None)
