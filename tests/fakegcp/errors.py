@@ -237,6 +237,42 @@ def stockout(zone: str) -> ApiError:
                        "where Cloud TPU Nodes are offered (see https://cloud.google.com/tpu/docs/regions)" + eid())
 
 
+CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
+# The OAuth scopes each API accepts, from its reference's "Authorization scopes": every TPU API v2
+# method takes cloud-platform only; Compute Engine takes compute or cloud-platform (and
+# compute.readonly for reads). Any other service is left unchecked here.
+_SCOPES_OF = {"tpu.googleapis.com": ({CLOUD_PLATFORM}, {CLOUD_PLATFORM}),
+              "compute.googleapis.com": ({CLOUD_PLATFORM, "https://www.googleapis.com/auth/compute"},
+                                         {CLOUD_PLATFORM, "https://www.googleapis.com/auth/compute",
+                                          "https://www.googleapis.com/auth/compute.readonly"})}
+
+
+def scope_allows(service: str, method: str, scopes: frozenset[str] | set[str]) -> bool:
+    """Whether a token granted ``scopes`` may call ``service`` (``*``: every service the fake serves)."""
+    services = list(_SCOPES_OF) if service == "*" else [service]
+    for name in services:
+        write, read = _SCOPES_OF.get(name, (None, None))
+        accepted = read if method.upper() == "GET" else write
+        if accepted is not None and not set(scopes) & accepted:
+            return False
+    return True
+
+
+def scope_insufficient(service: str, call: str) -> ApiError:
+    """403 for a token without the API's scope, as Google answers it (tests/corpus:
+    scope-insufficient-403-analog-296, a verbatim body: message, errors[] insufficientPermissions,
+    ErrorInfo ACCESS_TOKEN_SCOPE_INSUFFICIENT with the service and method)."""
+    message = "Request had insufficient authentication scopes."
+    err = ApiError(7, message, compute_reason="insufficientPermissions", details=[
+        {"@type": ERROR_INFO, "reason": "ACCESS_TOKEN_SCOPE_INSUFFICIENT", "domain": "googleapis.com",
+         "metadata": {"service": service, "method": call}}])
+    err.raw_body = {"error": {"code": 403, "message": message,
+                              "errors": [{"message": "Insufficient Permission", "domain": "global",
+                                          "reason": "insufficientPermissions"}],
+                              "status": "PERMISSION_DENIED", "details": err.details}}
+    return err
+
+
 def cidr_conflict(cidr: str, network: str) -> ApiError:
     return ApiError(3, f"The 'CIDR Range' value \"{cidr}\" on network \"{network}\" conflicts with "
                        "another subnet or object in the (peered) customer network.")
