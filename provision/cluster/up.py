@@ -342,8 +342,9 @@ def _apply(provider: Provider, spec: ClusterSpec, result: UpResult, attempt: _At
                             log(f"moving host VM {spec.name} on to zone {nxt} ({vm_plan.explain()})")
                         vm_op = _start_vm(provider, spec, nxt, attempt, log, vm_plan, region=region)
                         continue
-                    if f.scope == Scope.CLOUD:
-                        raise CloudError(f"creating host VM {spec.name} failed: {vm_op.error.message}",
+                    if f.scope not in (Scope.ZONE, Scope.REGION):     # it stops the search: said as itself
+                        raise CloudError(f"creating host VM {spec.name} in {vm_op.zone} failed: "
+                                         f"{vm_op.error.message}",
                                          kind=f.kind.value, hint=f.hint, zone=vm_op.zone)
                     raise CloudError(f"no zone could create host VM {spec.name} ({vm_plan.explain()})",
                                      kind=f.kind.value, hint=f.hint or "add zones to --zone, or retry later",
