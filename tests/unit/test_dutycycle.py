@@ -7,7 +7,14 @@ nothing names the node, so only a zone with a single TPU node can be mapped.
 
 import pytest
 
-from provision.cloud.dutycycle import RESOURCE_LABELS, RESOURCE_TYPE, Unavailable, by_node, fetch, lookup
+from provision.cloud.dutycycle import (
+    RESOURCE_LABELS,
+    RESOURCE_TYPE,
+    Unavailable,
+    by_node,
+    fetch,
+    lookup,
+)
 
 
 def ts(zone, worker, points, accelerator="0", resource_type=RESOURCE_TYPE, **extra):
