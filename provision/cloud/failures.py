@@ -139,8 +139,8 @@ LEGACY_QUOTA_REASONS = {"quotaExceeded"}
 LEGACY_DISABLED_REASONS = {"accessNotConfigured"}
 DISABLED_REASONS = {"SERVICE_DISABLED", "API_DISABLED"}
 ZONE_POLICY_REASONS = {"LOCATION_POLICY_VIOLATED"}
-SCOPE_REASONS = {"ACCESS_TOKEN_SCOPE_INSUFFICIENT"}                 # ErrorInfo.reason
-LEGACY_SCOPE_REASONS = {"insufficientPermissions"}                 # errors[].reason
+TOKEN_SCOPE_REASONS = {"ACCESS_TOKEN_SCOPE_INSUFFICIENT"}                 # ErrorInfo.reason
+LEGACY_TOKEN_SCOPE_REASONS = {"insufficientPermissions"}                 # errors[].reason
 STOCKOUT_INFO_REASONS = {"resource_availability"}                  # Compute errorDetails.errorInfo.reason
 # Compute Engine operation error codes (error.errors[].code)
 COMPUTE_STOCKOUT_CODES = {"ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
@@ -180,7 +180,7 @@ _QUOTA_WORD = re.compile(r"\bquota\b", re.IGNORECASE)
 _GENERIC_EXHAUSTED = re.compile(r"Resource has been exhausted \(e\.g\. check quota\)\.?", re.IGNORECASE)
 _PROVISIONING_MODEL = re.compile(r"provisioning model is not supported for accelerator type", re.IGNORECASE)
 _RESERVATION = re.compile(r"\breservation\b", re.IGNORECASE)
-_SCOPES = re.compile(r"insufficient authentication scopes|ACCESS_TOKEN_SCOPE_INSUFFICIENT", re.IGNORECASE)
+_TOKEN_SCOPES = re.compile(r"insufficient authentication scopes|ACCESS_TOKEN_SCOPE_INSUFFICIENT", re.IGNORECASE)
 # What tpuctl says of a FAILED queued resource whose failedData carries no error (gcp_errors writes
 # it, this module reads it back: an operation error is only a code and a message)
 QUEUED_NO_REASON = "FAILED and Google gave no reason"
@@ -462,6 +462,10 @@ def classify_report(r: ErrorReport) -> Failure:
     reasons, legacy, ccodes = set(r.reasons), set(r.legacy_reasons), set(r.compute_codes)
     message = r.message
 
+    if QUEUED_NO_REASON in message:     # tpuctl's words, read first: the request's name may hold any other
+        return failure(Kind.REQUEST_FAILED, message,
+                       "Google failed the queued resource without saying why (FAILED means a problem with the "
+                       "request, or no capacity within its time window): tpuctl tries the next zone of --zone")
     if _CIDR.search(text):
         return failure(Kind.CIDR_CONFLICT, message, "tpuctl takes the next free block")
     if reasons & DISABLED_REASONS or legacy & LEGACY_DISABLED_REASONS or _DISABLED.search(text):
@@ -484,10 +488,6 @@ def classify_report(r: ErrorReport) -> Failure:
     if code == INVALID_ARGUMENT and _PREEMPTED_IN_CREATION.search(text):
         return failure(Kind.STOCKOUT, message,
                        "the spot/preemptible TPU was preempted while being created: tpuctl tries the next zone")
-    if QUEUED_NO_REASON in text:
-        return failure(Kind.REQUEST_FAILED, message,
-                       "Google failed the queued resource without saying why (FAILED means a problem with the "
-                       "request, or no capacity within its time window): tpuctl tries the next zone of --zone")
     if _PROVISIONING_MODEL.search(text):
         return failure(Kind.ZONE_UNAVAILABLE, message,
                        "this zone does not offer that accelerator type with that provisioning model: tpuctl "
@@ -525,7 +525,7 @@ def classify_report(r: ErrorReport) -> Failure:
     if code in (PERMISSION_DENIED, UNAUTHENTICATED) or legacy & {"forbidden"}:
         named = _PERMISSION_NAME.search(text)
         perm = r.metadata.get("permission") or (named.group(1) if named else None)
-        if reasons & SCOPE_REASONS or legacy & LEGACY_SCOPE_REASONS or _SCOPES.search(text):
+        if reasons & TOKEN_SCOPE_REASONS or legacy & LEGACY_TOKEN_SCOPE_REASONS or _TOKEN_SCOPES.search(text):
             hint = ("the access token lacks the OAuth scope this API needs: use credentials with the "
                     "cloud-platform scope (gcloud auth application-default login; on a VM, its access scopes)")
         elif _BILLING.search(text):
