@@ -16,6 +16,13 @@ their progress record decides alone, as it does when Monitoring cannot be reache
 series that does name its node, as the older ``tpu_worker`` resource's ``node_id`` does, is
 mapped by that name.)
 
+One token serves both calls, so it carries the ``cloud-platform`` scope (``gcp_rest.SCOPES``), the
+GCP provider's own credentials: a ``monitoring.read`` token is refused by the TPU API (403
+ACCESS_TOKEN_SCOPE_INSUFFICIENT) wherever the scope is honoured, i.e. with a service-account key or
+user credentials on a laptop (a GCE VM's metadata token has the VM's scopes whatever is asked).
+When either call fails, :class:`Unavailable` says why in one line: Google's status and message as
+:mod:`provision.cloud.failures` reads them, and what fixes it (a role, a scope, an API to enable).
+
 ``TPUCTL_MONITORING_API_ENDPOINT`` replaces ``https://monitoring.googleapis.com`` (tests use a
 loopback stub), ``TPUCTL_TPU_API_ENDPOINT`` ``https://tpu.googleapis.com``;
 ``TPUCTL_CREDENTIALS=anonymous`` skips Application Default Credentials.
@@ -29,6 +36,7 @@ from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Any
 
+from ..basics.redact import redact
 from .base import DutyCycle
 
 ENDPOINT_ENV = "TPUCTL_MONITORING_API_ENDPOINT"
@@ -64,43 +72,78 @@ def _parse_time(text: str) -> float:
     return datetime.fromisoformat(text).timestamp()
 
 
-def _session() -> Any:
+def _session(credentials: Any = None) -> Any:
     from google.auth.transport.requests import AuthorizedSession
 
+    if credentials is not None:
+        return AuthorizedSession(credentials)
     if os.environ.get("TPUCTL_CREDENTIALS", "").lower() == "anonymous":
         from google.auth.credentials import AnonymousCredentials
 
-        creds = AnonymousCredentials()
-    else:
-        import google.auth
+        return AuthorizedSession(AnonymousCredentials())
+    import google.auth
 
-        try:
-            creds, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/monitoring.read"])
-        except Exception as exc:  # noqa: BLE001 - no credentials: duty cycle unavailable, never fatal
-            raise Unavailable(f"no Google Cloud credentials ({type(exc).__name__})") from None
+    from .gcp_rest import SCOPES
+
+    try:
+        creds, _ = google.auth.default(scopes=list(SCOPES))
+    except Exception as exc:  # noqa: BLE001 - no credentials: duty cycle unavailable, never fatal
+        from .gcp_errors import credentials_error
+
+        raise Unavailable(credentials_error(exc).one_line()) from None
     return AuthorizedSession(creds)
 
 
+def _refused(what: str, resp: Any) -> Unavailable:
+    """A non-200 answer, in one line: status, Google's message and the fix (role, scope, API)."""
+    from .failures import classify_body
+
+    try:
+        body = resp.json()
+    except Exception:  # noqa: BLE001 - not JSON (a proxy's page): the status alone
+        body = None
+    if not isinstance(body, dict) or not isinstance(body.get("error"), dict):
+        return Unavailable(f"{what} answered HTTP {resp.status_code}")
+    f = classify_body(body, http_status=resp.status_code, where="call")
+    status = str(body["error"].get("status") or "")
+    text = f"{what} answered {resp.status_code} {status}".rstrip() + (f": {f.message}" if f.message else "")
+    return Unavailable(redact(" ".join((text + (f"; {f.hint}" if f.hint else "")).split()))[:400])
+
+
+def _failed(what: str, base: str, exc: BaseException) -> Unavailable:
+    """An exception on the way: a token that could not be had is said so, not called unreachable."""
+    from .gcp_errors import failure_of
+
+    f = failure_of(exc)
+    name = type(exc).__name__
+    if name == "RefreshError" or "access token" in f.message:
+        return Unavailable(f.message + (f"; {f.hint}" if f.hint else ""))
+    return Unavailable(f"{what} unreachable at {base} ({name})")
+
+
 def fetch(project: str, *, window_s: float, now: float | None = None,
-          nodes: Iterable[tuple[str, str]] | None = None) -> dict[tuple[str, str | None], DutyCycle]:
+          nodes: Iterable[tuple[str, str]] | None = None,
+          credentials: Any = None) -> dict[tuple[str, str | None], DutyCycle]:
     """Every node's duty cycle over the last ``window_s`` (plus the publishing delay).
 
     Keys are ``(node name, zone)``. ``nodes`` are every TPU node of the project as (name, zone);
     without them the TPU API is asked. Raises :class:`Unavailable` when Monitoring (or the TPU
     node list) cannot be read (unreachable, no permission, API disabled), with the reason.
+    ``credentials`` (the provider's, cloud-platform scoped) default to Application Default
+    Credentials with that scope.
     """
     now = time.time() if now is None else now
     base = (os.environ.get(ENDPOINT_ENV) or DEFAULT_ENDPOINT).rstrip("/")
     params = {"filter": f'metric.type = "{METRIC}" AND resource.type = "{RESOURCE_TYPE}"',
               "interval.startTime": _rfc3339(now - window_s - PUBLISH_DELAY_S),
               "interval.endTime": _rfc3339(now), "view": "FULL", "pageSize": "1000"}
-    session = _session()
+    session = _session(credentials)
     series: list[dict[str, Any]] = []
     try:
         for _page in range(20):
             resp = session.get(f"{base}/v3/projects/{project}/timeSeries", params=params, timeout=TIMEOUT_S)
             if resp.status_code != 200:
-                raise Unavailable(f"Cloud Monitoring answered {resp.status_code} {_status(resp)}")
+                raise _refused("Cloud Monitoring", resp)
             body = resp.json()
             series.extend(body.get("timeSeries") or [])
             token = body.get("nextPageToken")
@@ -111,8 +154,8 @@ def fetch(project: str, *, window_s: float, now: float | None = None,
             nodes = _list_nodes(session, project)
     except Unavailable:
         raise
-    except Exception as exc:  # noqa: BLE001 - unreachable, DNS, TLS, bad JSON
-        raise Unavailable(f"Cloud Monitoring unreachable at {base} ({type(exc).__name__})") from None
+    except Exception as exc:  # noqa: BLE001 - unreachable, DNS, TLS, bad JSON, no token
+        raise _failed("Cloud Monitoring", base, exc) from None
     finally:
         session.close()
     return by_node(series, nodes)
@@ -127,11 +170,9 @@ def _list_nodes(session: Any, project: str) -> list[tuple[str, str]]:
         try:
             resp = session.get(f"{base}/v2/projects/{project}/locations/-/nodes", params=params, timeout=TIMEOUT_S)
         except Exception as exc:  # noqa: BLE001
-            raise Unavailable(f"the TPU API is unreachable at {base} ({type(exc).__name__}): series cannot be "
-                              "mapped to nodes") from None
+            raise _failed("the TPU API (listing nodes to map series to)", base, exc) from None
         if resp.status_code != 200:
-            raise Unavailable(f"the TPU API answered {resp.status_code} {_status(resp)}: series cannot be "
-                              "mapped to nodes")
+            raise _refused("the TPU API (listing nodes to map series to)", resp)
         body = resp.json()
         for n in body.get("nodes") or []:
             parts = str(n.get("name") or "").split("/")
@@ -143,13 +184,6 @@ def _list_nodes(session: Any, project: str) -> list[tuple[str, str]]:
             break
         params["pageToken"] = token
     return out
-
-
-def _status(resp: Any) -> str:
-    try:
-        return str(resp.json()["error"].get("status") or "")
-    except Exception:  # noqa: BLE001
-        return ""
 
 
 def _points(ts: dict[str, Any]) -> dict[float, float]:

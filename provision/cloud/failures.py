@@ -21,7 +21,15 @@ responses, each with its public source, that this module must read right:
   this zone is not served to the project, try the next one;
 - stockouts ("There is no more capacity in the zone", "Insufficient reserved capacity" with code 8
   or 9, ``ZONE_RESOURCE_POOL_EXHAUSTED`` with ``zonesAvailable``) and a spot TPU preempted while it
-  was being created (code 3, "... in state PREEMPTED"): the next zone.
+  was being created (code 3, "... in state PREEMPTED"): the next zone;
+- "FLEX_START provisioning model is not supported for accelerator type "v6e-1" in location ...":
+  this zone does not offer the type that way, the next zone may;
+- a bare 429 ``RESOURCE_EXHAUSTED`` whose only words are Google's default "Resource has been
+  exhausted (e.g. check quota)." names no quota: retried with backoff, as throttling is;
+- a create operation that ends ``NOT_FOUND`` ("Reservation not found") names something missing
+  from the request itself: no other zone can fix it, so it stops, said as what it is;
+- a FAILED queued resource whose ``failedData`` carries no error (:data:`QUEUED_NO_REASON`): its
+  zone did not grant it and Google said not why; the next zone.
 
 Pure: no I/O. :mod:`provision.cloud.gcp_errors` reads the client libraries' exceptions into the
 plain dicts classified here.
@@ -46,6 +54,7 @@ class Kind(str, enum.Enum):
     GLOBAL_QUOTA = "global_quota"  # a quota of all regions is exhausted: no zone can help
     PERMISSION = "permission"      # missing IAM role: the user must grant it
     API_DISABLED = "api_disabled"  # the API is not enabled in the project
+    REQUEST_FAILED = "request_failed"  # a queued resource FAILED and Google said not why: next zone
     CIDR_CONFLICT = "cidr_conflict"  # the TPU block overlaps something: take the next block
     EXISTS = "exists"              # a resource of that name exists already
     NOT_FOUND = "not_found"
@@ -62,7 +71,8 @@ class Scope(str, enum.Enum):
 
 SCOPE_OF_KIND: dict[Kind, Scope] = {
     Kind.TRANSIENT: Scope.CALL, Kind.RATE_LIMIT: Scope.CALL, Kind.STOCKOUT: Scope.ZONE,
-    Kind.ZONE_UNAVAILABLE: Scope.ZONE, Kind.ZONE_QUOTA: Scope.ZONE, Kind.QUOTA: Scope.REGION,
+    Kind.ZONE_UNAVAILABLE: Scope.ZONE, Kind.ZONE_QUOTA: Scope.ZONE, Kind.REQUEST_FAILED: Scope.ZONE,
+    Kind.QUOTA: Scope.REGION,
     Kind.GLOBAL_QUOTA: Scope.CLOUD, Kind.PERMISSION: Scope.CLOUD, Kind.API_DISABLED: Scope.CLOUD,
     Kind.CIDR_CONFLICT: Scope.CALL, Kind.EXISTS: Scope.CALL, Kind.NOT_FOUND: Scope.CALL,
     Kind.INVALID: Scope.CLOUD, Kind.UNKNOWN: Scope.CLOUD,
@@ -129,6 +139,8 @@ LEGACY_QUOTA_REASONS = {"quotaExceeded"}
 LEGACY_DISABLED_REASONS = {"accessNotConfigured"}
 DISABLED_REASONS = {"SERVICE_DISABLED", "API_DISABLED"}
 ZONE_POLICY_REASONS = {"LOCATION_POLICY_VIOLATED"}
+TOKEN_SCOPE_REASONS = {"ACCESS_TOKEN_SCOPE_INSUFFICIENT"}                 # ErrorInfo.reason
+LEGACY_TOKEN_SCOPE_REASONS = {"insufficientPermissions"}                 # errors[].reason
 STOCKOUT_INFO_REASONS = {"resource_availability"}                  # Compute errorDetails.errorInfo.reason
 # Compute Engine operation error codes (error.errors[].code)
 COMPUTE_STOCKOUT_CODES = {"ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
@@ -153,6 +165,7 @@ _ZONE_UNAVAILABLE = re.compile(
     r"violates constraint constraints/gcp\.resourceLocations|"
     r"\bzone\b[^.;]{0,80}\bis not (?:supported|available)\b|"
     r"received an invalid AcceleratorType, \"[^\"]+\" for zone|"
+    r"provisioning model is not supported for accelerator type \"?[\w-]+\"? in location|"
     r"the accelerator [\w-]+ was not found in zone", re.IGNORECASE)
 _RATE_TEXT = re.compile(
     r"\bRate Limit Exceeded\b|"
@@ -163,6 +176,14 @@ _QUOTA_STATEMENT = re.compile(
     r"Quota '[^']+' (?:exceeded|exhausted)|Quota limit '[^']+' has been exceeded|QUOTA_EXCEEDED|"
     r"quota metrics? exceed|Insufficient regional quota")
 _QUOTA_WORD = re.compile(r"\bquota\b", re.IGNORECASE)
+# Google's default text for RESOURCE_EXHAUSTED: its "check quota" names no quota (tests/corpus)
+_GENERIC_EXHAUSTED = re.compile(r"Resource has been exhausted \(e\.g\. check quota\)\.?", re.IGNORECASE)
+_PROVISIONING_MODEL = re.compile(r"provisioning model is not supported for accelerator type", re.IGNORECASE)
+_RESERVATION = re.compile(r"\breservation\b", re.IGNORECASE)
+_TOKEN_SCOPES = re.compile(r"insufficient authentication scopes|ACCESS_TOKEN_SCOPE_INSUFFICIENT", re.IGNORECASE)
+# What tpuctl says of a FAILED queued resource whose failedData carries no error (gcp_errors writes
+# it, this module reads it back: an operation error is only a code and a message)
+QUEUED_NO_REASON = "FAILED and Google gave no reason"
 _QUOTA_NAME = re.compile(r"Quota(?: limit)? '([^']+)'")
 _IN_ZONE = re.compile(r"\bin zone ([a-z]+-[a-z]+\d+-[a-z])\b")
 _IN_REGION = re.compile(r"\bin region ([a-z]+-[a-z]+\d+)\b")
@@ -175,7 +196,7 @@ _DISABLED = re.compile(r"SERVICE_DISABLED|has not been used in project \S+ befor
 _NODE_DENIED = re.compile(r"request to provision TPU Node has been denied", re.IGNORECASE)
 _BILLING = re.compile(r"free-trial billing account|billing (?:is )?(?:disabled|not enabled)|BILLING_DISABLED",
                       re.IGNORECASE)
-_PERMISSION_NAME = re.compile(r"\b((?:tpu|compute|storage|iam|resourcemanager)\.[a-zA-Z]+\.[a-zA-Z]+)\b")
+_PERMISSION_NAME = re.compile(r"\b((?:tpu|compute|storage|iam|resourcemanager|monitoring)\.[a-zA-Z]+\.[a-zA-Z]+)\b")
 _API_NAME = re.compile(r"\b([a-z]+\.googleapis\.com)\b")
 _ZONES_AVAILABLE = re.compile(r"zones available: ([a-z0-9, -]+)")
 _ZONE_NAME = re.compile(r"^[a-z]+-[a-z]+\d+-[a-z]$")
@@ -200,6 +221,7 @@ ROLE_FOR_PERMISSION_PREFIX = {
     "storage.buckets.setIamPolicy": "roles/storage.admin (on the bucket)",
     "storage.": "roles/storage.admin",
     "iam.serviceAccounts.actAs": "roles/iam.serviceAccountUser (on the service account)",
+    "monitoring.": "roles/monitoring.viewer",    # the duty cycle (down --idle --min-duty-cycle)
 }
 
 
@@ -440,6 +462,10 @@ def classify_report(r: ErrorReport) -> Failure:
     reasons, legacy, ccodes = set(r.reasons), set(r.legacy_reasons), set(r.compute_codes)
     message = r.message
 
+    if QUEUED_NO_REASON in message:     # tpuctl's words, read first: the request's name may hold any other
+        return failure(Kind.REQUEST_FAILED, message,
+                       "Google failed the queued resource without saying why (FAILED means a problem with the "
+                       "request, or no capacity within its time window): tpuctl tries the next zone of --zone")
     if _CIDR.search(text):
         return failure(Kind.CIDR_CONFLICT, message, "tpuctl takes the next free block")
     if reasons & DISABLED_REASONS or legacy & LEGACY_DISABLED_REASONS or _DISABLED.search(text):
@@ -449,10 +475,11 @@ def classify_report(r: ErrorReport) -> Failure:
         return failure(Kind.RATE_LIMIT, message,
                        "too many requests per minute: retried with backoff; retry in a minute, or raise the "
                        "API's requests-per-minute quota", retry_after=r.retry_after)
+    said = _GENERIC_EXHAUSTED.sub(" ", text)    # what is left once Google's default words are gone
     if (r.violations or legacy & LEGACY_QUOTA_REASONS or ccodes & COMPUTE_QUOTA_CODES
             or (not _STOCKOUT.search(text)
-                and (_QUOTA_STATEMENT.search(text)
-                     or (_QUOTA_WORD.search(text)
+                and (_QUOTA_STATEMENT.search(said)
+                     or (_QUOTA_WORD.search(said)
                          and code in (RESOURCE_EXHAUSTED, PERMISSION_DENIED, FAILED_PRECONDITION, None))))):
         return _quota_failure(r, text)
     if ccodes & COMPUTE_STOCKOUT_CODES or reasons & STOCKOUT_INFO_REASONS or _STOCKOUT.search(text):
@@ -461,6 +488,10 @@ def classify_report(r: ErrorReport) -> Failure:
     if code == INVALID_ARGUMENT and _PREEMPTED_IN_CREATION.search(text):
         return failure(Kind.STOCKOUT, message,
                        "the spot/preemptible TPU was preempted while being created: tpuctl tries the next zone")
+    if _PROVISIONING_MODEL.search(text):
+        return failure(Kind.ZONE_UNAVAILABLE, message,
+                       "this zone does not offer that accelerator type with that provisioning model: tpuctl "
+                       "tries the next zone of --zone")
     if reasons & ZONE_POLICY_REASONS or ccodes & COMPUTE_ZONE_CODES or _ZONE_UNAVAILABLE.search(text):
         return failure(Kind.ZONE_UNAVAILABLE, message,
                        "this zone is not served to the project (not offered there, or not allowed by an "
@@ -468,8 +499,19 @@ def classify_report(r: ErrorReport) -> Failure:
     if _RETRY_TEXT.search(text) and code in (INVALID_ARGUMENT, INTERNAL, UNAVAILABLE, UNKNOWN_CODE, ABORTED, None):
         return failure(Kind.TRANSIENT, message)
     if code == RESOURCE_EXHAUSTED or r.http_status == 429:
-        # 429 without quota or capacity words: throttling, retried
-        return failure(Kind.RATE_LIMIT, message, retry_after=r.retry_after)
+        # 429 without quota or capacity words (at most Google's default "check quota"): throttling, retried
+        return failure(Kind.RATE_LIMIT, message,
+                       "Google named no quota (a bare RESOURCE_EXHAUSTED): retried with backoff; if it persists, "
+                       "look at the TPU quotas (IAM & Admin > Quotas) or retry later", retry_after=r.retry_after)
+    if code == NOT_FOUND_CODE and r.where == "operation":
+        # a create operation that ends NOT_FOUND: something the request names is missing; no zone can help
+        if _RESERVATION.search(text):
+            hint = ("the reservation this create was to use does not exist there: list the project's TPU "
+                    "reservations (gcloud alpha compute tpus reservations list --zone ZONE) and ask in the zone "
+                    "that holds one, or ask without a reservation")
+        else:
+            hint = "something the request names (network, subnetwork, reservation, service account) does not exist"
+        return failure(Kind.INVALID, message, hint)
     if code in (UNAVAILABLE, INTERNAL, DEADLINE_EXCEEDED, ABORTED, UNKNOWN_CODE) or (
             r.http_status is not None and r.http_status >= 500):
         return failure(Kind.TRANSIENT, message)
@@ -483,7 +525,10 @@ def classify_report(r: ErrorReport) -> Failure:
     if code in (PERMISSION_DENIED, UNAUTHENTICATED) or legacy & {"forbidden"}:
         named = _PERMISSION_NAME.search(text)
         perm = r.metadata.get("permission") or (named.group(1) if named else None)
-        if _BILLING.search(text):
+        if reasons & TOKEN_SCOPE_REASONS or legacy & LEGACY_TOKEN_SCOPE_REASONS or _TOKEN_SCOPES.search(text):
+            hint = ("the access token lacks the OAuth scope this API needs: use credentials with the "
+                    "cloud-platform scope (gcloud auth application-default login; on a VM, its access scopes)")
+        elif _BILLING.search(text):
             hint = "link the project to a paid billing account (Billing > Account management)"
         elif perm:
             role = role_for(perm) or "a role that grants it"

@@ -38,7 +38,7 @@ from datetime import datetime, timezone
 from typing import Any, ClassVar
 from urllib.parse import urlparse
 
-from ..basics.errors import CloudError, NotAvailable, NotFound, UsageError
+from ..basics.errors import CloudError, NotAvailable, NotFound, TpuctlError, UsageError
 from ..basics.redact import redact
 from .base import (
     Arch,
@@ -58,13 +58,12 @@ from .base import (
     parse_pool,
 )
 from .failures import Kind
-from .gcp_errors import compute_operation_failure, failure_of
-from .gcp_rest import Rest, compute_base, tpu_base
+from .gcp_errors import compute_operation_failure, failure_of, queued_failure
+from .gcp_rest import SCOPES, Rest, compute_base, tpu_base
 
 Json = dict[str, Any]
 
 RANGES_METADATA_KEY = "tpuctl-tpu-ranges"
-SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 HOST_IMAGE = "projects/debian-cloud/global/images/family/debian-12"
 NODE_HOST_IMAGE = "projects/deeplearning-platform-release/global/images/family/tf-latest-cpu"
 CALL_TIMEOUT = 60.0
@@ -514,9 +513,7 @@ class GcpProvider:
             op.done = True
         elif state in ("FAILED", "SUSPENDED"):
             op.done = True
-            detail = str((((status.get("failedData") or {}).get("error")) or {}).get("message") or "")
-            op.error = OperationError(8 if "capacity" in detail.lower() or not detail else 9,
-                                      redact(detail or f"queued resource {op.target} {state.lower()}"))
+            op.error = OperationError(*queued_failure(op.target, status))
 
     def _wait_compute(self, scope: str, name: str) -> Json:
         """Compute's ``operations.wait`` until DONE (each call answers within two minutes)."""
@@ -738,7 +735,11 @@ class GcpProvider:
         from . import dutycycle
 
         try:
-            table = dutycycle.fetch(self.project, window_s=window_s)
+            try:
+                creds = self._credentials()       # cloud-platform: Monitoring and the TPU API alike
+            except TpuctlError as exc:
+                raise dutycycle.Unavailable(exc.one_line()) from None
+            table = dutycycle.fetch(self.project, window_s=window_s, credentials=creds)
         except dutycycle.Unavailable as exc:
             return None, f"unavailable ({exc}): the progress record decides"
         return table, f"read from Cloud Monitoring ({dutycycle.METRIC}) for {len(table)} node(s)"

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..basics.redact import redact
 from .failures import (
+    QUEUED_NO_REASON,
     STATUS_CODES,
     Failure,
     Kind,
@@ -177,6 +178,31 @@ def compute_operation_failure(operation: Any) -> tuple[int, str]:
     if code is None:
         code = STATUS_CODES.get(str(op.get("httpErrorMessage") or ""), 0) or _HTTP_CODES.get(http, 2)
     return code, redact(message)
+
+
+def queued_failure(name: str, state: Any) -> tuple[int, str]:
+    """(google.rpc code, message) for a queued resource that ended FAILED or SUSPENDED.
+
+    ``state`` is its ``state`` (QueuedResourceState as JSON). A FAILED request "could not be
+    completed ... a late-discovered problem with the request itself, or ... unavailability of
+    resources within the constraints of the request" (QueuedResourceState.State, TPU API v2): its
+    ``failedData.error`` message decides by its words (stockout, quota, zone), with code 9 for the
+    rest (asking again as it stands does not help: its valid-until may have passed). Without an
+    error Google said not why; the message says so in the words :data:`failures.QUEUED_NO_REASON`
+    reads back, never a rate limit (nothing was throttled).
+    """
+    state = state if isinstance(state, dict) else {}
+    label = str(state.get("state") or "FAILED")
+    data = state.get("failedData") if isinstance(state.get("failedData"), dict) else {}
+    error = data.get("error") if isinstance(data.get("error"), dict) else {}
+    message = str(error.get("message") or "").strip()
+    if label == "SUSPENDED":
+        return 10, redact(message or f"queued resource {name} was SUSPENDED (its TPUs were deleted)")
+    if not message:
+        code = error.get("code")
+        said = f" (code {code})" if isinstance(code, int) and code else ""
+        return 2, f"queued resource {name} {QUEUED_NO_REASON}{said}"
+    return 9, redact(message)
 
 
 def _as_dict(obj: Any) -> dict[str, Any]:

@@ -34,6 +34,12 @@ COMPUTE_PATH = "/compute/v1"
 CONNECT_TIMEOUT = 10.0
 
 
+# Every Google API tpuctl calls (TPU, Compute, Monitoring) with one token: cloud-platform covers them
+# all. A narrower scope (monitoring.read) yields a token the TPU API refuses with 403
+# ACCESS_TOKEN_SCOPE_INSUFFICIENT; on a GCE VM the metadata server's token has the VM's scopes anyway.
+SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
+
+
 def _base(value: str | None, default: str) -> str:
     url = (value or "").strip() or default
     if "://" not in url:

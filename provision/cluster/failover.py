@@ -6,6 +6,10 @@ or a zone not served to the project blocks its zone; a regional quota every zone
 the search: trying another zone cannot grant a role. A Compute stockout that names the zones
 that have capacity (``zonesAvailable``) also blocks the zones of its region it does not name, and
 moves the named ones ahead.
+
+``tried`` is every zone a failure was recorded for, in order: what a message may say was tried
+(a zone skipped for its region's quota was never asked). A failure that stops the search is
+reported as itself by the caller, never as "no zone could".
 """
 
 from __future__ import annotations
@@ -23,8 +27,11 @@ class ZonePlan:
     blocked_regions: dict[str, str] = field(default_factory=dict)   # region -> why
     stopped: Failure | None = None
     preferred: tuple[str, ...] = ()                                 # zones said to have capacity
+    tried: list[str] = field(default_factory=list)                  # zones asked, in order
 
     def record(self, zone: str, failure: Failure) -> None:
+        if zone not in self.tried:
+            self.tried.append(zone)
         if failure.scope == Scope.ZONE:
             self.blocked_zones[zone] = failure.kind.value
             if failure.zones_available:
@@ -52,6 +59,13 @@ class ZonePlan:
         return candidates[0] if candidates else None
 
     def explain(self) -> str:
+        """What failed where: "us-central1-b: stockout; region europe-west4: quota"."""
         parts = [f"{z}: {why}" for z, why in self.blocked_zones.items()]
         parts += [f"region {r}: {why}" for r, why in self.blocked_regions.items()]
+        if self.stopped is not None and self.tried:
+            parts.append(f"{self.tried[-1]}: {self.stopped.kind.value}")
         return "; ".join(parts) or "no zone tried"
+
+    def untried(self) -> list[str]:
+        """The allowed zones never asked (skipped with their region, or not reached)."""
+        return [z for z in self.zones if z not in self.tried]

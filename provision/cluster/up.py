@@ -342,8 +342,9 @@ def _apply(provider: Provider, spec: ClusterSpec, result: UpResult, attempt: _At
                             log(f"moving host VM {spec.name} on to zone {nxt} ({vm_plan.explain()})")
                         vm_op = _start_vm(provider, spec, nxt, attempt, log, vm_plan, region=region)
                         continue
-                    if f.scope == Scope.CLOUD:
-                        raise CloudError(f"creating host VM {spec.name} failed: {vm_op.error.message}",
+                    if f.scope not in (Scope.ZONE, Scope.REGION):     # it stops the search: said as itself
+                        raise CloudError(f"creating host VM {spec.name} in {vm_op.zone} failed: "
+                                         f"{vm_op.error.message}",
                                          kind=f.kind.value, hint=f.hint, zone=vm_op.zone)
                     raise CloudError(f"no zone could create host VM {spec.name} ({vm_plan.explain()})",
                                      kind=f.kind.value, hint=f.hint or "add zones to --zone, or retry later",
@@ -579,12 +580,19 @@ def _delete_dead_request(provider: Provider, req: QueuedRequest, deadline: float
 
 
 def _exhausted(spec: ClusterSpec, failure: Failure | None, plan: ZonePlan) -> CloudError:
-    if failure is not None and failure.scope == Scope.CLOUD:
-        return CloudError(f"creating TPU {spec.name} failed: {failure.message}", kind=failure.kind.value,
-                          hint=failure.hint)
-    zones = ",".join(plan.zones)
+    """Why ``up`` stops asking for the TPU: a failure that stops the search (a missing role, a request
+    no zone can grant) as itself, in the zone that said it; else every zone failed, each as it did."""
+    if failure is not None and failure.scope not in (Scope.ZONE, Scope.REGION):
+        where = f" in {plan.tried[-1]}" if plan.tried else ""
+        return CloudError(f"creating TPU {spec.name}{where} failed: {failure.message}", kind=failure.kind.value,
+                          hint=failure.hint, zone=plan.tried[-1] if plan.tried else None)
+    tried = ",".join(plan.tried) or "none"
+    skipped = plan.untried()
+    hint = f"add zones to --zone (tried {tried}"
+    hint += f"; not asked: {','.join(skipped)}" if skipped else ""
     return CloudError(f"no zone could create a {spec.accelerator_type} TPU ({plan.explain()})",
-                      kind="stockout", hint=f"add zones to --zone (tried {zones}), or retry later")
+                      kind="stockout",
+                      hint=hint + "), or retry later")
 
 
 def _forget_failed_tpu(provider: Provider, spec: ClusterSpec, zone: str, attempt: _Attempt, deadline: float,

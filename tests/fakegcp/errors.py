@@ -89,8 +89,14 @@ class ApiError(Exception):
         return body
 
     def status_json(self) -> dict[str, Any]:
-        """As a google.rpc.Status inside a TPU operation's ``error``."""
-        out: dict[str, Any] = {"code": self.code, "message": self.message}
+        """As a google.rpc.Status inside a TPU operation's ``error`` (or a queued resource's
+        ``failedData.error``), in proto3's JSON form: fields at their default (code 0, "") are left
+        out, so an empty Status is ``{}``."""
+        out: dict[str, Any] = {}
+        if self.code:
+            out["code"] = self.code
+        if self.message:
+            out["message"] = self.message
         if self.details:
             out["details"] = self.details
         return out
@@ -117,6 +123,8 @@ def from_fault_body(body: dict[str, Any], status: int | None = None, *, where: s
         code = raw_code
     elif isinstance(raw_code, int) or status:
         code = HTTP_TO_CODE.get(int(status or raw_code), 2)
+    elif where == "operation" and not err:
+        code = 0     # an empty google.rpc.Status: a queued resource FAILED with no reason given
     else:
         code = 2
     http = int(status) if status else (raw_code if isinstance(raw_code, int) and raw_code >= 100 else None)
@@ -227,6 +235,42 @@ def stockout(zone: str) -> ApiError:
     zone has changed over the years, the prefix has not."""
     return ApiError(8, f'There is no more capacity in the zone "{zone}"; you can try in another zone '
                        "where Cloud TPU Nodes are offered (see https://cloud.google.com/tpu/docs/regions)" + eid())
+
+
+CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
+# The OAuth scopes each API accepts, from its reference's "Authorization scopes": every TPU API v2
+# method takes cloud-platform only; Compute Engine takes compute or cloud-platform (and
+# compute.readonly for reads). Any other service is left unchecked here.
+_SCOPES_OF = {"tpu.googleapis.com": ({CLOUD_PLATFORM}, {CLOUD_PLATFORM}),
+              "compute.googleapis.com": ({CLOUD_PLATFORM, "https://www.googleapis.com/auth/compute"},
+                                         {CLOUD_PLATFORM, "https://www.googleapis.com/auth/compute",
+                                          "https://www.googleapis.com/auth/compute.readonly"})}
+
+
+def scope_allows(service: str, method: str, scopes: frozenset[str] | set[str]) -> bool:
+    """Whether a token granted ``scopes`` may call ``service`` (``*``: every service the fake serves)."""
+    services = list(_SCOPES_OF) if service == "*" else [service]
+    for name in services:
+        write, read = _SCOPES_OF.get(name, (None, None))
+        accepted = read if method.upper() == "GET" else write
+        if accepted is not None and not set(scopes) & accepted:
+            return False
+    return True
+
+
+def scope_insufficient(service: str, call: str) -> ApiError:
+    """403 for a token without the API's scope, as Google answers it (tests/corpus:
+    scope-insufficient-403-analog-296, a verbatim body: message, errors[] insufficientPermissions,
+    ErrorInfo ACCESS_TOKEN_SCOPE_INSUFFICIENT with the service and method)."""
+    message = "Request had insufficient authentication scopes."
+    err = ApiError(7, message, compute_reason="insufficientPermissions", details=[
+        {"@type": ERROR_INFO, "reason": "ACCESS_TOKEN_SCOPE_INSUFFICIENT", "domain": "googleapis.com",
+         "metadata": {"service": service, "method": call}}])
+    err.raw_body = {"error": {"code": 403, "message": message,
+                              "errors": [{"message": "Insufficient Permission", "domain": "global",
+                                          "reason": "insufficientPermissions"}],
+                              "status": "PERMISSION_DENIED", "details": err.details}}
+    return err
 
 
 def cidr_conflict(cidr: str, network: str) -> ApiError:

@@ -111,6 +111,10 @@ class FakeCloud:
 
     def _inject(self, store: Store, route: Route, req: Request, grpc_method: str | None, auth: str = "") -> None:
         faults = store.faults
+        token = auth.split(" ", 1)[-1] if auth.lower().startswith("bearer ") else ""
+        scopes = store.token_scopes.get(token)
+        if scopes is not None and not errors.scope_allows(route.service, req.method, scopes):
+            raise errors.scope_insufficient(route.service, route.call)
         echo = faults.take_echo("GRPC" if grpc_method else req.method, grpc_method or req.path)
         if echo:
             raise errors.echo_credentials(echo.status, auth, req.path, self.base_url)
@@ -150,6 +154,22 @@ class FakeCloud:
         except (KeyError, ValueError, TypeError) as exc:
             err = ApiError(3, f"Bad admin request: {exc!r}")
             return Outcome(400, err.rest_body(), err)
+
+
+def _jwt_scopes(assertion: str) -> set[str] | None:
+    """The ``scope`` claim of a service account's JWT-bearer grant (RFC 7523; google-auth puts the
+    requested scopes there, space-separated), or None when there is none to read."""
+    import base64
+
+    parts = assertion.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except ValueError:
+        return None
+    scope = claims.get("scope") if isinstance(claims, dict) else None
+    return set(str(scope).split()) if scope else None
 
 
 def api_of(route: Route) -> str:
@@ -193,10 +213,17 @@ class _Handler(BaseHTTPRequestHandler):
         (authorized_user) or a JWT-bearer grant (service_account) gets ``store.access_token``."""
         form = {k: v[0] for k, v in parse_qs(raw.decode(errors="replace"), keep_blank_values=True).items()}
         store = self.cloud.store
+        scopes = _jwt_scopes(form.get("assertion", ""))
         with store.lock:
             store.token_requests.append(form)
             fail = store.faults.token_failures is not None and store.faults.token_failures.take()
             token = store.access_token
+            if scopes is not None:
+                # a token is as good as the scopes it was granted for: each set gets its own token,
+                # and the API surfaces refuse one that lacks their scope (errors.scope_allows)
+                if not errors.scope_allows("*", "POST", scopes):
+                    token = f"{token}.{abs(hash(tuple(sorted(scopes)))) % 10**8}"
+                store.token_scopes[token] = frozenset(scopes)
         if fail:
             # as a careless proxy or endpoint might: the error quotes the form it was sent
             body: Any = {"error": "invalid_grant",

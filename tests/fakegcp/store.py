@@ -244,6 +244,7 @@ class Store:
         # The OAuth token endpoint (POST /token): the access token it issues, and what it was sent.
         self.access_token = "ya29.fake-access-token"
         self.token_requests: list[dict[str, str]] = []
+        self.token_scopes: dict[str, frozenset[str]] = {}   # token -> the scopes it was granted for
         # Resources, keyed by (project, scope..., name); owned by tpu.py, compute.py, network.py.
         self.projects: set[str] = set()
         self.nodes: dict[tuple[str, str, str], Any] = {}

@@ -27,7 +27,7 @@ from provision.basics.config import Target, home
 from provision.cloud.storage import open_bucket
 from provision.runs import store as runs
 from provision.runs.store import RunRecord, RunStore
-from tests.conftest import REPO
+from tests.conftest import REPO, run_tpuctl_process
 
 PROJECT = "tpuctl-test"
 ZONE = "us-central1-b"
@@ -140,6 +140,7 @@ class _Stub(BaseHTTPRequestHandler):
     series: ClassVar[list] = []
     requests: ClassVar[list] = []
     metadata: ClassVar[dict] = {}
+    refuse: ClassVar[tuple | None] = None       # (status, body): timeSeries.list answers that error
 
     def log_message(self, *args):
         pass
@@ -153,6 +154,8 @@ class _Stub(BaseHTTPRequestHandler):
             if key in self.metadata and self.headers.get("Metadata-Flavor") == "Google":
                 return self._send(200, self.metadata[key].encode(), "text/plain")
             return self._send(404, b"not found", "text/plain")
+        if parts.path == f"/v3/projects/{PROJECT}/timeSeries" and self.refuse:
+            return self._send(self.refuse[0], json.dumps(self.refuse[1]).encode())
         if parts.path == f"/v3/projects/{PROJECT}/timeSeries":
             flt = query.get("filter", [""])[0]
             assert 'metric.type = "tpu.googleapis.com/accelerator/duty_cycle"' in flt, flt
@@ -171,7 +174,7 @@ class _Stub(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def stub():
-    handler = type("Stub", (_Stub,), {"series": [], "requests": [], "metadata": {}})
+    handler = type("Stub", (_Stub,), {"series": [], "requests": [], "metadata": {}, "refuse": None})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     handler.url = f"http://127.0.0.1:{server.server_address[1]}"
@@ -234,6 +237,83 @@ def test_min_duty_cycle_from_cloud_monitoring(cloud, tpuctl, stub, monkeypatch):
     v = {n["cluster"]: n for n in doc["nodes"]}
     assert doc["duty_cycle"].startswith("unavailable (Cloud Monitoring unreachable")
     assert v["stuck"]["verdict"] == "keep" and v["handson"]["verdict"] == "delete"
+
+
+def _service_account_key(path: Path, token_uri: str) -> Path:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    pem = rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
+    path.write_text(json.dumps({"type": "service_account", "project_id": PROJECT, "private_key_id": "k1",
+                                "private_key": pem, "client_email": f"reaper@{PROJECT}.iam.gserviceaccount.com",
+                                "client_id": "1", "token_uri": token_uri}))
+    return path
+
+
+def _granted_scopes(fake) -> list[set[str]]:
+    """The scopes of every JWT-bearer grant the fake's token endpoint was asked for."""
+    import base64
+
+    out = []
+    for req in fake.set_token()["requests"]:
+        claims = req.get("assertion", "").split(".")
+        if len(claims) == 3:
+            payload = json.loads(base64.urlsafe_b64decode(claims[1] + "=" * (-len(claims[1]) % 4)))
+            out.append(set(str(payload.get("scope") or "").split()))
+    return out
+
+
+def test_min_duty_cycle_from_a_laptop_with_a_service_account_key(cloud, tpuctl, stub, monkeypatch, tmp_path):
+    """Off a GCE VM the scope asked for is the scope granted: a monitoring.read token, which the duty
+    cycle used to ask for, is refused by the TPU API (403 ACCESS_TOKEN_SCOPE_INSUFFICIENT, as the fake
+    answers a token granted without its scope), and the duty cycle silently fell back. It is read with
+    the provider's cloud-platform token; when Monitoring refuses, the output says why and what fixes it."""
+    b = cloud.bucket
+    r = tpuctl("up", "laptop", "--zone", "us-central1-c", "--arch", "vm", "--no-vm", "--bucket", b)
+    assert r.code == 0, r.err
+    time.sleep(2.2)                                              # idle longer than --idle-for
+    stub.series = [series("us-central1-c", "7023718341", lambda t: 85.0)]
+    monkeypatch.setenv("TPUCTL_MONITORING_API_ENDPOINT", stub.url)
+    key = _service_account_key(tmp_path / "sa.json", cloud.token_uri)
+    monkeypatch.delenv("TPUCTL_CREDENTIALS", raising=False)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
+    monkeypatch.setenv("GCE_METADATA_HOST", "127.0.0.1:9")     # a laptop: no metadata server
+    monkeypatch.setenv("NO_GCE_CHECK", "True")
+
+    # what a token granted for monitoring.read alone gets from the TPU API
+    from google.auth.transport.requests import AuthorizedSession
+    from google.oauth2 import service_account
+
+    narrow = service_account.Credentials.from_service_account_file(
+        str(key), scopes=["https://www.googleapis.com/auth/monitoring.read"])
+    with AuthorizedSession(narrow) as session:
+        resp = session.get(f"{cloud.url}/v2/projects/{PROJECT}/locations/-/nodes")
+    assert resp.status_code == 403, resp.text
+    assert resp.json()["error"]["details"][0]["reason"] == "ACCESS_TOKEN_SCOPE_INSUFFICIENT"
+
+    down = ("down", "--idle", "--idle-for", "2s", "--min-duty-cycle", "5", "--dry-run")
+    doc = run_tpuctl_process(*down, "--json").json()           # the installed tpuctl, as a user runs it
+    assert doc["duty_cycle"].startswith("read from Cloud Monitoring"), doc["duty_cycle"]
+    [n] = doc["nodes"]
+    assert n["verdict"] == "keep" and "outside tpuctl" in n["reason"], n      # 85% busy: someone computes
+    granted = _granted_scopes(cloud)[1:]                        # tpuctl's grants, after the probe's
+    assert {"https://www.googleapis.com/auth/cloud-platform"} in granted, granted
+    assert not any("https://www.googleapis.com/auth/monitoring.read" in g for g in granted), granted
+    assert stub.requests[-1][0] == f"/v3/projects/{PROJECT}/timeSeries"
+
+    # Monitoring refuses: the fallback says why (Google's words) and the fix, in JSON and in the table
+    from tests.fakegcp.errors import permission_denied
+
+    stub.refuse = (403, permission_denied("monitoring.timeSeries.list", f"projects/{PROJECT}",
+                                          "monitoring.googleapis.com").rest_body())
+    doc = run_tpuctl_process(*down, "--json").json()
+    why = doc["duty_cycle"]
+    assert why.startswith("unavailable (Cloud Monitoring answered 403 PERMISSION_DENIED: Permission "
+                          "'monitoring.timeSeries.list' denied"), why
+    assert "roles/monitoring.viewer" in why and why.endswith("the progress record decides"), why
+    r = run_tpuctl_process(*down)
+    assert r.code == 0 and "duty cycle: unavailable (Cloud Monitoring answered 403" in r.out, r.out
 
 
 def test_autodown_by_the_host_vms_agent(cloud, tpuctl, stub, tmp_path):

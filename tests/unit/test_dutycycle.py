@@ -5,7 +5,16 @@ whose labels are resource_container, location and worker_id (plus the metric's a
 nothing names the node, so only a zone with a single TPU node can be mapped.
 """
 
-from provision.cloud.dutycycle import RESOURCE_LABELS, RESOURCE_TYPE, by_node, lookup
+import pytest
+
+from provision.cloud.dutycycle import (
+    RESOURCE_LABELS,
+    RESOURCE_TYPE,
+    Unavailable,
+    by_node,
+    fetch,
+    lookup,
+)
 
 
 def ts(zone, worker, points, accelerator="0", resource_type=RESOURCE_TYPE, **extra):
@@ -42,3 +51,12 @@ def test_series_of_zones_without_our_nodes_are_ignored_and_a_named_node_is_used(
     named = by_node([ts("us-central1-b", "5", [7], resource_type="tpu_worker", node_id="legacy")],
                     [("legacy", "us-central1-b"), ("x", "us-central1-b")])
     assert [v for _t, v in lookup(named, "legacy", "us-central1-b").points] == [7]
+
+
+def test_without_usable_credentials_the_reason_names_the_fix(monkeypatch, tmp_path):
+    """No silent fallback: a key file that is not there is named, with what to do (no network)."""
+    monkeypatch.delenv("TPUCTL_CREDENTIALS", raising=False)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
+    with pytest.raises(Unavailable) as err:
+        fetch("proj", window_s=60)
+    assert "GOOGLE_APPLICATION_CREDENTIALS" in str(err.value) and "missing.json" in str(err.value)

@@ -241,3 +241,79 @@ def test_storage_hints_name_bucket_level_roles_not_storage_admin():
     assert role_for("storage.buckets.get").startswith("roles/storage.legacyBucketReader")
     assert role_for("storage.buckets.setIamPolicy").startswith("roles/storage.admin")
     assert role_for("compute.projects.setCommonInstanceMetadata") == "roles/compute.instanceAdmin.v1"
+
+
+# ---- issue #21 item 6: texts that were misread ------------------------------------------------------
+BARE_429 = {"error": {"code": 429, "message": "Resource has been exhausted (e.g. check quota).",
+                      "status": "RESOURCE_EXHAUSTED"}}     # tests/corpus: genai-bare-429-python-genai-2065
+
+
+def test_a_bare_resource_exhausted_is_retried_not_a_regions_quota():
+    """Google's default RESOURCE_EXHAUSTED text says "check quota" and names none: throttling until it
+    says which quota; as a call (429) and as an operation (code 8) alike."""
+    for f in (classify_body(BARE_429, http_status=429, where="call"),
+              classify(code=8, message=BARE_429["error"]["message"], where="operation")):
+        assert (f.kind, f.scope) == (Kind.RATE_LIMIT, Scope.CALL) and f.retriable, f
+        assert "named no quota" in f.hint
+    assert retriable(_http_error(429, BARE_429))
+    # a quota that is named is still a quota, whatever else the text says
+    named = classify(code=8, message="Resource has been exhausted (e.g. check quota). Quota 'TPUV2sPreemptiblePod"
+                                     "PerProjectPerRegionForTPUAPI' exhausted. Limit 32 in region us-central1")
+    assert (named.kind, named.scope) == (Kind.QUOTA, Scope.REGION)
+
+
+def test_a_provisioning_model_not_offered_in_a_zone_moves_on():
+    f = classify(code=3, message='FLEX_START provisioning model is not supported for accelerator type "v6e-1" in '
+                                 'location "asia-east1-c"', where="operation")
+    assert (f.kind, f.scope) == (Kind.ZONE_UNAVAILABLE, Scope.ZONE) and "provisioning model" in f.hint
+
+
+def test_a_create_operation_ending_not_found_stops_and_names_the_reservation():
+    f = classify(code=5, message="Reservation not found", where="operation")
+    assert (f.kind, f.scope) == (Kind.INVALID, Scope.CLOUD)
+    assert "reservation" in f.hint and "reservations list" in f.hint
+    other = classify(code=5, message="The resource 'projects/p/global/networks/n' was not found", where="operation")
+    assert other.scope == Scope.CLOUD and "reservation" not in other.hint.split("(")[0]
+    # a call's 404 is still "gone" (a delete of what is gone, a get): the caller decides
+    assert classify(code=5, message="Resource 'projects/p/locations/z/nodes/n' was not found").kind == Kind.NOT_FOUND
+
+
+def test_a_failed_queued_resource_without_a_reason_is_its_zones_not_a_rate_limit():
+    from provision.cloud.gcp_errors import queued_failure
+
+    for state in ({"state": "FAILED"}, {"state": "FAILED", "failedData": {}},
+                  {"state": "FAILED", "failedData": {"error": {}}}):
+        code, message = queued_failure("qr", state)
+        f = classify(code=code, message=message, where="operation")
+        assert (f.kind, f.scope) == (Kind.REQUEST_FAILED, Scope.ZONE), (state, message)
+        assert "without saying why" in f.hint and "qr" in message
+    # with Google's words, the words decide
+    code, message = queued_failure("qr", {"state": "FAILED", "failedData": {"error": {
+        "code": 8, "message": 'There is no more capacity in the zone "us-central1-b"'}}})
+    assert classify(code=code, message=message, where="operation").kind == Kind.STOCKOUT
+    code, message = queued_failure("qr", {"state": "FAILED", "failedData": {"error": {
+        "code": 3, "message": 'FLEX_START provisioning model is not supported for accelerator type "v6e-1" in '
+                              'location "us-central1-b"'}}})
+    assert classify(code=code, message=message, where="operation").kind == Kind.ZONE_UNAVAILABLE
+    code, message = queued_failure("qr", {"state": "SUSPENDED"})
+    assert classify(code=code, message=message, where="operation").kind != Kind.RATE_LIMIT
+
+
+def test_a_missing_scope_is_not_a_missing_role():
+    f = classify_body(next(e for e in ENTRIES if e["id"] == "scope-insufficient-403-analog-296")["body"],
+                      http_status=403, where="call")
+    assert f.kind == Kind.PERMISSION and "cloud-platform scope" in f.hint and "roles/" not in f.hint
+    f = classify(http_status=403, message="Permission 'monitoring.timeSeries.list' denied on resource "
+                                          "'//monitoring.googleapis.com/projects/p' (or it may not exist).")
+    assert "roles/monitoring.viewer" in f.hint
+
+
+def test_failover_says_which_zones_were_asked():
+    plan = ZonePlan(("us-central1-b", "us-central1-c", "europe-west4-a"))
+    plan.record("us-central1-b", classify(code=8, message="Quota 'X' exhausted. Limit 8 in region us-central1"))
+    assert plan.next_zone() == "europe-west4-a"
+    plan.record("europe-west4-a", classify(code=5, message="Reservation not found", where="operation"))
+    assert plan.next_zone() is None and plan.stopped.kind == Kind.INVALID
+    assert plan.tried == ["us-central1-b", "europe-west4-a"] and plan.untried() == ["us-central1-c"]
+    assert "europe-west4-a: invalid" in plan.explain()
+    assert ZonePlan(("us-central1-b",)).explain() == "no zone tried"
