@@ -83,6 +83,8 @@ def down(provider: Provider, name: str, *, zone: str | None = None, keep_vm: boo
         result.deleted.append(f"{_WHAT[kind]} {n} ({z})")
         result.saved_per_hour += hourly
     if dry_run:
+        spec = _spec_of(provider, name, found.tpus) if not keep_vm or not found.vms else None
+        result.deleted += [f"firewall rule {r}" for r in (pod_network.owned(provider, spec) if spec else [])]
         result.seconds = time.monotonic() - start
         return result
 

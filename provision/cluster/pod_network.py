@@ -53,16 +53,17 @@ def ensure(provider: Provider, spec: ClusterSpec, *, create: bool, dry_run: bool
     return f"firewall rule {rule.name} lets the workers reach each other; tpuctl down {spec.name} deletes it"
 
 
-def remove(provider: Provider, spec: ClusterSpec) -> list[str]:
-    """Delete the rule ``ensure`` created for ``spec``'s cluster; returns what was deleted."""
+def owned(provider: Provider, spec: ClusterSpec) -> list[str]:
+    """The rules ``ensure`` created for ``spec``'s cluster that are still there."""
     if not needs_check(spec):
         return []
     try:
         rules = provider.firewall_rules(spec.network)
     except TpuctlError:
         return []
-    deleted = []
-    for rule in firewall.owned(rules or [], spec.name):
-        if provider.delete_firewall_rule(rule.name):
-            deleted.append(f"firewall rule {rule.name}")
-    return deleted
+    return [rule.name for rule in firewall.owned(rules or [], spec.name)]
+
+
+def remove(provider: Provider, spec: ClusterSpec) -> list[str]:
+    """Delete the rule ``ensure`` created for ``spec``'s cluster; returns what was deleted."""
+    return [f"firewall rule {name}" for name in owned(provider, spec) if provider.delete_firewall_rule(name)]

@@ -76,6 +76,9 @@ def test_the_flag_creates_the_rule_up_succeeds_and_down_deletes_it(lab_net, tpuc
     assert again.code == 0, again.err
     assert lab_net.call_counts().get("compute.firewalls.insert") == 1
 
+    planned = tpuctl_process("down", "pod", "--dry-run", "--json")
+    assert planned.code == 0 and "firewall rule tpuctl-pod-workers" in planned.json()["deleted"]
+    assert "tpuctl-pod-workers" in _firewalls(lab_net)
     down = tpuctl_process("down", "pod", "--json")
     assert down.code == 0, down.err
     assert "firewall rule tpuctl-pod-workers" in down.json()["deleted"]
@@ -110,3 +113,12 @@ def test_the_default_network_passes_until_its_internal_rule_is_deleted(fakegcp_e
         pass
     cut = tpuctl_process("up", "pod", "--zone", ZONE, "--accelerator-type", "v4-16", "--no-vm", "--dry-run")
     assert cut.code == 2 and "firewall of network default" in cut.err and "10.130.0.0/20" in cut.err
+
+
+def test_an_up_that_fails_after_creating_the_rule_takes_it_back(lab_net, tpuctl_process):
+    lab_net.stockout(ZONE)          # the slice cannot be had: up rolls back what it made
+    r = tpuctl_process("up", "pod", "--zone", ZONE, "--accelerator-type", "v4-16", "--no-vm",
+                       "--network", "lab-net", "--create-firewall-rule", "--timeout", "20s")
+    assert r.code == 1, r.err
+    assert lab_net.call_counts().get("compute.firewalls.insert") == 1
+    assert "tpuctl-pod-workers" not in _firewalls(lab_net) and _nodes(lab_net) == []
