@@ -10,6 +10,12 @@ the library parses.
 
 from __future__ import annotations
 
+import os
+import re
+import shlex
+import shutil
+import subprocess
+
 import pytest
 
 from tests.fakegcp import clients
@@ -122,3 +128,25 @@ def test_an_up_that_fails_after_creating_the_rule_takes_it_back(lab_net, tpuctl_
     assert r.code == 1, r.err
     assert lab_net.call_counts().get("compute.firewalls.insert") == 1
     assert "tpuctl-pod-workers" not in _firewalls(lab_net) and _nodes(lab_net) == []
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("gcloud") is None, reason="gcloud (google-cloud-cli) is not installed")
+def test_the_gcloud_command_up_names_is_the_fix(lab_net, tpuctl_process, tmp_path):
+    """The command in the refusal, run by Google's gcloud against the fake, makes up succeed."""
+    args = ("up", "pod", "--zone", ZONE, "--accelerator-type", "v4-16", "--no-vm", "--network", "lab-net")
+    refused = tpuctl_process(*args)
+    assert refused.code == 2, refused.err
+    command = re.search(r"create the rule: (gcloud [^(]+?) \(or re-run", refused.err).group(1)
+    env = {**os.environ, **lab_net.gcloud_config(tmp_path / "gcloud")}
+    proc = subprocess.run([*shlex.split(command), "--quiet"], check=False, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    made = _firewalls(lab_net)["tpuctl-pod-workers"]
+    assert made["sourceRanges"] == [SUBNET] and made["direction"] == "INGRESS"
+    ok = tpuctl_process(*args, "--json")
+    assert ok.code == 0, ok.err
+    assert lab_net.call_counts().get("compute.firewalls.insert") == 1     # gcloud's, not tpuctl's
+    # a rule the user made is the user's: down leaves it
+    down = tpuctl_process("down", "pod", "--json")
+    assert down.code == 0 and "tpuctl-pod-workers" in _firewalls(lab_net)
