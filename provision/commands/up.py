@@ -113,10 +113,13 @@ def command(name: str, zone: str | None, accelerator_type: str, arch: str, preem
     try:
         result = cluster.up(prov, spec, dry_run=dry_run, keep_on_failure=keep_on_failure, timeout=wait_s, log=say)
     except BaseException:
-        if firewall_note and not dry_run and not keep_on_failure:
+        if firewall_note and not dry_run:
             from ..cluster import pod_network
 
-            pod_network.remove(prov, spec)     # up rolled back what it made: the rule goes too
+            if keep_on_failure:
+                say(f"kept: {firewall_note}")
+            else:
+                pod_network.remove(prov, spec)     # up rolled back what it made: the rule goes too
         raise
     if firewall_note:
         result.notes.append(firewall_note)
