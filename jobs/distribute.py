@@ -1,7 +1,8 @@
 """Which devices the job runs on, chosen from the environment, the same way on every machine.
 
-- ``TPU_NAME`` set (a TPU Node name, ``grpc://ip:8470``, or ``local`` on a TPU VM), or a TPU VM's
-  ``/dev/accel0`` present: ``TPUStrategy`` through ``TPUClusterResolver``;
+- ``TPU_NAME`` set (a TPU Node name, ``grpc://ip:8470`` or several comma-separated, or ``local``
+  on a TPU VM), or a TPU VM's ``/dev/accel0`` present: ``TPUStrategy`` through
+  ``TPUClusterResolver``;
 - else GPUs: one GPU runs under the default strategy (so the whole train step, optimizer
   included, compiles with XLA), several under ``MirroredStrategy``;
 - else the default strategy on the CPU.
@@ -15,8 +16,11 @@ would only burn the preemption budget. A TPU that is not READY (preempted, being
 connection lost while connecting is :class:`TPUUnreachable` (exit 42).
 
 Several hosts: on a TPU VM pod slice one process (on worker 0) is the client of the whole slice:
-``TPU_NAME`` names the slice, the resolver finds every worker's TPU server through the Cloud TPU
-API, and ``TPUStrategy`` runs one input pipeline per host. Without a TPU, ``TF_CONFIG`` listing
+``TPU_NAME`` lists every worker's TPU server (``grpc://IP:8470,grpc://IP:8470,...``, worker
+order), which TensorFlow's client turns into the cluster spec without calling the Cloud TPU API
+(so the TPU VM's account needs no ``tpu.nodes.get`` and the image no ``googleapiclient``); a
+slice *name* would be looked up through that API. ``TPUStrategy`` runs one input pipeline per
+host. Without a TPU, ``TF_CONFIG`` listing
 several workers (the local provider's emulated pod slice, or GPU hosts) gives
 ``MultiWorkerMirroredStrategy``: every worker runs this same program, worker 0 is the chief
 (checkpoints, summaries, progress, exports) and the others write to ``<model_dir>/workers/<i>``.
@@ -188,8 +192,16 @@ def _tpu(name: str, env: dict) -> tuple[tf.distribute.Strategy, Device]:
                                  f"{_line(exc)}") from exc
     n = strategy.num_replicas_in_sync
     hosts = int(getattr(strategy.extended, "num_hosts", 1) or 1)
-    label = f"TPU {name} ({n} cores" + (f", {hosts} hosts)" if hosts > 1 else ")")
+    label = f"TPU {tpu_label(name)} ({n} cores" + (f", {hosts} hosts)" if hosts > 1 else ")")
     return strategy, Device("tpu", n, label, "bfloat16", hosts=hosts)
+
+
+def tpu_label(name: str) -> str:
+    """What a person reads for ``TPU_NAME``: a list of worker addresses shortened to its first."""
+    addresses = [a for a in name.split(",") if a]
+    if len(addresses) > 1:
+        return f"{addresses[0]} and {len(addresses) - 1} more workers"
+    return name
 
 
 def _multi_worker(config: dict, forced: str, hosts: int, host: int

@@ -285,6 +285,27 @@ class Endpoint:
     port: int = 8470
 
 
+@dataclass(frozen=True)
+class FirewallRule:
+    """A VPC firewall rule as Compute Engine describes it (``compute_v1.types.Firewall``): ports
+    per protocol as Google writes them (``{"tcp": ("0-65535",), "icmp": ()}``; no ports: every
+    port), the network by its short name."""
+
+    name: str
+    network: str
+    direction: str = "INGRESS"
+    priority: int = 1000
+    source_ranges: tuple[str, ...] = ()
+    source_tags: tuple[str, ...] = ()
+    target_tags: tuple[str, ...] = ()
+    source_service_accounts: tuple[str, ...] = ()
+    target_service_accounts: tuple[str, ...] = ()
+    allowed: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    denied: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    disabled: bool = False
+    description: str = ""
+
+
 @dataclass
 class Vm:
     name: str
@@ -487,6 +508,14 @@ class Provider(Protocol):
     def reserve_range(self, spec: ClusterSpec, block: str) -> bool: ...
     def release_range(self, cluster: str) -> None: ...
     def reservations(self) -> dict[str, dict[str, Any]]: ...
+
+    # Firewall (provision/cluster/firewall.py decides what a pod slice needs): the network's VPC
+    # firewall rules, or None where the cloud has no firewall (the local provider); the IPv4
+    # ranges a TPU VM's workers take their addresses from in ``zone``; create / delete one rule
+    def firewall_rules(self, network: str) -> list[FirewallRule] | None: ...
+    def worker_ranges(self, spec: ClusterSpec, zone: str) -> list[str]: ...
+    def create_firewall_rule(self, rule: FirewallRule) -> None: ...
+    def delete_firewall_rule(self, name: str) -> bool: ...
 
     # What tpuctl wrote on a host VM (kind "vm") or TPU VM (kind "tpu"): {} when none
     def metadata_of(self, kind: str, zone: str, name: str) -> dict[str, str]: ...

@@ -44,6 +44,7 @@ from .base import (
     Arch,
     ClusterSpec,
     Endpoint,
+    FirewallRule,
     Health,
     Operation,
     OperationError,
@@ -123,6 +124,22 @@ def _api_arch(node: Json, default: Arch) -> Arch:
     if version.startswith("V2"):
         return Arch.VM
     return default
+
+
+def _firewall(f: Json) -> FirewallRule:
+    def protocols(key: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        return tuple((str(a.get("IPProtocol") or "").lower(), tuple(str(p) for p in a.get("ports") or ()))
+                     for a in f.get(key) or [] if isinstance(a, dict))
+
+    return FirewallRule(
+        name=str(f.get("name") or ""), network=_short(str(f.get("network") or "")),
+        direction=str(f.get("direction") or "INGRESS"), priority=int(f.get("priority", 1000)),
+        source_ranges=tuple(f.get("sourceRanges") or ()), source_tags=tuple(f.get("sourceTags") or ()),
+        target_tags=tuple(f.get("targetTags") or ()),
+        source_service_accounts=tuple(f.get("sourceServiceAccounts") or ()),
+        target_service_accounts=tuple(f.get("targetServiceAccounts") or ()),
+        allowed=protocols("allowed"), denied=protocols("denied"), disabled=bool(f.get("disabled")),
+        description=str(f.get("description") or ""))
 
 
 def _items(meta: Json | None) -> list[Json]:
@@ -720,6 +737,57 @@ class GcpProvider:
     def reservations(self) -> dict[str, dict[str, Any]]:
         """Every cluster's range reservation: {cluster: {cidr, network, zone, at}}."""
         return dict(self._read_ranges()[0])
+
+    # ---- firewall: what lets a pod slice's workers reach each other ------------------------------
+    def firewall_rules(self, network: str) -> list[FirewallRule]:
+        """The VPC firewall rules of ``network`` (Compute ``firewalls.list``, kept by network)."""
+        self._network(network)     # a network that does not exist: one line naming --network
+        items = self._pages("compute.firewalls.list", f"{self._gce}/global/firewalls", "items")
+        return [_firewall(f) for f in items if _short(str(f.get("network") or "")) == network]
+
+    def worker_ranges(self, spec: ClusterSpec, zone: str) -> list[str]:
+        """The subnetwork a TPU VM's workers take addresses from: ``--subnetwork``, else every
+        IPv4 subnetwork of the network in the zone's region (Google picks one of them)."""
+        region = _region(zone)
+        if spec.subnetwork:
+            try:
+                sub = self._call("compute.subnetworks.get", "GET",
+                                 f"{self._gce}/regions/{region}/subnetworks/{spec.subnetwork}")
+            except NotFound:
+                raise UsageError(f"subnetwork {spec.subnetwork} not found in region {region}",
+                                 hint="pass --subnetwork with a subnetwork of --network in the TPU's region") from None
+            return [sub["ipCidrRange"]] if sub.get("ipCidrRange") else []
+        subs = self._pages("compute.subnetworks.list", f"{self._gce}/regions/{region}/subnetworks", "items")
+        return [sn["ipCidrRange"] for sn in subs
+                if _short(str(sn.get("network") or "")) == spec.network and sn.get("ipCidrRange")]
+
+    def create_firewall_rule(self, rule: FirewallRule) -> None:
+        body: Json = {"name": rule.name, "network": f"projects/{self.project}/global/networks/{rule.network}",
+                      "direction": rule.direction, "priority": rule.priority, "description": rule.description,
+                      "allowed": [{"IPProtocol": proto, **({"ports": list(ports)} if ports else {})}
+                                  for proto, ports in rule.allowed]}
+        for key, value in (("sourceRanges", rule.source_ranges), ("sourceTags", rule.source_tags),
+                           ("targetTags", rule.target_tags)):
+            if value:
+                body[key] = list(value)
+        op = self._call("compute.firewalls.insert", "POST", f"{self._gce}/global/firewalls", body=body)
+        if op.get("status") != "DONE":
+            op = self._wait_compute("global", op["name"])
+        if op.get("error"):
+            _code, message = compute_operation_failure(op)
+            raise CloudError(f"creating firewall rule {rule.name} failed: {message}", kind="unknown")
+
+    def delete_firewall_rule(self, name: str) -> bool:
+        try:
+            op = self._call("compute.firewalls.delete", "DELETE", f"{self._gce}/global/firewalls/{name}")
+        except NotFound:
+            return False
+        if op.get("status") != "DONE":
+            op = self._wait_compute("global", op["name"])
+        if op.get("error"):
+            _code, message = compute_operation_failure(op)
+            raise CloudError(f"deleting firewall rule {name} failed: {message}", kind="unknown")
+        return True
 
     def metadata_of(self, kind: str, zone: str, name: str) -> dict[str, str]:
         """The instance metadata of a host VM (``kind`` vm) or TPU VM (``kind`` tpu); {} if none."""

@@ -25,13 +25,14 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..basics import statefile
-from ..basics.errors import CloudError, NotFound
+from ..basics.errors import CloudError, NotFound, UsageError
 from ..basics.procs import alive, is_autodown_agent
 from ..basics.validate import region_of
 from .base import (
     Arch,
     ClusterSpec,
     Endpoint,
+    FirewallRule,
     Health,
     Operation,
     OperationError,
@@ -452,6 +453,19 @@ class LocalProvider:
     def metadata_of(self, kind: str, zone: str, name: str) -> dict[str, str]:
         """Local VMs and TPUs carry no metadata: the local cluster cache says everything."""
         return {}
+
+    # ---- firewall: none here (every emulated worker is a process on this machine) ---------------
+    def firewall_rules(self, network: str) -> None:
+        return None
+
+    def worker_ranges(self, spec: ClusterSpec, zone: str) -> list[str]:
+        return ["127.0.0.0/8"]
+
+    def create_firewall_rule(self, rule: FirewallRule) -> None:
+        raise UsageError("the local provider has no firewall", hint="drop --create-firewall-rule")
+
+    def delete_firewall_rule(self, name: str) -> bool:
+        return False
 
     def duty_cycles(self, window_s: float) -> tuple[None, str]:
         return None, "unavailable (the local provider has no Cloud Monitoring): the progress record decides"

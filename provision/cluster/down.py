@@ -12,11 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..basics.errors import NotFound, PartialFailure
+from ..basics.errors import NotFound, PartialFailure, TpuctlError
 from ..catalog import prices
-from ..cloud.base import ClusterSpec, Provider, TpuState
+from ..cloud.base import ClusterSpec, Provider, TpuNode, TpuState
 from ..cloud.operations import Backoff, OperationTimeout, wait_all, wait_until
-from . import ledger
+from . import ledger, pod_network
 from .cache import cached_spec, uncache
 from .resources import LOCAL_DEFAULT_ZONE, delete_request, find, noop, tpu_hourly
 
@@ -83,6 +83,8 @@ def down(provider: Provider, name: str, *, zone: str | None = None, keep_vm: boo
         result.deleted.append(f"{_WHAT[kind]} {n} ({z})")
         result.saved_per_hour += hourly
     if dry_run:
+        spec = _spec_of(provider, name, found.tpus) if not keep_vm or not found.vms else None
+        result.deleted += [f"firewall rule {r}" for r in (pod_network.owned(provider, spec) if spec else [])]
         result.seconds = time.monotonic() - start
         return result
 
@@ -120,6 +122,10 @@ def down(provider: Provider, name: str, *, zone: str | None = None, keep_vm: boo
         getter = {"tpu": provider.get_tpu, "vm": provider.get_vm, "queued": provider.get_queued}[kind]
         wait_until(lambda g=getter, zz=z, nn=n: g(zz, nn) is None, timeout=timeout, backoff=backoff)
     if not keep_vm or not found.vms:
+        spec = _spec_of(provider, name, found.tpus)
+        if spec is not None:
+            # the rule up --create-firewall-rule added for a pod slice: no TPU of the cluster is left
+            result.deleted += pod_network.remove(provider, spec)
         uncache(provider, name)
     provider.release_range(name)
     result.seconds = time.monotonic() - start
@@ -127,6 +133,21 @@ def down(provider: Provider, name: str, *, zone: str | None = None, keep_vm: boo
 
 
 _WHAT = {"tpu": "TPU", "vm": "VM", "queued": "queued resource"}
+
+
+def _spec_of(provider: Provider, name: str, tpus: list[TpuNode]) -> ClusterSpec | None:
+    """What the cluster was: its cached spec, else what its TPU says (network, type)."""
+    data = cached_spec(provider, name)
+    try:
+        if data:
+            return ClusterSpec.from_dict(data)
+        for node in tpus:
+            return ClusterSpec(name=name, accelerator_type=node.accelerator_type, zones=(node.zone,),
+                               provider=provider.name, arch=node.arch, network=node.network or "default",
+                               machine_type=None)
+    except TpuctlError:
+        return None
+    return None
 
 
 def _stub_spec(name: str) -> ClusterSpec:

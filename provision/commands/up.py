@@ -51,6 +51,9 @@ def complete_cluster(ctx: click.Context, param: click.Parameter, incomplete: str
               help="No external IPs on the TPU VM and the host VM (private networks: needs Private Google "
                    "Access, and Cloud NAT for pip).")
 @click.option("--service-account", metavar="EMAIL", help="Service account of the host VM and TPU VM.")
+@click.option("--create-firewall-rule", is_flag=True,
+              help="Multi-host TPU VM slice: if the network's firewall keeps the workers from reaching "
+                   "each other, create the rule that lets them (down deletes it).")
 @click.option("--autodown", metavar="DURATION", help="The host VM deletes the TPU once idle this long (keeps itself).")
 @click.option("--keep-on-failure", is_flag=True, help="Keep what was created if up fails halfway.")
 @click.option("--timeout", default="30m", show_default=True, metavar="DURATION", help="How long to wait for READY.")
@@ -61,7 +64,8 @@ def command(name: str, zone: str | None, accelerator_type: str, arch: str, preem
             machine_type: str, no_vm: bool, runtime_version: str | None, tf_version: str | None,
             cidr: str | None, network: str, subnetwork: str | None, bucket: str | None,
             labels: tuple[str, ...], queued: bool, valid_until: str | None, no_external_ips: bool,
-            service_account: str | None, autodown: str | None, keep_on_failure: bool, timeout: str,
+            service_account: str | None, create_firewall_rule: bool, autodown: str | None,
+            keep_on_failure: bool, timeout: str,
             provider: str | None, project: str | None, dry_run: bool, as_json: bool) -> None:
     """Create the cluster NAME: a host VM and a TPU, or adopt what already exists."""
     from .. import cluster
@@ -105,7 +109,20 @@ def command(name: str, zone: str | None, accelerator_type: str, arch: str, preem
     grant = target.provider == "gcp" and arch == "node" and bool(bucket)
     if grant:
         _check_bucket(bucket, target)      # before anything is created
-    result = cluster.up(prov, spec, dry_run=dry_run, keep_on_failure=keep_on_failure, timeout=wait_s, log=say)
+    firewall_note = _firewall(prov, spec, create=create_firewall_rule, dry_run=dry_run)
+    try:
+        result = cluster.up(prov, spec, dry_run=dry_run, keep_on_failure=keep_on_failure, timeout=wait_s, log=say)
+    except BaseException:
+        if firewall_note and not dry_run:
+            from ..cluster import pod_network
+
+            if keep_on_failure:
+                say(f"kept: {firewall_note}")
+            else:
+                pod_network.remove(prov, spec)     # up rolled back what it made: the rule goes too
+        raise
+    if firewall_note:
+        result.notes.append(firewall_note)
     if spec.autodown_seconds and not dry_run:
         from ..host.autodown import start_autodown
 
@@ -117,6 +134,14 @@ def command(name: str, zone: str | None, accelerator_type: str, arch: str, preem
         emit_json(result.to_dict())
     else:
         click.echo(result.summary())
+
+
+def _firewall(prov, spec, *, create: bool, dry_run: bool) -> str | None:
+    """The workers of a pod slice must reach each other (provision/cluster/pod_network.py):
+    checked before anything is created."""
+    from ..cluster import pod_network
+
+    return pod_network.ensure(prov, spec, create=create, dry_run=dry_run, log=say)
 
 
 def _check_bucket(url: str, target) -> None:

@@ -2,21 +2,31 @@
 and the environment each worker gets. Pure: the supervisor passes what it knows of the TPU.
 
 TensorFlow on a TPU VM pod slice (v2-32, v3-32, v4-16 and up) has one client: the job runs on
-worker 0 only, with ``TPU_NAME`` set to the slice's name (``TPUClusterResolver(tpu=NAME)`` then
-finds every worker's TPU server through the Cloud TPU API, in ``TPUCTL_TPU_ZONE`` and
-``TPUCTL_TPU_PROJECT``) and ``TPU_LOAD_LIBRARY=0`` (the client must not claim worker 0's chips
-for itself: the ``-pod`` runtime image serves them). ``TPUStrategy`` then trains over every core
-and runs one input pipeline per host. This is how Google runs its TensorFlow pod tests
-(GoogleCloudPlatform/ml-auto-solutions, dags/solutions_team/configs/tensorflow/
-solutionsteam_tf_nightly_supported_config.py: ``all_workers=not is_pod``,
-``export TPU_NAME=<tpu>``, ``export TPU_LOAD_LIBRARY=0`` for pods) and what Cloud TPU's
-"TensorFlow on Pod slices" guide describes. The other workers run no job; their agents only
-report that they are alive, so a lost worker restarts the whole group.
+worker 0 only with ``TPU_LOAD_LIBRARY=0`` (the client must not claim worker 0's chips for
+itself: the ``-pod`` runtime image serves them) and ``TPU_NAME`` set to every worker's TPU
+server, ``grpc://IP:8470,grpc://IP:8470,...`` in worker order, from the v2 node's
+``networkEndpoints`` (one per worker, ``ipAddress`` internal, ``port`` 8470). TensorFlow's
+client reads such a name without any API call (TF 2.21,
+``tensorflow/python/tpu/client/client.py``: ``Client._use_api`` is false for a name starting
+with ``grpc://``, and ``network_endpoints()`` splits it on commas; ``tpu_cluster_resolver.py``
+``cluster_spec()`` then gives ``{"worker": ["IP:8470", ...]}``, job ``worker``, ``master()`` the
+first address, no coordinator job unless one is asked for). Resolving the slice by *name*
+instead goes through the Cloud TPU v1 API with the TPU VM's own service account, which needs
+``tpu.nodes.get`` and the ``googleapiclient`` package on the image: a dedicated
+``--service-account`` with only bucket roles fails there with a 403 on every attempt. The name
+is kept only when the cloud reported no endpoint per worker. ``TPU_LOAD_LIBRARY`` is read by
+libtpu's loader, not by the resolver, so it applies either way. ``TPUStrategy`` then trains over
+every core and runs one input pipeline per host. Google runs its TensorFlow pod tests on worker
+0 alone with ``TPU_LOAD_LIBRARY=0`` (GoogleCloudPlatform/ml-auto-solutions,
+dags/solutions_team/configs/tensorflow/solutionsteam_tf_nightly_supported_config.py:
+``all_workers=not is_pod``). The other workers run no job; their agents only report that they
+are alive, so a lost worker restarts the whole group. A slice recreated after a preemption has
+new addresses: every attempt is planned from the node as read when it starts.
 
 A single-host TPU VM runs the job on its one worker with ``TPU_NAME=local`` and, on ``-pjrt``
 images, the PJRT plug-in (``NEXT_PLUGGABLE_DEVICE_USE_C_API=true``,
 ``TF_PLUGGABLE_DEVICE_LIBRARY_PATH=/lib/libtpu.so``, the same source). A TPU Node's job runs on
-the host VM and resolves the Node by name.
+the host VM and resolves the Node by name (in ``TPUCTL_TPU_ZONE`` and ``TPUCTL_TPU_PROJECT``).
 
 The local provider emulates a slice of H hosts with H processes on this machine joined by
 ``MultiWorkerMirroredStrategy`` through ``TF_CONFIG``: every worker runs the job, as TensorFlow
@@ -24,7 +34,6 @@ documents for multi-worker training. Every plan tells the job the slice's type a
 (``TPUCTL_ACCELERATOR_TYPE``, ``TPUCTL_SLICE_CORES``), so a batch that a real slice could not
 split fails the same way on a laptop.
 """
-
 from __future__ import annotations
 
 import json
@@ -34,7 +43,7 @@ from typing import Any
 
 from ..basics.errors import UsageError
 from ..catalog.accelerators import AcceleratorType, parse
-from ..cloud.base import Arch
+from ..cloud.base import Arch, Endpoint
 
 LIBTPU = "/lib/libtpu.so"
 
@@ -49,7 +58,7 @@ class WorkerLaunch:
 @dataclass(frozen=True)
 class LaunchPlan:
     accelerator: AcceleratorType
-    resolver: str                  # "local", the TPU's name, "TF_CONFIG" or "default"
+    resolver: str                  # "local", "grpc://..." (pod), the TPU's name, "TF_CONFIG" or "default"
     workers: tuple[WorkerLaunch, ...]
 
     @property
@@ -65,9 +74,10 @@ class LaunchPlan:
 
 def plan(*, provider: str, arch: Arch, accelerator_type: str, tpu_name: str, zone: str,
          project: str, runtime: str | None = None, device: str | None = None,
-         ports: Sequence[int] = ()) -> LaunchPlan:
+         ports: Sequence[int] = (), endpoints: Sequence[Endpoint] = ()) -> LaunchPlan:
     """The launch of one attempt. ``device`` (local provider): ``cpu`` or ``gpu:N``; ``ports``
-    (local multi-host): one free port per emulated host, for ``TF_CONFIG``."""
+    (local multi-host): one free port per emulated host, for ``TF_CONFIG``; ``endpoints``: the
+    TPU's ``networkEndpoints`` as the cloud reports them now, one per worker in worker order."""
     acc = parse(accelerator_type)
     common = {"TPUCTL_ACCELERATOR_TYPE": acc.name, "TPUCTL_SLICE_CORES": str(acc.cores)}
     if provider == "local":
@@ -76,14 +86,23 @@ def plan(*, provider: str, arch: Arch, accelerator_type: str, tpu_name: str, zon
         env = {**common, "TPU_NAME": tpu_name, "TPUCTL_TPU_ZONE": zone, "TPUCTL_TPU_PROJECT": project}
         return LaunchPlan(acc, tpu_name, (WorkerLaunch(0, True, env),))
     if acc.multi_host:
-        client = {**common, "TPU_NAME": tpu_name, "TPUCTL_TPU_ZONE": zone,
+        name = pod_tpu_name(endpoints, acc.hosts) or tpu_name
+        client = {**common, "TPU_NAME": name, "TPUCTL_TPU_ZONE": zone,
                   "TPUCTL_TPU_PROJECT": project, "TPU_LOAD_LIBRARY": "0"}
         rest = tuple(WorkerLaunch(i, False) for i in range(1, acc.hosts))
-        return LaunchPlan(acc, tpu_name, (WorkerLaunch(0, True, client),) + rest)
+        return LaunchPlan(acc, name, (WorkerLaunch(0, True, client),) + rest)
     env = {**common, "TPU_NAME": "local"}
     if runtime is None or runtime.endswith("-pjrt"):
         env.update(NEXT_PLUGGABLE_DEVICE_USE_C_API="true", TF_PLUGGABLE_DEVICE_LIBRARY_PATH=LIBTPU)
     return LaunchPlan(acc, "local", (WorkerLaunch(0, True, env),))
+
+
+def pod_tpu_name(endpoints: Sequence[Endpoint], hosts: int) -> str | None:
+    """``grpc://IP:PORT,...`` for every worker of a slice, in worker order; None unless the cloud
+    reported one endpoint with an address per worker (then only the slice's name can find them)."""
+    if len(endpoints) != hosts or not all(e.ip_address for e in endpoints):
+        return None
+    return ",".join(f"grpc://{e.ip_address}:{e.port or 8470}" for e in endpoints)
 
 
 def _local(acc: AcceleratorType, common: dict[str, str], device: str,

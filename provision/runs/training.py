@@ -163,7 +163,8 @@ def attempt_command(rec: RunRecord, n: int, tpu: TpuNode) -> dict[str, Any]:
     hosts = tpu.hosts or 1
     launch = plan(provider=rec.provider, arch=tpu.arch, accelerator_type=tpu.accelerator_type,
                   tpu_name=tpu.name, zone=tpu.zone, project=rec.project, runtime=tpu.version,
-                  device=tpu.device, ports=free_ports(hosts) if rec.provider == "local" and hosts > 1 else ())
+                  device=tpu.device, ports=free_ports(hosts) if rec.provider == "local" and hosts > 1 else (),
+                  endpoints=tpu.endpoints)
     first = launch.workers[0]
     return {"sets": [], "env": dict(first.env), "code": rec.code, "attempt": n, **launch.to_command()}
 

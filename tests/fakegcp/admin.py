@@ -227,6 +227,7 @@ def register(router: Router, cloud: FakeCloud) -> None:
         out["subnetworks"] = [network.subnet_json(s, n) for n in s.subnets.values()]
         out["routes"] = [network.route_json(s, r) for r in s.routes.values()]
         out["addresses"] = [network.address_json(s, a) for a in s.addresses.values()]
+        out["firewalls"] = [network.firewall_json(s, f) for f in s.firewalls.values()]
         out["faults"] = s.faults.to_dict()
         out["latencies"] = vars(s.latencies)
         return out

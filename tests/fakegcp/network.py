@@ -1,4 +1,4 @@
-"""VPC networks, subnetworks, routes, peerings and reserved global address ranges.
+"""VPC networks, subnetworks, routes, peerings, firewall rules and reserved global address ranges.
 
 This is what makes TPU IP ranges a real problem in the fake: every project starts with an
 auto-mode ``default`` network (one /20 per region, a 0.0.0.0/0 route), the admin API adds custom
@@ -92,6 +92,45 @@ class Address:
         return ipaddress.ip_network(f"{self.address}/{self.prefix_length}", strict=False)
 
 
+@dataclass
+class Firewall:
+    """A VPC firewall rule, with the fields of Compute's ``Firewall`` (google-cloud-compute 1.57
+    ``compute_v1.types.Firewall``: allowed/denied ``[{IPProtocol, ports}]``, direction, priority,
+    source/target tags and service accounts, sourceRanges, disabled)."""
+
+    project: str
+    name: str
+    network: str
+    id: str
+    direction: str = "INGRESS"
+    priority: int = 1000
+    source_ranges: list[str] = field(default_factory=list)
+    destination_ranges: list[str] = field(default_factory=list)
+    source_tags: list[str] = field(default_factory=list)
+    target_tags: list[str] = field(default_factory=list)
+    source_service_accounts: list[str] = field(default_factory=list)
+    target_service_accounts: list[str] = field(default_factory=list)
+    allowed: list[dict[str, Any]] = field(default_factory=list)
+    denied: list[dict[str, Any]] = field(default_factory=list)
+    disabled: bool = False
+    description: str = ""
+    created: float = field(default_factory=time.time)
+
+
+# The rules Google creates with a project's auto-mode default network ("Prepopulated rules in the
+# default network", https://cloud.google.com/firewall/docs/firewalls#more_rules_default_vpc), as
+# firewalls.list returns them (GoogleCloudPlatform/gcpdiag test-data/gce6/json-dumps/
+# compute-effective-firewalls-default.json): all at priority 65534, INGRESS, no target tags.
+DEFAULT_FIREWALLS = (
+    ("default-allow-internal", "Allow internal traffic on the default network", ["10.128.0.0/9"],
+     [{"IPProtocol": "tcp", "ports": ["0-65535"]}, {"IPProtocol": "udp", "ports": ["0-65535"]},
+      {"IPProtocol": "icmp"}]),
+    ("default-allow-ssh", "Allow SSH from anywhere", ["0.0.0.0/0"], [{"IPProtocol": "tcp", "ports": ["22"]}]),
+    ("default-allow-rdp", "Allow RDP from anywhere", ["0.0.0.0/0"], [{"IPProtocol": "tcp", "ports": ["3389"]}]),
+    ("default-allow-icmp", "Allow ICMP from anywhere", ["0.0.0.0/0"], [{"IPProtocol": "icmp"}]),
+)
+
+
 @dataclass(frozen=True)
 class UsedRange:
     cidr: Net
@@ -130,6 +169,10 @@ def ensure_project(store: Store, project: str) -> None:
     add_route(store, project, "default", "0.0.0.0/0",
               {"nextHopGateway": f"projects/{project}/global/gateways/default-internet-gateway"},
               description="Default route to the Internet.")
+    for name, description, sources, allowed in DEFAULT_FIREWALLS:
+        store.firewalls[(project, name)] = Firewall(project, name, "default", store.new_id(), priority=65534,
+                                                    source_ranges=list(sources), allowed=list(allowed),
+                                                    description=description)
 
 
 def _route_suffix(store: Store) -> str:
@@ -319,6 +362,25 @@ def route_json(store: Store, route: Route) -> dict[str, Any]:
     }
     for key, value in route.next_hop.items():
         out[key] = value if "://" in value or key == "nextHopIp" else store.link(value)
+    return out
+
+
+def firewall_json(store: Store, rule: Firewall) -> dict[str, Any]:
+    """A rule as firewalls.get/list return it (gcpdiag's dump above): empty lists left out."""
+    out: dict[str, Any] = {
+        "kind": "compute#firewall", "id": rule.id, "creationTimestamp": compute_time(rule.created),
+        "name": rule.name, "description": rule.description,
+        "network": store.link(network_path(rule.project, rule.network)), "priority": rule.priority,
+        "direction": rule.direction, "logConfig": {"enable": False}, "disabled": rule.disabled,
+        "selfLink": store.link(f"projects/{rule.project}/global/firewalls/{rule.name}"),
+    }
+    for key, value in (("sourceRanges", rule.source_ranges), ("destinationRanges", rule.destination_ranges),
+                       ("sourceTags", rule.source_tags), ("targetTags", rule.target_tags),
+                       ("sourceServiceAccounts", rule.source_service_accounts),
+                       ("targetServiceAccounts", rule.target_service_accounts),
+                       ("allowed", rule.allowed), ("denied", rule.denied)):
+        if value:
+            out[key] = [dict(v) if isinstance(v, dict) else v for v in value]
     return out
 
 

@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from . import admin, compute, compute_net, errors, metadata, tpu_rest
+from . import admin, compute, compute_net, errors, firewalls, metadata, tpu_rest
 from .errors import ApiError
 from .routing import Request, Route, Router
 from .store import Latencies, Store
@@ -46,6 +46,7 @@ class FakeCloud:
         tpu_rest.register(self.api, self.current)
         compute.register(self.api, self.current)
         compute_net.register(self.api, self.current)
+        firewalls.register(self.api, self.current)
         metadata.register(self.api, self.current)
         self.admin = Router()
         admin.register(self.admin, self)

@@ -256,6 +256,7 @@ class Store:
         self.subnets: dict[tuple[str, str, str], Any] = {}
         self.routes: dict[tuple[str, str], Any] = {}
         self.addresses: dict[tuple[str, str], Any] = {}
+        self.firewalls: dict[tuple[str, str], Any] = {}     # VPC firewall rules (network.py)
         self.project_metadata: dict[str, dict[str, Any]] = {}
         self.extra_tpu_types: dict[str, set[str]] = {}
         # TPU Nodes (v1 creates) are refused unless the project was granted Node access, as Google

@@ -197,10 +197,11 @@ def _read_object(bucket: str, name: str) -> dict:
 
 
 def test_a_pod_slice_runs_one_client_on_worker_0_while_the_other_workers_report(cloud, tiny_bert, tmp_path):
-    """A v4-16 TPU VM slice (2 hosts): the attempt runs the job on worker 0 with TPU_NAME=<slice> and
-    TPU_LOAD_LIBRARY=0 (as Google runs TensorFlow on pod slices; tests/unit/test_launch.py cites
-    it); worker 1's agent runs no job but reports until the job has exited, and the run finishes when
-    both have. The stand-in workers are agent daemons here (role worker, as a TPU VM's startup script
+    """A v4-16 TPU VM slice (2 hosts): the attempt runs the job on worker 0 with TPU_LOAD_LIBRARY=0
+    (as Google runs TensorFlow on pod slices; tests/unit/test_launch.py cites it) and TPU_NAME listing
+    both workers' gRPC addresses from the node's networkEndpoints (no Cloud TPU API call to resolve
+    them: tests/jobs/test_pod_resolver.py); worker 1's agent runs no job but reports until the job has
+    exited, and the run finishes when both have. The stand-in workers are agent daemons here (role worker, as a TPU VM's startup script
     starts them); the job trains on this CPU (TPUCTL_DEVICE=cpu)."""
     _fake, bucket = cloud
     up = run_tpuctl_process("up", "pod", "--zone", "us-central2-b", "--accelerator-type", "v4-16", "--no-vm", "--json")
@@ -224,7 +225,10 @@ def test_a_pod_slice_runs_one_client_on_worker_0_while_the_other_workers_report(
     prefix = f"tpuctl/runs/{run['run_id']}/attempts/1"
     command = _read_object(bucket, f"{prefix}/command.json")
     client = command["workers"]["0"]
-    assert client["run"] is True and client["env"]["TPU_NAME"] == "pod" and client["env"]["TPU_LOAD_LIBRARY"] == "0"
+    node = next(n for n in _fake.resources()["nodes"] if n["name"].endswith("/nodes/pod"))
+    workers = ",".join(f"grpc://{e['ipAddress']}:{e['port']}" for e in node["networkEndpoints"])
+    assert len(node["networkEndpoints"]) == 2
+    assert client["run"] is True and client["env"]["TPU_NAME"] == workers and client["env"]["TPU_LOAD_LIBRARY"] == "0"
     assert client["env"]["TPUCTL_TPU_ZONE"] == "us-central2-b" and client["env"]["TPUCTL_SLICE_CORES"] == "16"
     assert command["workers"]["1"] == {"run": False, "env": {}}
     assert _read_object(bucket, f"{prefix}/exit-0.json")["code"] == 0

@@ -4,9 +4,13 @@ it uses, and the environment each worker gets.
 What Google does for TensorFlow on TPU VMs, which these tests hold tpuctl to
 (GoogleCloudPlatform/ml-auto-solutions, dags/solutions_team/configs/tensorflow/
 solutionsteam_tf_nightly_supported_config.py): a pod slice runs the script on one worker
-(``all_workers=not is_pod``) with ``TPU_NAME=<the TPU's name>`` and ``TPU_LOAD_LIBRARY=0``; a
-single-host PJRT image runs it with ``TPU_NAME=local``, ``NEXT_PLUGGABLE_DEVICE_USE_C_API=true``
-and ``TF_PLUGGABLE_DEVICE_LIBRARY_PATH=/lib/libtpu.so``.
+(``all_workers=not is_pod``) with ``TPU_LOAD_LIBRARY=0``; a single-host PJRT image runs it with
+``TPU_NAME=local``, ``NEXT_PLUGGABLE_DEVICE_USE_C_API=true`` and
+``TF_PLUGGABLE_DEVICE_LIBRARY_PATH=/lib/libtpu.so``. Where Google's tests name the slice,
+tpuctl hands the client the workers' addresses (``grpc://IP:8470,...`` from the v2 node's
+``networkEndpoints``), which TensorFlow resolves without the Cloud TPU API call that a TPU VM
+account with only bucket roles may not make (tests/jobs/test_pod_resolver.py builds the
+resolver from this environment).
 """
 
 from __future__ import annotations
@@ -16,24 +20,29 @@ import json
 import pytest
 
 from provision.basics.errors import UsageError
-from provision.cloud.base import Arch
+from provision.cloud.base import Arch, Endpoint, TpuNode, TpuState
 from provision.host.agent import FIXED_ENV_VALUES, JOB_ENV_KEYS
 from provision.runs.launch import check_batches, plan
 
 
-def gcp(accelerator_type: str, arch: Arch = Arch.VM, runtime: str | None = None):
+def gcp(accelerator_type: str, arch: Arch = Arch.VM, runtime: str | None = None, endpoints=()):
     return plan(provider="gcp", arch=arch, accelerator_type=accelerator_type, tpu_name="lab",
-                zone="us-central2-b", project="p-1", runtime=runtime)
+                zone="us-central2-b", project="p-1", runtime=runtime, endpoints=endpoints)
+
+
+def workers(n: int, base: str = "10.130.0.") -> list[Endpoint]:
+    return [Endpoint(f"{base}{2 + i}", 8470) for i in range(n)]
 
 
 @pytest.mark.parametrize("accelerator_type, hosts", [("v2-32", 4), ("v4-16", 2), ("v5litepod-16", 4)])
-def test_a_pod_slice_runs_one_client_on_worker_0_that_resolves_the_slice_by_name(accelerator_type, hosts):
-    p = gcp(accelerator_type, runtime="tpu-vm-tf-2.18.0-pod-pjrt")
+def test_a_pod_slice_runs_one_client_on_worker_0_that_reaches_every_worker_by_address(accelerator_type, hosts):
+    p = gcp(accelerator_type, runtime="tpu-vm-tf-2.18.0-pod-pjrt", endpoints=workers(hosts))
     assert [w.worker for w in p.workers] == list(range(hosts))
     assert p.job_workers == (0,)
-    assert p.resolver == "lab"
+    addresses = ",".join(f"grpc://10.130.0.{2 + i}:8470" for i in range(hosts))
+    assert p.resolver == addresses
     client = dict(p.workers[0].env)
-    assert client["TPU_NAME"] == "lab" and client["TPU_LOAD_LIBRARY"] == "0"
+    assert client["TPU_NAME"] == addresses and client["TPU_LOAD_LIBRARY"] == "0"
     assert client["TPUCTL_TPU_ZONE"] == "us-central2-b" and client["TPUCTL_TPU_PROJECT"] == "p-1"
     assert client["TPUCTL_SLICE_CORES"] == str(p.accelerator.cores)
     assert "NEXT_PLUGGABLE_DEVICE_USE_C_API" not in client   # the client must not load libtpu
@@ -41,6 +50,35 @@ def test_a_pod_slice_runs_one_client_on_worker_0_that_resolves_the_slice_by_name
     # what the bucket command says to each host agent
     command = p.to_command()["workers"]
     assert command["0"]["run"] is True and [command[str(i)]["run"] for i in range(1, hosts)] == [False] * (hosts - 1)
+    assert p.to_command()["resolver"] == addresses
+
+
+def test_a_pod_slice_without_an_address_per_worker_falls_back_to_its_name():
+    """Only when the cloud reported fewer endpoints than workers (or one without an address):
+    the resolver then looks the slice up through the Cloud TPU API (tpu.nodes.get)."""
+    assert gcp("v4-16", endpoints=workers(1)).workers[0].env["TPU_NAME"] == "lab"
+    assert gcp("v4-16", endpoints=[Endpoint("10.0.0.2"), Endpoint("")]).resolver == "lab"
+    assert gcp("v4-16").resolver == "lab"
+
+
+def test_each_attempt_uses_the_addresses_of_the_slice_as_it_is_when_the_attempt_starts():
+    """A preempted slice is recreated with new workers (new addresses); the supervisor plans every
+    attempt from the node it has just read (provision.runs.supervisor: START_JOB after observe)."""
+    from provision.runs.store import RunRecord
+    from provision.runs.training import attempt_command
+
+    rec = RunRecord(run_id="r-1", cluster="lab", provider="gcp", project="p-1", zone="us-central2-b",
+                    bucket="gs://b", model_dir="gs://b/m", num_train_steps=10, save_checkpoints_steps=5)
+
+    def node(base: str) -> TpuNode:
+        return TpuNode(name="lab", zone="us-central2-b", arch=Arch.VM, accelerator_type="v4-16",
+                       state=TpuState.READY, version="tpu-vm-tf-2.18.0-pod-pjrt", endpoints=workers(2, base))
+
+    first = attempt_command(rec, 1, node("10.130.0."))
+    second = attempt_command(rec, 2, node("10.130.1."))
+    assert first["workers"]["0"]["env"]["TPU_NAME"] == "grpc://10.130.0.2:8470,grpc://10.130.0.3:8470"
+    assert second["workers"]["0"]["env"]["TPU_NAME"] == "grpc://10.130.1.2:8470,grpc://10.130.1.3:8470"
+    assert second["env"]["TPU_NAME"] == second["workers"]["0"]["env"]["TPU_NAME"]
 
 
 def test_a_single_host_tpu_vm_runs_on_its_only_worker_with_the_local_resolver_and_pjrt():
@@ -82,7 +120,7 @@ def test_the_local_provider_emulates_a_slice_with_one_tf_config_worker_per_host(
 
 
 def test_every_variable_a_plan_sets_passes_the_host_agents_filter():
-    plans = [gcp("v2-32", runtime="tpu-vm-tf-2.18.0-pod-pjrt"), gcp("v2-8"), gcp("v2-8", arch=Arch.NODE),
+    plans = [gcp("v2-32", runtime="tpu-vm-tf-2.18.0-pod-pjrt", endpoints=workers(4)), gcp("v2-8"), gcp("v2-8", arch=Arch.NODE),
              plan(provider="local", arch=Arch.VM, accelerator_type="v4-16", tpu_name="x", zone="z",
                   project="local", device="gpu:2", ports=[1, 2])]
     for p in plans:
