@@ -459,9 +459,8 @@ class LocalProvider:
 
     def price_book(self) -> PriceBook:
         """The bundled table, no network: what the same cluster would cost on Google Cloud."""
-        return PriceBook(tpu=BUNDLED.tpu, vm=BUNDLED.vm, origin=BUNDLED.origin,
-                         notes=("the local provider bills nothing: these are what the same cluster would cost "
-                                "on Google Cloud",))
+        note = "the local provider bills nothing: these are what the same cluster would cost on Google Cloud"
+        return PriceBook(tpu=BUNDLED.tpu, vm=BUNDLED.vm, origin=BUNDLED.origin, notes=(note,))
 
     # ---- queued resources: none here (this machine's "TPU" needs no queue) ----------------------
     def list_queued(self, zone: str | None = None, labels: dict[str, str] | None = None) -> list[QueuedRequest]:
