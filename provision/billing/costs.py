@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..catalog import prices
+from ..catalog.prices import Price, PriceBook
 from ..cluster.ledger import ledger_dir, merge, node_fields, read_bucket, read_local
 
 REAPERS = ("reaper", "autodown")
@@ -62,10 +63,15 @@ class Lifetime:
     idle_since: float | None = None
     reason: str | None = None
     open_note: str | None = None     # why an open lifetime was closed by assumption
+    book: PriceBook | None = field(default=None, repr=False, compare=False)   # None: the bundled table
+
+    @property
+    def price(self) -> Price | None:
+        return price_of(self.accelerator_type, self.interruptible, self.zone, self.book)
 
     @property
     def hourly(self) -> float:
-        return hourly(self.accelerator_type, self.interruptible)
+        return hourly(self.accelerator_type, self.interruptible, self.zone, self.book)
 
     def billed_until(self, now: float) -> float:
         ends = [t for t in (self.deleted_at, self.preempted_at) if t is not None]
@@ -81,16 +87,29 @@ class Lifetime:
                 "created_at": self.created_at, "deleted_at": self.deleted_at, "preempted_at": self.preempted_at,
                 "deleted_by": self.deleted_by, "idle_since": self.idle_since,
                 "billed_hours": round((self.billed_until(now) - self.created_at) / 3600, 4),
-                "hourly_usd": self.hourly, "note": self.open_note}
+                "hourly_usd": self.hourly, "price": _price_dict(self.price), "note": self.open_note}
 
 
-def hourly(accelerator_type: str, interruptible: bool) -> float:
+def price_of(accelerator_type: str, interruptible: bool, zone: str | None = None,
+             book: PriceBook | None = None) -> Price | None:
+    """The list price of a TPU in its zone's region and tier; None for a type tpuctl does not know."""
     from ..catalog.accelerators import parse
 
     try:
-        return prices.tpu_hourly(parse(accelerator_type), preemptible=interruptible)
+        acc = parse(accelerator_type)
     except Exception:  # noqa: BLE001 - a type the price table does not know bills at an unknown rate
-        return 0.0
+        return None
+    return (book or prices.BUNDLED).tpu_price(acc, zone or None, prices.tier_of(interruptible))
+
+
+def hourly(accelerator_type: str, interruptible: bool, zone: str | None = None,
+           book: PriceBook | None = None) -> float:
+    p = price_of(accelerator_type, interruptible, zone, book)
+    return p.usd_per_hour if p else 0.0
+
+
+def _price_dict(p: Price | None) -> dict[str, Any] | None:
+    return p.to_dict() if p else None
 
 
 def lifetimes(events: Iterable[dict[str, Any]], live: Iterable[dict[str, Any]] | None = None, *,
@@ -277,8 +296,8 @@ def account(lives: list[Lifetime], runs: list[RunSpan], *, now: float, start: fl
             h = (y - x) / 3600
             hours[state] += h
             cost[state] += h * lt.hourly
-            cost_od[state] += h * hourly(lt.accelerator_type, False)
-            cost_pe[state] += h * hourly(lt.accelerator_type, True)
+            cost_od[state] += h * hourly(lt.accelerator_type, False, lt.zone, lt.book)
+            cost_pe[state] += h * hourly(lt.accelerator_type, True, lt.zone, lt.book)
     # recovering from preemption while no TPU billed (preempted, deleted, being recreated)
     unbilled = 0.0
     for r in runs:
@@ -319,6 +338,7 @@ class Saving:
     ongoing: bool          # no action on the cluster since: still saving ``hourly`` per hour
     by: str
     reason: str | None
+    price: Price | None = None     # the rate ``hourly`` was (None when the node billed nothing)
 
     @property
     def usd(self) -> float:
@@ -326,7 +346,8 @@ class Saving:
 
     def to_dict(self) -> dict[str, Any]:
         return {"cluster": self.cluster, "node": self.node, "deleted_at": self.deleted_at, "by": self.by,
-                "idle_since": self.idle_since, "hourly_usd": self.hourly, "counted_until": self.until,
+                "idle_since": self.idle_since, "hourly_usd": self.hourly, "price": _price_dict(self.price),
+                "counted_until": self.until,
                 "ongoing": self.ongoing, "saved_usd": round(self.usd, 4), "reason": self.reason,
                 "billed_idle_seconds": round(self.deleted_at - self.idle_since, 1) if self.idle_since else None}
 
@@ -344,17 +365,24 @@ def savings(lives: list[Lifetime], events: Iterable[dict[str, Any]], *, now: flo
         nxt = [t for t, c in actions if c == lt.cluster and t > lt.deleted_at]
         until = min(nxt[0], now) if nxt else now
         out.append(Saving(cluster=lt.cluster, node=lt.node, deleted_at=lt.deleted_at, idle_since=lt.idle_since,
-                          hourly=rate, until=until, ongoing=not nxt, by=lt.deleted_by or "", reason=lt.reason))
+                          hourly=rate, until=until, ongoing=not nxt, by=lt.deleted_by or "", reason=lt.reason,
+                          price=lt.price if billing else None))
     return out
 
 
-def price_rows(types: Iterable[str]) -> list[dict[str, Any]]:
-    """The price table rows for these accelerator types: on-demand and preemptible, with the source."""
+def price_rows(types: Iterable[str | tuple[str, str | None]], book: PriceBook | None = None) -> list[dict[str, Any]]:
+    """Price rows for accelerator types (or (type, zone) pairs): on-demand and preemptible (spot)
+    in the zone's region, each with its source and date (``on_demand``/``spot`` as full prices)."""
+    pairs = sorted({(t, None) if isinstance(t, str) else (t[0], t[1] or None) for t in types},
+                   key=lambda p: (p[0], p[1] or ""))
     rows = []
-    for t in sorted(set(types)):
-        rows.append({"accelerator_type": t, "on_demand_usd_per_hour": hourly(t, False),
-                     "preemptible_usd_per_hour": hourly(t, True), "source": prices.SOURCE,
-                     "recorded": prices.RECORDED, "region": prices.REGION})
+    for t, zone in pairs:
+        od, sp = price_of(t, False, zone, book), price_of(t, True, zone, book)
+        if od is None or sp is None:
+            continue
+        rows.append({"accelerator_type": t, "zone": zone, "region": od.region,
+                     "on_demand_usd_per_hour": od.usd_per_hour, "preemptible_usd_per_hour": sp.usd_per_hour,
+                     "source": od.source, "recorded": od.date, "on_demand": od.to_dict(), "spot": sp.to_dict()})
     return rows
 
 
@@ -442,6 +470,9 @@ def cluster_cost(provider: Any, target: Any, cluster: str, live: list[dict[str, 
     # every run of the cluster decides what is idle, even when only one run is reported
     spans = [s for s in all_spans if run_ids is None or s.run_id in run_ids]
     lives = lifetimes(events, None if live is None else [n for n in live if n["cluster"] == cluster], now=now)
+    book = provider.price_book()
+    for lt in lives:
+        lt.book = book
     refine_preemptions(lives, all_spans)
     if run_ids is not None and spans:
         r = spans[0]

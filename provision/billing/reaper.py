@@ -63,6 +63,7 @@ class NodeReport:
     run_source: str | None = None
     bucket: str | None = None
     hourly: float = 0.0
+    price: prices.Price | None = None     # what ``hourly`` is: region, tier, source, date
     duty: str | None = None
     duty_cycle: DutyCycle | None = None
     sweep: SweepView | None = None
@@ -83,6 +84,7 @@ class NodeReport:
                 "run_status": self.run.status if self.run else None,
                 "heartbeat_at": self.run.heartbeat_at if self.run else None, "run_source": self.run_source,
                 "duty_cycle": self.duty, "saves_usd_per_hour": self.hourly if v.delete else 0.0,
+                "price": self.price.to_dict() if self.price else None,
                 "deleted": self.deleted, "deleted_at": self.deleted_at, "error": self.error}
 
 
@@ -128,6 +130,7 @@ class ReapResult:
     requests: list[QueuedReport] = field(default_factory=list)
     kept_vms: list[str] = field(default_factory=list)
     cleared: list[str] = field(default_factory=list)
+    price_source: str = field(default_factory=prices.describe_source)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -169,7 +172,7 @@ class ReapResult:
                                  + [f"queued resource {r.request.name} ({r.request.zone})"
                                     for r in self.requests_to_delete]) if self.dry_run else [],
                 "kept_vms": self.kept_vms, "cleared": self.cleared, "notes": self.notes,
-                "saves_usd_per_hour": self.saved_per_hour, "price_source": prices.describe_source(),
+                "saves_usd_per_hour": self.saved_per_hour, "price_source": self.price_source,
                 "seconds": round(self.seconds, 2)}
 
     def summary(self) -> str:
@@ -197,8 +200,8 @@ class ReapResult:
         for r in self.to_delete:
             n = r.node
             verb = "would delete" if self.dry_run else "deleted" if r.deleted else "could not delete"
-            saving = (f"saves ${r.hourly:.2f}/hour at list price" if r.hourly
-                      else "bills nothing while dead; frees its quota")
+            saving = (f"saves ${r.hourly:.2f}/hour at list price" + (f" ({r.price.label()})" if r.price else "")
+                      if r.hourly else "bills nothing while dead; frees its quota")
             lines.append(f"{verb} TPU {n.name} ({n.zone}): {saving}"
                          + (f"; {r.error}" if r.error else ""))
         for q in self.requests_to_delete:
@@ -287,12 +290,14 @@ def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None =
          who: str = "reaper", timeout: float = 900.0, log: Log = _noop,
          backoff: Backoff | None = None) -> ReapResult:
     """Judge every tpuctl TPU (of ``cluster``, or all) and delete the idle ones; see the module doc."""
-    from ..cluster import tpu_hourly
+    from ..cluster import tpu_price
 
     start = time.monotonic()
     backoff = backoff or Backoff()
     result = ReapResult(provider=provider.name, project=provider.project, zone=zone, idle_for=idle_for,
                         dry_run=dry_run, who=who, min_duty_cycle=min_duty_cycle)
+    book = provider.price_book()
+    result.price_source = book.describe()
     selector = {CLUSTER_LABEL: cluster} if cluster else None
     with ThreadPoolExecutor(3) as pool:
         tpus_f = pool.submit(provider.list_tpus, zone, selector)
@@ -314,7 +319,8 @@ def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None =
 
     def examine(node: TpuNode) -> NodeReport:
         name = node.cluster or node.name
-        report = NodeReport(node=node, verdict=Verdict(False, "not judged"), hourly=tpu_hourly(node))
+        price = tpu_price(node, book)
+        report = NodeReport(node=node, verdict=Verdict(False, "not judged"), hourly=price.usd_per_hour, price=price)
         if node.keep:
             report.verdict = judge(node, None, now=time.time(), idle_for=idle_for)
             return report
@@ -375,8 +381,9 @@ def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None =
     for name in sorted(touched):
         vm = vm_of.get(name)
         if vm is not None:
-            result.kept_vms.append(f"{vm.name} ({vm.zone}, ${prices.vm_hourly(vm.machine_type):.2f}/hour): it runs "
-                                   f"the cluster's agent; tpuctl down {name} deletes it too")
+            vp = book.vm_price(vm.machine_type, vm.zone)
+            result.kept_vms.append(f"{vm.name} ({vm.zone}, ${vp.usd_per_hour:.2f}/hour): it runs "
+                                   f"the cluster's agent; tpuctl down {name} deletes it too (price: {vp.label()})")
     for name in sorted(touched - set(vm_of)):
         if any(r.cluster == name and not (r.deleted or (dry_run and r.verdict.delete)) for r in result.nodes):
             continue
@@ -454,6 +461,7 @@ def _delete(provider: Provider, doomed: list[NodeReport], *, who: str, target: A
         bucket = _ledger_bucket(provider, r.bucket, target)
         ledger.record(provider, "tpu_deleted", r.cluster, bucket=bucket, t=r.deleted_at, by=who,
                      idle_since=r.verdict.idle_since, reason=r.verdict.reason, hourly_usd=r.hourly,
+                     price=r.price.to_dict() if r.price else None,
                      run_id=r.run.run_id if r.run else None, **ledger.node_fields(n))
 
 

@@ -1,76 +1,297 @@
-"""List prices: the one table tpuctl prices TPUs and host VMs with.
+"""List prices per region and tier: the one place tpuctl prices TPUs and host VMs.
 
-Prices are USD per chip-hour for TPUs and per hour for host VMs, list price in the reference
-region (us-central1; v4 in us-central2), without committed-use or sustained-use discounts.
-Cloud TPU bills a node while it exists in READY (and a preempted node holds quota, not billing);
-tpuctl uses these figures to say what a deletion saves and what a run cost, never to bill.
+A :class:`PriceBook` maps (TPU rate class, region, tier) to a USD rate per chip-hour and (machine
+type, region, tier) to a USD rate per VM-hour. Every rate carries its source and date, and every
+:class:`Price` it answers says its region, tier, source and date, so a shown figure is never a bare
+number. The book tpuctl uses on Google Cloud is read from the Cloud Billing Catalog API
+(:mod:`provision.catalog.skus` parses it, :mod:`provision.cloud.gcp_billing` fetches and caches it);
+:data:`BUNDLED` is the dated fallback below, and the only book of the local provider (which shows
+what the same cluster would cost on Google Cloud).
 
-For v2 and v3 the single-device prices (v2-8 $4.50/h on demand, $1.35/h preemptible; v3-8
-$8.00/h, $2.40/h) are spread over the four chips of the device; pod slices are priced at the same
-per-chip rate, which is what Google's evaluation quota lists.
+Facts the table encodes (skypilot-org/skypilot-catalog ``catalogs/v8/gcp/vms.csv``, built by
+SkyPilot from the SKU API; TPU rows give the whole slice's ``Price`` and ``SpotPrice`` per zone):
+
+- v2 and v3 are priced per 8-core device; a pod slice (more than 8 cores) has its own per-chip
+  rate: v2-8 $4.50/h is $1.125/chip, v2-32 $24/h is $1.50/chip (us-central1).
+- Preemptible (TPU Node / v2, v3) and spot TPUs share one rate per region: the SKUs Google lists
+  are "Preemptible" ones for both (SkyPilot's fetch_gcp.py notes their usageType is even OnDemand).
+- Spot rates differ by region far more than on-demand ones (v6e: $0.54/chip-h in us-central1,
+  $1.35 in us-south1).
+- Host VMs are priced per vCPU and GiB, so e2/n1/n2 ``standard-N`` cost N times the per-vCPU rate
+  of their family in a region.
+
+The local provider bills nothing; tpuctl never bills: these figures say what deleting a TPU saves
+and what a run cost, at list price, without committed-use or sustained-use discounts.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from .accelerators import AcceleratorType
 
-SOURCE = "https://cloud.google.com/tpu/pricing and https://cloud.google.com/compute/vm-instance-pricing"
-RECORDED = "2026-11-22"
-REGION = "us-central1 (v4: us-central2)"
+ON_DEMAND = "on-demand"
+SPOT = "spot/preemptible"   # spot and preemptible TPUs share Google's "Preemptible" SKUs and rate
+TIERS = (ON_DEMAND, SPOT)
 CURRENCY = "USD"
+
+SKYPILOT_CATALOG = "skypilot-catalog v8 gcp/vms.csv @ 006059e"
+SKYPILOT_FETCHER = "skypilot-org/skypilot sky/catalog/data_fetchers/fetch_gcp.py HIDDEN_TPU_DF"
+GOOGLE_PRICING = "https://cloud.google.com/compute/vm-instance-pricing"
+READ = "2026-11-24"          # when the bundled rows were read from their sources
+SOURCE = f"bundled table ({SKYPILOT_CATALOG}, read {READ})"
+RECORDED = READ
+REFERENCE_REGION = "us-central1"
+
+# Regions to try, nearest first, when a price is asked for a region the book has no row for: the
+# region's own continent first (by the area prefix of its name), then the others.
+_AREAS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
+    (("us-", "northamerica-", "southamerica-"),
+     ("us-central1", "us-east1", "us-west1", "us-east5", "us-east4", "us-south1", "us-west4",
+      "us-central2", "northamerica-northeast1", "southamerica-west1")),
+    (("europe-", "me-", "africa-"), ("europe-west4", "europe-west1", "europe-west3", "europe-north1")),
+    (("asia-", "australia-"), ("asia-east1", "asia-southeast1", "asia-northeast1", "asia-south1")),
+)
 
 
 @dataclass(frozen=True)
-class ChipPrice:
-    on_demand: float      # per chip-hour
-    preemptible: float    # per chip-hour; preemptible and spot TPUs share this rate
+class Rate:
+    """One row of a book: a USD rate (per chip-hour for a TPU, per hour for a VM), its source and date."""
+
+    usd: float
+    source: str
+    date: str
 
 
-TPU_CHIP_HOUR: dict[str, ChipPrice] = {
-    "v2": ChipPrice(on_demand=1.125, preemptible=0.3375),
-    "v3": ChipPrice(on_demand=2.00, preemptible=0.60),
-    "v4": ChipPrice(on_demand=3.22, preemptible=0.966),
-    "v5litepod": ChipPrice(on_demand=1.20, preemptible=0.60),
-    "v5p": ChipPrice(on_demand=4.20, preemptible=2.10),
-    "v6e": ChipPrice(on_demand=2.70, preemptible=1.35),
+@dataclass(frozen=True)
+class Price:
+    """A price as tpuctl shows it: the figure and where it holds and comes from."""
+
+    usd_per_hour: float
+    region: str
+    tier: str
+    source: str
+    date: str
+    note: str | None = None      # e.g. priced in the nearest known region, or not offered
+
+    def label(self) -> str:
+        """``us-central1 spot, <source>, <date>`` (plus the note) for a one-line display."""
+        text = f"{self.region} {self.tier}, {self.source}, {self.date}"
+        return f"{text}; {self.note}" if self.note else text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"usd_per_hour": self.usd_per_hour, "currency": CURRENCY, "region": self.region,
+                "tier": self.tier, "source": self.source, "date": self.date, "note": self.note}
+
+
+NO_PRICE = Price(0.0, "-", ON_DEMAND, "nothing billed", "-")
+
+
+def tier_of(interruptible: bool) -> str:
+    return SPOT if interruptible else ON_DEMAND
+
+
+def region_of(zone: str | None) -> str | None:
+    """``us-central1-b`` -> ``us-central1``; a region name stays as it is; None stays None."""
+    if not zone:
+        return None
+    parts = zone.split("-")
+    if len(parts) >= 3 and len(parts[-1]) <= 4 and parts[-1][:1].isalpha() and parts[-2][-1:].isdigit():
+        return "-".join(parts[:-1])
+    return zone
+
+
+def rate_class(acc: AcceleratorType) -> str:
+    """The rate an accelerator type is billed at: v2/v3 devices and pod slices differ."""
+    gen = acc.generation.name
+    if gen in ("v2", "v3") and acc.cores > 8:
+        return f"{gen}-pod"
+    return gen
+
+
+def nearest_regions(region: str | None) -> list[str]:
+    """Known regions in the order tpuctl falls back to them for ``region``."""
+    order: list[str] = []
+    areas = list(_AREAS)
+    own = [a for a in areas if region and region.startswith(a[0])]
+    for _, regions in own + [a for a in areas if a not in own]:
+        order.extend(r for r in regions if r not in order)
+    return order
+
+
+@dataclass(frozen=True)
+class PriceBook:
+    """Rates per (TPU rate class | machine type, region, tier); lookups fall back to the nearest region."""
+
+    tpu: Mapping[tuple[str, str, str], Rate]
+    vm: Mapping[tuple[str, str, str], Rate]
+    origin: str = "bundled table"
+    notes: tuple[str, ...] = field(default=())
+
+    def _lookup(self, table: Mapping[tuple[str, str, str], Rate], key: str, region: str | None,
+                tier: str, what: str) -> tuple[Rate, str, str | None] | None:
+        if region and (key, region, tier) in table:
+            return table[(key, region, tier)], region, None
+        for other in nearest_regions(region):
+            if (key, other, tier) in table:
+                why = f"no {tier} {what} price for {region}" if region else f"no region given for {what}"
+                return table[(key, other, tier)], other, f"{why}; priced as {other}, the nearest known region"
+        return None
+
+    def tpu_price(self, acc: AcceleratorType, zone: str | None, tier: str) -> Price:
+        """What the slice costs per hour in ``zone``'s region and ``tier``."""
+        found = self._lookup(self.tpu, rate_class(acc), region_of(zone), tier, acc.generation.name)
+        if found is None:
+            return Price(0.0, region_of(zone) or "-", tier, self.origin, "-",
+                         f"no {tier} price known for {acc.name}")
+        rate, region, note = found
+        return Price(round(rate.usd * acc.chips, 4), region, tier, rate.source, rate.date, note)
+
+    def vm_price(self, machine_type: str | None, zone: str | None, tier: str = ON_DEMAND) -> Price:
+        """A host VM per hour; no VM costs nothing, an unknown type is said to be unpriced."""
+        if not machine_type:
+            return NO_PRICE
+        found = self._lookup(self.vm, machine_type, region_of(zone), tier, machine_type)
+        if found is None:
+            return Price(0.0, region_of(zone) or "-", tier, self.origin, "-",
+                         f"no price known for machine type {machine_type}")
+        rate, region, note = found
+        return Price(round(rate.usd, 5), region, tier, rate.source, rate.date, note)
+
+    def knows_vm(self, machine_type: str) -> bool:
+        return any(k[0] == machine_type for k in self.vm)
+
+    def describe(self) -> str:
+        text = f"list prices in {CURRENCY} per region and tier, from the {self.origin}"
+        return "; ".join((text, *self.notes))
+
+    def overlaid_on(self, base: PriceBook) -> PriceBook:
+        """This book's rates, with ``base``'s for every key this one lacks (each keeps its source)."""
+        return PriceBook(tpu={**base.tpu, **self.tpu}, vm={**base.vm, **self.vm}, origin=self.origin,
+                         notes=self.notes)
+
+
+def usd_per_peak_pflop_hour(acc: AcceleratorType, zone: str | None, tier: str,
+                            book: PriceBook | None = None) -> float:
+    """Dollars per hour per peak bf16 PFLOP/s: the figure to rank slices by, cheapest first.
+
+    0.0 when the slice has no known price (callers rank those last, not first)."""
+    price = (book or BUNDLED).tpu_price(acc, zone, tier)
+    return round(price.usd_per_hour / (acc.peak_bf16_flops / 1e15), 6)
+
+
+# ---- the bundled table ---------------------------------------------------------------------------
+# Per chip-hour, (on demand, spot); None: that tier is not offered there (700.0 in vms.csv, or no
+# SpotPrice). Derived from vms.csv as slice price / chips: v2/v3 from the -8 rows (devices) and the
+# -32 rows (pods), v4 from v4-8 (us-central2 is v4's only region), v5e from v5litepod-1, v5p from
+# v5p-8 (4 chips), v6e from v6e-1. Source per row: SKYPILOT_CATALOG unless named.
+
+_TPU_PER_CHIP: dict[str, dict[str, tuple[float | None, float | None]]] = {
+    "v2": {"us-central1": (1.125, 0.3375), "europe-west4": (1.2375, 0.3155625),
+           "asia-east1": (1.305, 0.3915)},
+    "v2-pod": {"us-central1": (1.50, 0.3825), "europe-west4": (1.50, 0.3825)},
+    "v3": {"us-central1": (2.00, 0.51), "europe-west4": (2.20, 0.561), "us-east1": (2.00, None)},
+    "v3-pod": {"europe-west4": (2.00, 0.66), "us-east1": (2.00, 0.60)},
+    "v4": {"us-central2": (3.22, 0.9215)},
+    "v5litepod": {
+        "us-central1": (1.20, 0.24493), "us-east1": (1.20, 0.24493), "us-west1": (1.20, 0.24493),
+        "us-east4": (1.20, 0.60), "us-east5": (1.20, 0.60), "us-west4": (1.20, 0.48),
+        "us-south1": (1.416, 0.5664), "northamerica-northeast1": (1.32132, 0.36389),
+        "southamerica-west1": (1.716, 0.47259), "europe-west4": (1.56, 0.44498),
+        "europe-west1": (1.32132, 0.52853), "europe-west3": (1.416, 0.38997),
+        "europe-north1": (1.32132, 0.66066), "asia-east1": (1.38948, 0.55579),
+        "asia-northeast1": (1.54104, 0.4244), "asia-southeast1": (1.56, 0.78)},
+    "v5p": {"us-central1": (4.20, 0.8357), "us-east1": (4.20, 0.8357), "us-east5": (4.20, 1.68),
+            "us-south1": (4.779, 1.3161375), "europe-west4": (4.2525, 1.34849),
+            "europe-west1": (4.459455, 1.7837825)},
+    "v6e": {"us-central1": (2.70, 0.54421), "us-east1": (2.70, 0.54421), "us-west1": (2.70, 0.54421),
+            "us-east4": (2.70, 0.57766), "us-east5": (2.70, 1.215), "us-south1": (2.70, 1.35),
+            "southamerica-west1": (2.70, None), "europe-west4": (2.97, 1.03748),
+            "asia-southeast1": (2.97, 0.36292), "asia-northeast1": (3.24, 0.94352),
+            "asia-south1": (3.24, 2.27)},
 }
+# us-east1 v3 pods are missing from Google's SKUs; SkyPilot prices them as us-central1 (its
+# HIDDEN_TPU_DF): the row says so.
+_TPU_SOURCE_OVERRIDES = {("v3-pod", "us-east1"): SKYPILOT_FETCHER}
 
-# Host VMs (on demand; a preemptible host is not offered: the host must outlive the TPU).
-VM_HOUR: dict[str, float] = {
-    "e2-small": 0.0168,
-    "e2-medium": 0.0335,
-    "e2-standard-2": 0.0670,
-    "e2-standard-4": 0.1340,
-    "n1-standard-1": 0.0475,
-    "n1-standard-2": 0.0950,
-    "n1-standard-4": 0.1900,
-    "n1-standard-8": 0.3800,
-    "n2-standard-2": 0.0971,
-    "n2-standard-4": 0.1942,
-    "n2-standard-8": 0.3885,
+# Host VMs per hour (on demand, spot) for one base shape per family; the other standard sizes are
+# multiples (vCPUs / base vCPUs). e2-standard-2 rows for asia-* are vms.csv's e2-standard-32 / 16
+# (the -2 rows were not read). n1 is not offered in us-east5, us-south1 or southamerica-west1.
+_VM_BASE: dict[tuple[str, int], dict[str, tuple[float, float]]] = {
+    ("e2-standard", 2): {
+        "us-central1": (0.06701, 0.0294), "us-east1": (0.06701, 0.0294), "us-west1": (0.06701, 0.0294),
+        "us-east4": (0.07547, 0.03633), "us-east5": (0.06701, 0.01514), "us-south1": (0.07907, 0.02016),
+        "us-west4": (0.07547, 0.00786), "northamerica-northeast1": (0.07377, 0.01816),
+        "southamerica-west1": (0.09583, 0.02479), "europe-west4": (0.07377, 0.03071),
+        "europe-west1": (0.07372, 0.02948), "europe-west3": (0.08634, 0.03452),
+        "europe-north1": (0.07378, 0.01619), "asia-east1": (0.0775919, 0.0356681),
+        "asia-northeast1": (0.0859656, 0.0377363), "asia-south1": (0.0804844, 0.0353119),
+        "asia-southeast1": (0.0826663, 0.0362763)},
+    ("n1-standard", 1): {
+        "us-central1": (0.0475, 0.01306), "us-east1": (0.0475, 0.01306), "us-west1": (0.0475, 0.01306),
+        "us-east4": (0.0535, 0.0113), "us-west4": (0.0535, 0.01627),
+        "northamerica-northeast1": (0.05229, 0.02396), "europe-west4": (0.05229, 0.02092),
+        "europe-west1": (0.05225, 0.01563), "europe-west3": (0.0612, 0.0154),
+        "europe-north1": (0.0523, 0.01428), "asia-east1": (0.055, 0.00891),
+        "asia-northeast1": (0.06094, 0.01665), "asia-south1": (0.05705, 0.01036),
+        "asia-southeast1": (0.0586, 0.00968)},
+    ("n2-standard", 4): {
+        "us-central1": (0.19424, 0.0635), "us-east1": (0.19424, 0.0635), "us-west1": (0.19424, 0.0635),
+        "us-east4": (0.21876, 0.04826), "us-east5": (0.19424, 0.07456), "us-south1": (0.2292, 0.0627),
+        "us-west4": (0.21875, 0.09312), "northamerica-northeast1": (0.21383, 0.05581),
+        "southamerica-west1": (0.27776, 0.04941), "europe-west4": (0.21383, 0.0744),
+        "europe-west1": (0.21367, 0.03059), "europe-west3": (0.25025, 0.0913),
+        "europe-north1": (0.21385, 0.0793), "asia-east1": (0.2249, 0.06308),
+        "asia-northeast1": (0.24918, 0.05932), "asia-south1": (0.23329, 0.0589),
+        "asia-southeast1": (0.23961, 0.08555)},
 }
-
-# The local provider bills nothing; its "prices" are shown as what the same cluster would cost.
-
-
-def tpu_hourly(acc: AcceleratorType, *, preemptible: bool) -> float:
-    rate = TPU_CHIP_HOUR[acc.generation.name]
-    per_chip = rate.preemptible if preemptible else rate.on_demand
-    return round(per_chip * acc.chips, 4)
+_VM_SIZES = {"e2-standard": (2, 4, 8), "n1-standard": (1, 2, 4, 8), "n2-standard": (2, 4, 8)}
+# Shared-core e2 types bill a fraction of a vCPU (e2-small 0.5, e2-medium 1): not in vms.csv at
+# that rate; us-central1 from Google's pricing page.
+_VM_SHARED = {"e2-small": 0.0168, "e2-medium": 0.0335}
+_VM_SHARED_DATE = "2026-11-22"
 
 
-def vm_hourly(machine_type: str | None) -> float:
-    """Hourly price of a host VM; 0 when there is none, and 0 for a type not in the table."""
-    if not machine_type:
-        return 0.0
-    return VM_HOUR.get(machine_type, 0.0)
+def _bundled() -> PriceBook:
+    tpu: dict[tuple[str, str, str], Rate] = {}
+    for key, regions in _TPU_PER_CHIP.items():
+        for region, pair in regions.items():
+            source = _TPU_SOURCE_OVERRIDES.get((key, region), SKYPILOT_CATALOG)
+            for tier, usd in zip(TIERS, pair):
+                if usd is not None:
+                    tpu[(key, region, tier)] = Rate(usd, source, READ)
+    vm: dict[tuple[str, str, str], Rate] = {}
+    for (family, base), regions in _VM_BASE.items():
+        for region, pair in regions.items():
+            for size in _VM_SIZES[family]:
+                for tier, usd in zip(TIERS, pair):
+                    vm[(f"{family}-{size}", region, tier)] = Rate(round(usd * size / base, 6),
+                                                                  SKYPILOT_CATALOG, READ)
+    for machine_type, usd in _VM_SHARED.items():
+        vm[(machine_type, REFERENCE_REGION, ON_DEMAND)] = Rate(usd, GOOGLE_PRICING, _VM_SHARED_DATE)
+    return PriceBook(tpu=tpu, vm=vm, origin=SOURCE)
+
+
+BUNDLED = _bundled()
+
+
+# ---- shortcuts for callers that price with the bundled table ---------------------------------------
+
+def tpu_hourly(acc: AcceleratorType, *, preemptible: bool, zone: str | None = None,
+               book: PriceBook | None = None) -> float:
+    return (book or BUNDLED).tpu_price(acc, zone, tier_of(preemptible)).usd_per_hour
+
+
+def vm_hourly(machine_type: str | None, zone: str | None = None, book: PriceBook | None = None) -> float:
+    """Hourly price of a host VM; 0 when there is none or its type is not priced."""
+    return (book or BUNDLED).vm_price(machine_type, zone).usd_per_hour
 
 
 def known_vm(machine_type: str) -> bool:
-    return machine_type in VM_HOUR
+    return BUNDLED.knows_vm(machine_type)
 
 
-def describe_source() -> str:
-    return f"list prices, {REGION}, {CURRENCY}, from {SOURCE}, recorded {RECORDED}"
+def describe_source(book: PriceBook | None = None) -> str:
+    return (book or BUNDLED).describe()

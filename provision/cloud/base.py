@@ -19,6 +19,7 @@ from ..basics import validate
 from ..basics.errors import UsageError
 from ..catalog.accelerators import AcceleratorType
 from ..catalog.accelerators import parse as parse_accelerator
+from ..catalog.prices import PriceBook
 
 # Where TPU blocks are allocated unless the config's tpu_cidr_pool says otherwise (ctpu's 10.240/16).
 IPv4Network = ipaddress.IPv4Network
@@ -526,6 +527,10 @@ class Provider(Protocol):
 
     # Rehearsal: make a TPU PREEMPTED as the cloud would
     def simulate_preemption(self, zone: str, name: str) -> TpuNode: ...
+
+    # List prices per region and tier: the cloud's catalog where it has one (cached), else the
+    # bundled table (provision.catalog.prices); never raises
+    def price_book(self) -> PriceBook: ...
 
 
 def matches(labels: dict[str, str], selector: dict[str, str] | None) -> bool:

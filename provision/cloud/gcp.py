@@ -40,6 +40,7 @@ from urllib.parse import urlparse
 
 from ..basics.errors import CloudError, NotAvailable, NotFound, TpuctlError, UsageError
 from ..basics.redact import redact
+from ..catalog.prices import PriceBook
 from .base import (
     Arch,
     ClusterSpec,
@@ -159,6 +160,7 @@ class GcpProvider:
         self._lock = threading.Lock()
         self._rest: Rest | None = None
         self._creds: Any = None
+        self._prices: PriceBook | None = None
         self._tpu = tpu_base()
         self._gce = f"{compute_base()}/projects/{project}"
 
@@ -811,6 +813,17 @@ class GcpProvider:
         except dutycycle.Unavailable as exc:
             return None, f"unavailable ({exc}): the progress record decides"
         return table, f"read from Cloud Monitoring ({dutycycle.METRIC}) for {len(table)} node(s)"
+
+    def price_book(self) -> PriceBook:
+        """List prices from the Cloud Billing Catalog API, cached for a day (provision.cloud.gcp_billing)."""
+        if self._prices is None:
+            import sys
+
+            from . import gcp_billing
+
+            self._prices = gcp_billing.load(lambda: self._session().call,
+                                            warn=lambda line: print(line, file=sys.stderr))
+        return self._prices
 
     # ---- the TPU service agent (TPU Nodes write checkpoints to the bucket as this account) ----------
     def tpu_service_agent(self, zone: str) -> str:

@@ -28,6 +28,7 @@ from ..basics import statefile
 from ..basics.errors import CloudError, NotFound, UsageError
 from ..basics.procs import alive, is_autodown_agent
 from ..basics.validate import region_of
+from ..catalog.prices import BUNDLED, PriceBook
 from .base import (
     Arch,
     ClusterSpec,
@@ -469,6 +470,11 @@ class LocalProvider:
 
     def duty_cycles(self, window_s: float) -> tuple[None, str]:
         return None, "unavailable (the local provider has no Cloud Monitoring): the progress record decides"
+
+    def price_book(self) -> PriceBook:
+        """The bundled table, no network: what the same cluster would cost on Google Cloud."""
+        note = "the local provider bills nothing: these are what the same cluster would cost on Google Cloud"
+        return PriceBook(tpu=BUNDLED.tpu, vm=BUNDLED.vm, origin=BUNDLED.origin, notes=(note,))
 
     # ---- queued resources: none here (this machine's "TPU" needs no queue) ----------------------
     def list_queued(self, zone: str | None = None, labels: dict[str, str] | None = None) -> list[QueuedRequest]:

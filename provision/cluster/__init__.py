@@ -9,10 +9,18 @@ from __future__ import annotations
 
 from .cache import bucket_for, cache_dir, cache_spec, cached_names, cached_spec, uncache
 from .down import DownResult, down
-from .resources import LOCAL_DEFAULT_ZONE, Found, default_zone, delete_request, find, tpu_hourly
+from .resources import (
+           LOCAL_DEFAULT_ZONE,
+           Found,
+           default_zone,
+           delete_request,
+           find,
+           tpu_hourly,
+           tpu_price,
+)
 from .up import UpResult, recreate_tpu, up
 from .view import ClusterView, preempt, status
 
 __all__ = ["LOCAL_DEFAULT_ZONE", "ClusterView", "DownResult", "Found", "UpResult", "bucket_for", "cache_dir",
            "cache_spec", "cached_names", "cached_spec", "default_zone", "delete_request", "down", "find", "preempt", "recreate_tpu",
-           "status", "tpu_hourly", "uncache", "up"]
+           "status", "tpu_hourly", "tpu_price", "uncache", "up"]

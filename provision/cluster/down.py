@@ -18,7 +18,7 @@ from ..cloud.base import ClusterSpec, Provider, TpuNode, TpuState
 from ..cloud.operations import Backoff, OperationTimeout, wait_all, wait_until
 from . import ledger, pod_network
 from .cache import cached_spec, uncache
-from .resources import LOCAL_DEFAULT_ZONE, delete_request, find, noop, tpu_hourly
+from .resources import LOCAL_DEFAULT_ZONE, delete_request, find, noop, tpu_price
 
 Log = Callable[[str], None]
 
@@ -33,11 +33,14 @@ class DownResult:
     dry_run: bool = False
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    priced: list[dict[str, Any]] = field(default_factory=list)   # what each deletion saves, with its price
+    price_source: str = field(default_factory=prices.describe_source)
 
     def to_dict(self) -> dict[str, Any]:
         return {"ok": True, "cluster": self.name, "dry_run": self.dry_run, "deleted": self.deleted,
                 "kept": self.kept, "saves_usd_per_hour": round(self.saved_per_hour, 4),
-                "price_source": prices.describe_source(), "seconds": round(self.seconds, 2), "notes": self.notes}
+                "price_source": self.price_source, "prices": self.priced, "seconds": round(self.seconds, 2),
+                "notes": self.notes}
 
     def summary(self) -> str:
         verb = "would delete" if self.dry_run else "deleted"
@@ -47,6 +50,8 @@ class DownResult:
             lines.append(f"kept: {', '.join(self.kept)}")
         lines.extend(self.notes)
         lines.append(f"saves ${self.saved_per_hour:.2f}/hour at list price")
+        lines.extend(f"  {p['resource']}: ${p['usd_per_hour']:.2f}/hour ({p['label']})" for p in self.priced
+                     if p["usd_per_hour"])
         return "\n".join(lines)
 
 
@@ -66,22 +71,26 @@ def down(provider: Provider, name: str, *, zone: str | None = None, keep_vm: boo
         result.notes.append(f"cluster {name} has no resources left; cleared its local record")
         return result
 
-    targets: list[tuple[str, str, str, float]] = []
+    book = provider.price_book()
+    result.price_source = book.describe()
+    targets: list[tuple[str, str, str, prices.Price]] = []
     for node in found.tpus:
-        targets.append(("tpu", node.zone, node.name, tpu_hourly(node)))
+        targets.append(("tpu", node.zone, node.name, tpu_price(node, book)))
     requests = found.requests       # those without a node here; a node's request goes with the node
     for req in requests:
-        targets.append(("queued", req.zone, req.name, 0.0))
+        targets.append(("queued", req.zone, req.name, prices.NO_PRICE))
         result.notes.append(f"{req.describe()} billed nothing yet; deleting it frees the quota it held "
                             f"({req.quota()})" + (" and keeps it from becoming a billed TPU" if not req.dead else ""))
     for vm in found.vms:
         if keep_vm:
             result.kept.append(f"VM {vm.name} ({vm.zone})")
         else:
-            targets.append(("vm", vm.zone, vm.name, prices.vm_hourly(vm.machine_type)))
-    for kind, z, n, hourly in targets:
+            targets.append(("vm", vm.zone, vm.name, book.vm_price(vm.machine_type, vm.zone)))
+    for kind, z, n, price in targets:
         result.deleted.append(f"{_WHAT[kind]} {n} ({z})")
-        result.saved_per_hour += hourly
+        result.saved_per_hour += price.usd_per_hour
+        result.priced.append({"resource": f"{_WHAT[kind]} {n} ({z})", "usd_per_hour": price.usd_per_hour,
+                              "label": price.label(), "price": price.to_dict()})
     if dry_run:
         spec = _spec_of(provider, name, found.tpus) if not keep_vm or not found.vms else None
         result.deleted += [f"firewall rule {r}" for r in (pod_network.owned(provider, spec) if spec else [])]
@@ -89,8 +98,8 @@ def down(provider: Provider, name: str, *, zone: str | None = None, keep_vm: boo
         return result
 
     ops = []
-    for kind, z, n, hourly in targets:
-        log(f"deleting {_WHAT[kind]} {n} in {z} (saves ${hourly:.2f}/hour)")
+    for kind, z, n, price in targets:
+        log(f"deleting {_WHAT[kind]} {n} in {z} (saves ${price.usd_per_hour:.2f}/hour)")
         try:
             if kind == "queued":
                 req = next(r for r in requests if (r.zone, r.name) == (z, n))
@@ -103,7 +112,8 @@ def down(provider: Provider, name: str, *, zone: str | None = None, keep_vm: boo
             continue
     for node in found.tpus:
         if node.state != TpuState.DELETING:
-            ledger.tpu_deleted(provider, name, node, by="down", hourly_usd=tpu_hourly(node))
+            ledger.tpu_deleted(provider, name, node, by="down", hourly_usd=tpu_price(node, book).usd_per_hour,
+                              price=tpu_price(node, book).to_dict())
     ledger.cluster_down(provider, name)
     try:
         wait_all(provider, ops, timeout=timeout, backoff=backoff)

@@ -101,10 +101,17 @@ def delete_request(provider: Provider, req: QueuedRequest, *, nodes: list[TpuNod
             return None
 
 
-def tpu_hourly(node: TpuNode) -> float:
-    """What a TPU costs per hour while it exists; a dead node bills nothing but holds quota."""
+def tpu_price(node: TpuNode, book: prices.PriceBook | None = None) -> prices.Price:
+    """What a TPU costs per hour while it exists, in its zone's region and its tier; a dead node
+    bills nothing but holds quota (priced 0, saying so)."""
     from ..catalog.accelerators import parse
 
+    tier = prices.tier_of(node.interruptible)
     if node.dead:
-        return 0.0
-    return prices.tpu_hourly(parse(node.accelerator_type), preemptible=node.interruptible)
+        return prices.Price(0.0, prices.region_of(node.zone) or "-", tier, "nothing billed", "-",
+                            f"{node.state.value}: billing stopped")
+    return (book or prices.BUNDLED).tpu_price(parse(node.accelerator_type), node.zone, tier)
+
+
+def tpu_hourly(node: TpuNode, book: prices.PriceBook | None = None) -> float:
+    return tpu_price(node, book).usd_per_hour

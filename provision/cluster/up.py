@@ -37,7 +37,7 @@ from . import cidr as cidrs
 from . import ledger
 from .cache import cache_spec
 from .failover import ZonePlan
-from .resources import delete_request, find, noop, tpu_hourly
+from .resources import delete_request, find, noop, tpu_price
 
 Log = Callable[[str], None]
 
@@ -62,11 +62,21 @@ class UpResult:
     dry_run: bool = False
     seconds: float = 0.0
 
+    book: prices.PriceBook | None = field(default=None, repr=False)   # None: the bundled table
+
+    @property
+    def tpu_price(self) -> prices.Price:
+        zone = self.zone or self.spec.zone
+        return (self.book or prices.BUNDLED).tpu_price(self.spec.accelerator, zone,
+                                                        prices.tier_of(self.spec.interruptible))
+
+    @property
+    def vm_price(self) -> prices.Price:
+        return (self.book or prices.BUNDLED).vm_price(self.spec.machine_type, self.zone or self.spec.zone)
+
     @property
     def hourly(self) -> float:
-        acc = self.spec.accelerator
-        return round(prices.tpu_hourly(acc, preemptible=self.spec.interruptible)
-                     + prices.vm_hourly(self.spec.machine_type), 4)
+        return round(self.tpu_price.usd_per_hour + self.vm_price.usd_per_hour, 4)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -76,7 +86,8 @@ class UpResult:
             "cidr": self.cidr, "vm": self.vm.to_dict() if self.vm else None,
             "tpu": self.tpu.to_dict() if self.tpu else None, "created": self.created, "adopted": self.adopted,
             "planned": self.planned, "notes": self.notes, "hourly_usd": self.hourly,
-            "price_source": prices.describe_source(), "seconds": round(self.seconds, 2),
+            "price_source": (self.book or prices.BUNDLED).describe(),
+            "price": {"tpu": self.tpu_price.to_dict(), "vm": self.vm_price.to_dict()}, "seconds": round(self.seconds, 2),
         }
 
     def summary(self) -> str:
@@ -100,6 +111,9 @@ class UpResult:
                 lines.append(f"already there (adopted): {', '.join(self.adopted)}")
         lines.extend(self.notes)
         lines.append(f"list price: ${self.hourly:.2f}/hour while it exists; tpuctl down {s.name} deletes it")
+        lines.append(f"  TPU {s.accelerator_type}: ${self.tpu_price.usd_per_hour:.2f}/hour ({self.tpu_price.label()})")
+        if s.machine_type:
+            lines.append(f"  VM {s.machine_type}: ${self.vm_price.usd_per_hour:.3f}/hour ({self.vm_price.label()})")
         return "\n".join(lines)
 
 
@@ -120,7 +134,7 @@ def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_
     start = time.monotonic()
     backoff = backoff or Backoff()
     acc = spec.accelerator
-    result = UpResult(spec=spec, dry_run=dry_run)
+    result = UpResult(spec=spec, dry_run=dry_run, book=provider.price_book())
     found = find(provider, spec.name)
 
     # --- plan: adopt what exists, refuse what conflicts ------------------------------------
@@ -773,7 +787,9 @@ def recreate_tpu(provider: Provider, spec: ClusterSpec, *, timeout: float = 1800
             log(f"deleting TPU {node.name} in {node.zone} ({node.state.value})")
             try:
                 op = provider.delete_tpu(node.zone, node.name)
-                ledger.tpu_deleted(provider, spec.name, node, by="recreate", hourly_usd=tpu_hourly(node))
+                price = tpu_price(node, provider.price_book())
+                ledger.tpu_deleted(provider, spec.name, node, by="recreate", hourly_usd=price.usd_per_hour,
+                                   price=price.to_dict())
                 wait_all(provider, [op], timeout=timeout, backoff=backoff)
             except NotFound:
                 pass

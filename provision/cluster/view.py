@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..basics.errors import NotFound, UsageError
 from ..basics.validate import CLUSTER_LABEL, format_duration
 from ..catalog import prices
 from ..cloud.base import Provider, QueuedRequest, TpuNode, TpuState, Vm, VmState
-from .resources import find, tpu_hourly
+from .resources import find, tpu_price
 
 Log = Callable[[str], None]
 
@@ -27,15 +27,34 @@ class ClusterView:
     tpu: TpuNode | None
     run: dict[str, Any] | None = None
     queued: QueuedRequest | None = None    # its queued resource (the TPU to be, while it has no node)
+    book: prices.PriceBook | None = field(default=None, repr=False)   # None: the bundled table
 
     HEADERS = ("CLUSTER", "ZONE", "VM", "TPU", "STATE", "HEALTH", "RANGE", "PREEMPTIBLE", "RUN", "UPTIME", "$/HOUR")
 
     @property
-    def hourly(self) -> float:
-        total = tpu_hourly(self.tpu) if self.tpu else 0.0
+    def tpu_price(self) -> prices.Price | None:
+        return tpu_price(self.tpu, self.book) if self.tpu else None
+
+    @property
+    def vm_price(self) -> prices.Price | None:
         if self.vm and self.vm.state not in (VmState.STOPPED, VmState.TERMINATED):
-            total += prices.vm_hourly(self.vm.machine_type)
-        return round(total, 4)
+            return (self.book or prices.BUNDLED).vm_price(self.vm.machine_type, self.vm.zone)
+        return None
+
+    @property
+    def hourly(self) -> float:
+        return round(sum(p.usd_per_hour for p in (self.tpu_price, self.vm_price) if p), 4)
+
+    def price_lines(self) -> list[str]:
+        """Where each part of the hourly figure comes from: region, tier, source and date."""
+        out = []
+        if self.tpu_price and self.tpu:
+            out.append(f"{self.name}: TPU {self.tpu.accelerator_type} ${self.tpu_price.usd_per_hour:.2f}/hour "
+                       f"({self.tpu_price.label()})")
+        if self.vm_price and self.vm:
+            out.append(f"{self.name}: VM {self.vm.machine_type} ${self.vm_price.usd_per_hour:.3f}/hour "
+                       f"({self.vm_price.label()})")
+        return out
 
     @property
     def uptime_seconds(self) -> float | None:
@@ -80,7 +99,9 @@ class ClusterView:
                 "vm": self.vm.to_dict() if self.vm else None, "tpu": self.tpu.to_dict() if self.tpu else None,
                 "queued": self.queued.to_dict() if self.queued else None,
                 "run": self.run, "uptime_seconds": round(self.uptime_seconds, 1) if self.uptime_seconds else None,
-                "hourly_usd": self.hourly}
+                "hourly_usd": self.hourly,
+                "price": {"tpu": self.tpu_price.to_dict() if self.tpu_price else None,
+                          "vm": self.vm_price.to_dict() if self.vm_price else None}}
 
 
 def status(provider: Provider, *, name: str | None = None, zone: str | None = None,
@@ -105,7 +126,8 @@ def status(provider: Provider, *, name: str | None = None, zone: str | None = No
         req = next((q for q in mine if tpu is not None and q.owns(tpu)), None) or next(iter(mine), None)
         z = tpu.zone if tpu else req.zone if req else vm.zone if vm else None
         run = run_lookup(n) if run_lookup else None
-        views.append(ClusterView(name=n, provider=provider.name, zone=z, vm=vm, tpu=tpu, run=run, queued=req))
+        views.append(ClusterView(name=n, provider=provider.name, zone=z, vm=vm, tpu=tpu, run=run, queued=req,
+                                 book=provider.price_book()))
     return views
 
 

@@ -37,7 +37,6 @@ def command(target: str | None, provider: str | None, project: str | None, as_js
     from ..basics import validate
     from ..basics.errors import NotFound
     from ..billing import costs
-    from ..catalog import prices
     from ..runs import store as runs
 
     if target:
@@ -70,8 +69,9 @@ def command(target: str | None, provider: str | None, project: str | None, as_js
     else:
         names = [target] if target else clusters
         reports = [costs.cluster_cost(prov, tgt, name, live, now=now) for name in names]
-    types = {lt.accelerator_type for r in reports for lt in r.lives} or {"v2-8"}
-    price_rows = costs.price_rows(types)
+    book = prov.price_book()
+    types = {(lt.accelerator_type, lt.zone) for r in reports for lt in r.lives} or {("v2-8", None)}
+    price_rows = costs.price_rows(types, book)
     notes = [live_note] if live_note else []
     if as_json:
         emit_json({"ok": True, "provider": tgt.provider, "project": tgt.project, "now": now,
@@ -79,7 +79,7 @@ def command(target: str | None, provider: str | None, project: str | None, as_js
                    "total_usd": round(sum(r.account.total_usd for r in reports), 4),
                    "saved_usd": round(sum(r.saved_usd for r in reports), 4),
                    "saving_usd_per_hour": round(sum(r.saving_per_hour for r in reports), 4),
-                   "prices": price_rows, "price_source": prices.describe_source(),
+                   "prices": price_rows, "price_source": book.describe(),
                    "counterfactual": costs.COUNTERFACTUAL, "notes": notes})
         return
     if not reports:
@@ -87,10 +87,14 @@ def command(target: str | None, provider: str | None, project: str | None, as_js
     for r in reports:
         click.echo(_cluster_text(r, run_id=target if run_entry else None))
         click.echo("")
-    click.echo(table([[p["accelerator_type"], f"{p['on_demand_usd_per_hour']:.2f}",
-                       f"{p['preemptible_usd_per_hour']:.2f}"] for p in price_rows],
-                     ("TPU", "ON-DEMAND $/H", "PREEMPTIBLE $/H")))
-    click.echo(f"prices: {prices.describe_source()}")
+    click.echo(table([[p["accelerator_type"], p["region"], f"{p['on_demand_usd_per_hour']:.2f}",
+                       f"{p['preemptible_usd_per_hour']:.2f}", p["source"], p["recorded"]] for p in price_rows],
+                     ("TPU", "REGION", "ON-DEMAND $/H", "SPOT/PREEMPTIBLE $/H", "SOURCE", "DATE")))
+    for p in price_rows:
+        for tier in ("on_demand", "spot"):
+            if p[tier]["note"]:
+                click.echo(f"{p['accelerator_type']} {p[tier]['tier']}: {p[tier]['note']}")
+    click.echo(f"prices: {book.describe()}")
     for n in notes:
         click.echo(n)
 

@@ -29,7 +29,6 @@ def command(name: str | None, zone: str | None, provider: str | None, project: s
     """
     from .. import cluster
     from ..basics import validate
-    from ..catalog import prices
 
     if name:
         validate.cluster_name(name)
@@ -48,7 +47,7 @@ def command(name: str | None, zone: str | None, provider: str | None, project: s
     sweeps = [] if name else live_sweeps(target)
     if as_json:
         emit_json({"ok": True, "provider": target.provider, "project": target.project,
-                   "price_source": prices.describe_source(), "clusters": [v.to_dict() for v in views],
+                   "price_source": prov.price_book().describe(), "clusters": [v.to_dict() for v in views],
                    "sweeps": sweeps})
         return
     _print_sweeps(sweeps)
@@ -71,7 +70,11 @@ def command(name: str | None, zone: str | None, provider: str | None, project: s
                            f"{(b['log_tail'] or ['-'])[-1]})")
             if r["status"] == "gave_up" and r.get("reason"):
                 click.echo(f"{r['run_id']} stopped: {r['reason']}")
-    click.echo(f"\nprices: {prices.describe_source()}")
+    click.echo("")
+    for v in views:
+        for line in v.price_lines():
+            click.echo(line)
+    click.echo(f"prices: {prov.price_book().describe()}")
 
 
 def _print_sweeps(sweeps: list[dict]) -> None:

@@ -90,20 +90,22 @@ def start(spec: str, zone: str | None, accelerator_type: str, preemptible: bool,
     plan = create.plan(spec, provider=target.provider, project=target.project, bucket=bucket_url, zones=zones,
                        accelerator_type=accelerator_type, preemptible=preemptible, spot=spot,
                        max_concurrent=max_concurrent, max_trials=max_trials, budget_usd=budget_usd,
-                       poll_s=poll_s, max_failures=max_failures)
+                       poll_s=poll_s, max_failures=max_failures, book=open_provider(target).price_book())
     rec = plan.record
     acting_on(target, "sweep", zone=",".join(zones))
     if dry_run:
         doc = {"ok": True, "dry_run": True, "sweep": rec.sweep_id, "bucket": bucket_url, "spec": plan.spec.to_dict(),
                "max_trials": rec.max_trials, "max_concurrent": rec.max_concurrent,
-               "grid_size": plan.spec.grid_size, "hourly_usd_per_tpu": rec.hourly_usd,
+               "grid_size": plan.spec.grid_size, "hourly_usd_per_tpu": rec.hourly_usd, "price": rec.price,
                "host": host.cluster if host else None}
         if as_json:
             emit_json(doc)
         else:
             click.echo(f"dry run: sweep {rec.sweep_id} would run up to {rec.max_trials} trial(s) of "
                        f"{plan.spec.method} search on up to {rec.max_concurrent} {rec.accelerator_type} TPU(s) "
-                       f"(${rec.hourly_usd:.2f}/hour each); nothing was created")
+                       f"(${rec.hourly_usd:.2f}/hour each: {(rec.price or {}).get('region')} "
+                       f"{(rec.price or {}).get('tier')}, {(rec.price or {}).get('source')}, "
+                       f"{(rec.price or {}).get('date')}); nothing was created")
         return
     prov = open_provider(target)
     store = SweepStore(_open_bucket(bucket_url, target), rec.sweep_id)

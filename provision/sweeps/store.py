@@ -78,6 +78,7 @@ class SweepRecord:
     spec: dict[str, Any]                      # provision.sweeps.spec.SweepSpec.to_dict()
     budget_usd: float | None = None
     hourly_usd: float = 0.0                   # one pool TPU at list price
+    price: dict[str, Any] | None = None       # that price: region, tier, source, date (prices.Price)
     eval_every_steps: int | None = None
     num_train_steps: int = 0
     max_failures: int = 3

@@ -35,6 +35,7 @@ def document(rec: SweepRecord, trials: Sequence[TrialRecord], *, controller: dic
         if top else None,
         "bucket": rec.bucket, "host": rec.host, "max_trials": rec.max_trials, "max_concurrent": rec.max_concurrent,
         "budget_usd": rec.budget_usd, "cost_usd": round(sum(t.cost_usd for t in trials), 6),
+        "hourly_usd": rec.hourly_usd, "price": rec.price,
         "controller": {"alive": alive, "where": (controller or {}).get("where"),
                        "host": (controller or {}).get("host"), "heartbeat_at": (controller or {}).get("heartbeat_at")},
     }
@@ -59,6 +60,9 @@ def headline(doc: dict[str, Any]) -> str:
     parts = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no trials yet"
     line = (f"sweep {doc['sweep']} {doc['state']}: {doc['goal']} {doc['metric']} ({doc['method']}, pruner "
             f"{doc['pruner']}); {parts} of at most {doc['max_trials']}; ${doc['cost_usd']:.4f}")
+    p = doc.get("price")
+    if p:
+        line += f" at ${p['usd_per_hour']:.2f}/hour per TPU ({p['region']} {p['tier']}, {p['source']}, {p['date']})"
     if doc.get("reason"):
         line += f"; {doc['reason']}"
     return line

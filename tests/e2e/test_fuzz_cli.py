@@ -108,7 +108,7 @@ def world(tmp_path, monkeypatch, fakegcp, fake_gcs, tpuctl):
         monkeypatch.setenv(key, "0")
     env = fakegcp.env()
     for key in ("TPUCTL_TPU_API_ENDPOINT", "TPUCTL_COMPUTE_API_ENDPOINT", "TPUCTL_TPU_GRPC_ENDPOINT",
-                "TPUCTL_CREDENTIALS"):
+                "TPUCTL_BILLING_API_ENDPOINT", "TPUCTL_CREDENTIALS"):
         monkeypatch.setenv(key, env[key])
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", fake_gcs.url)
     monkeypatch.setenv("NO_GCE_CHECK", "true")

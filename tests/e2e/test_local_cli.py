@@ -50,13 +50,15 @@ def test_json_shapes(tpuctl):
     assert up["ok"] is True and up["cluster"] == "j1" and up["provider"] == "local"
     assert up["tpu"]["state"] == "READY" and up["tpu"]["labels"]["team"] == "nlp"
     assert up["vm"]["labels"]["team"] == "nlp" and up["vm"]["state"] == "RUNNING"
-    assert up["created"] == ["VM j1 (us-central1-b)", "TPU j1 (us-central1-b)"] and up["hourly_usd"] == 2.495
+    # skypilot-catalog v8 gcp/vms.csv: tpu-v3-8 us-central1 SpotPrice 2.04; n1-standard-1 0.0475
+    assert up["created"] == ["VM j1 (us-central1-b)", "TPU j1 (us-central1-b)"] and up["hourly_usd"] == 2.135
+    assert up["price"]["tpu"]["region"] == "us-central1" and up["price"]["tpu"]["tier"] == "spot/preemptible"
     st = tpuctl("status", "--json").json()
     assert st["ok"] and [c["name"] for c in st["clusters"]] == ["j1"]
     assert set(st["clusters"][0]) >= {"name", "provider", "zone", "vm", "tpu", "run", "uptime_seconds", "hourly_usd"}
     down = tpuctl("down", "j1", "--json").json()
     assert down["deleted"] == ["TPU j1 (us-central1-b)", "VM j1 (us-central1-b)"]
-    assert down["saves_usd_per_hour"] == 2.495
+    assert down["saves_usd_per_hour"] == 2.135
     err = tpuctl("up", "Bad_Name", "--json")
     assert err.code == 2 and err.json() == {"ok": False, "exit_code": 2, "error": err.json()["error"]}
     assert "invalid cluster name" in err.json()["error"]

@@ -281,16 +281,16 @@ def test_cost_of_a_known_ledger(tpuctl):
     assert c["account"]["waiting_unbilled_hours"] == pytest.approx(0.2, abs=1e-3)
     # reaped at 4.5h, nobody touched the cluster since: 1.5 h at $1.35 so far, and still $1.35/hour
     assert c["saved_usd"] == pytest.approx(1.5 * 1.35, abs=0.01) and c["saving_usd_per_hour"] == 1.35
-    assert doc["prices"] == [{"accelerator_type": "v2-8", "on_demand_usd_per_hour": 4.5,
-                              "preemptible_usd_per_hour": 1.35, "recorded": "2026-11-22",
-                              "region": "us-central1 (v4: us-central2)",
-                              "source": doc["prices"][0]["source"]}]
+    [row] = doc["prices"]      # skypilot-catalog v8 gcp/vms.csv: tpu-v2-8 us-central1 4.5 / 1.35
+    assert (row["accelerator_type"], row["region"], row["on_demand_usd_per_hour"], row["preemptible_usd_per_hour"]) \
+        == ("v2-8", "us-central1", 4.5, 1.35)
+    assert row["recorded"] == "2026-11-24" and "skypilot-catalog" in row["source"] and row["spot"]["note"] is None
     assert "until now" in doc["counterfactual"]
 
     text = tpuctl("cost", "lab").out
     assert "idle (no live run)" in text and "waiting after preemption" in text
     assert "idle reaping saved $2.0" in text and "still saving $1.35/hour" in text
-    assert "ON-DEMAND $/H" in text and "recorded 2026-11-22" in text
+    assert "ON-DEMAND $/H" in text and "read 2026-11-24" in text and "us-central1" in text
 
     per_run = tpuctl("cost", run.run_id, "--json").json()
     assert per_run["run"] == run.run_id

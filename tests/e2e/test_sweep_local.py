@@ -193,6 +193,9 @@ def test_budget_stops_starting_trials(tiny_bert, tmp_path):
     assert len(doc["trials"]) == 1 and doc["trials"][0]["state"] == "finished"
     assert doc["state"] == "finished" and "budget" in doc["reason"]
     assert 0 < doc["cost_usd"] <= budget
+    # the budget's rate says where it holds: skypilot-catalog vms.csv tpu-v2-8 us-central1 4.5
+    assert doc["hourly_usd"] == hourly == 4.5
+    assert (doc["price"]["region"], doc["price"]["tier"]) == ("us-central1", "on-demand") and doc["price"]["date"]
     no_sweep_tpu_left()
 
 

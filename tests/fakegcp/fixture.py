@@ -96,6 +96,7 @@ class FakeGCP:
             "TPUCTL_TPU_API_ENDPOINT": self.url,
             "TPUCTL_COMPUTE_API_ENDPOINT": self.compute_endpoint,
             "TPUCTL_TPU_GRPC_ENDPOINT": self.grpc_target,
+            "TPUCTL_BILLING_API_ENDPOINT": self.url,
         }
 
     def gcloud_config(self, directory: str | os.PathLike[str]) -> dict[str, str]:

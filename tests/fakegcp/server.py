@@ -17,12 +17,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from . import admin, compute, compute_net, errors, firewalls, metadata, tpu_rest
+from . import admin, billing, compute, compute_net, errors, firewalls, metadata, tpu_rest
 from .errors import ApiError
 from .routing import Request, Route, Router
 from .store import Latencies, Store
 
-SERVICE_TITLES = {"tpu.googleapis.com": "Cloud TPU API", "compute.googleapis.com": "Compute Engine API"}
+SERVICE_TITLES = {"tpu.googleapis.com": "Cloud TPU API", "compute.googleapis.com": "Compute Engine API",
+                  billing.SERVICE: "Cloud Billing API"}
 
 
 @dataclass
@@ -48,6 +49,7 @@ class FakeCloud:
         compute_net.register(self.api, self.current)
         firewalls.register(self.api, self.current)
         metadata.register(self.api, self.current)
+        billing.register(self.api)
         self.admin = Router()
         admin.register(self.admin, self)
         tpu_rest.register_admin(self.admin, self)

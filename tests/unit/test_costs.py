@@ -141,10 +141,15 @@ def test_what_the_cloud_lists_completes_the_ledger():
     assert len(same) == 1
 
 
-def test_price_rows_carry_both_prices_and_the_source():
+def test_price_rows_carry_both_prices_region_source_and_date():
     [row] = costs.price_rows(["v2-8", "v2-8"])
     assert row["on_demand_usd_per_hour"] == 4.5 and row["preemptible_usd_per_hour"] == 1.35
-    assert row["recorded"] == "2026-11-22" and "cloud.google.com/tpu/pricing" in row["source"]
+    assert row["recorded"] == "2026-11-24" and "skypilot-catalog" in row["source"]
+    assert row["region"] == "us-central1" and "nearest known region" in row["on_demand"]["note"]
+    # skypilot-catalog v8 gcp/vms.csv: tpu-v2-8 europe-west4-a Price 4.95, SpotPrice 1.26225
+    [eu] = costs.price_rows([("v2-8", "europe-west4-a")])
+    assert (eu["region"], eu["on_demand_usd_per_hour"], eu["preemptible_usd_per_hour"]) == ("europe-west4", 4.95, 1.2623)
+    assert eu["spot"]["tier"] == "spot/preemptible" and eu["on_demand"]["note"] is None
 
 
 @st.composite
