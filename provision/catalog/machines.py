@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-# Cheapest first. e2-standard-2 ($0.067/h in us-central1, skypilot-catalog vms.csv, read
-# 2026-11-24) is offered in every zone of the fake's regions but us-central2; n2-standard-2
-# ($0.097/h) is the next general-purpose type; n1-standard-2 ($0.095/h) stays for zones that
-# only have n1. The 4- and 8-vCPU shapes come last, for zones (us-central2) where public
-# examples show only larger types (tensorflow/tpu's v4 terraform examples: n2-standard-8).
+# Smallest and cheapest first. e2-standard-2 ($0.067/h in us-central1, skypilot-catalog vms.csv,
+# read 2026-11-24) is offered in every TPU region but us-central2. n2-standard-2 ($0.097/h) comes
+# before n1-standard-2 ($0.095/h): two cents a day more buys a newer CPU in every zone that has n2,
+# which includes us-east5 and us-south1 where n1 is absent; n1 stays for zones that only have n1.
+# The 4- and 8-vCPU shapes come last, for zones (us-central2) where public examples show only
+# larger types (tensorflow/tpu's v4 terraform examples: n2-standard-8).
 PREFERENCE: tuple[str, ...] = (
     "e2-standard-2", "n2-standard-2", "n1-standard-2",
     "e2-standard-4", "n2-standard-4", "n1-standard-4",

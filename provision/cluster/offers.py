@@ -11,10 +11,13 @@ machine-types call per zone, however many checks.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..basics.errors import CloudError, UsageError
 from ..catalog import images, machines
 from ..cloud.base import Arch, ClusterSpec, Provider
+from ..cloud.failures import Scope, failure
 
 
 class Offers:
@@ -86,3 +89,35 @@ def fit(offers: Offers, spec: ClusterSpec, zone: str, *, tpu: bool = True, vm: b
             return ZoneFit(zone, why=f"{zone}: {got_m.why}", usage=got_m.usage, about="machine type")
         machine = got_m.machine_type
     return ZoneFit(zone, image, machine)
+
+
+def plan_zones(offers: Offers, spec: ClusterSpec, zones: list[str], *, tpu: bool = True, vm: bool = True,
+               keep_image: str | None = None, log: Callable[[str], None] = lambda _m: None) -> dict[str, ZoneFit]:
+    """Each zone's image and host machine type; zones that cannot host the cluster are left out
+    (logged), and when none is left, one line says why (a UsageError: nothing was created)."""
+    checked: list[ZoneFit] = []
+    for zone in zones:
+        try:
+            checked.append(fit(offers, spec, zone, tpu=tpu, vm=vm, keep_image=keep_image))
+        except CloudError as exc:
+            if failure(exc.kind, exc.message).scope not in (Scope.ZONE, Scope.REGION):
+                raise
+            checked.append(ZoneFit(zone, why=f"{zone}: {exc.message}", about="zone"))
+    fits = {f.zone: f for f in checked if f.ok}
+    refused = [f for f in checked if not f.ok]
+    if not fits:
+        usage = [f for f in refused if f.usage]
+        why = "; ".join(f.why for f in (usage or refused))
+        about = {f.about for f in (usage or refused)}
+        if "image" in about:
+            hint = ("pass one of them with --runtime-version, or drop it and let tpuctl choose" if usage
+                    else "name an image with --runtime-version, or try another --zone")
+        elif "machine type" in about:
+            hint = ("pass one of them with --machine-type, or drop it and let tpuctl choose" if usage
+                    else "name a machine type with --machine-type, or try another --zone")
+        else:
+            hint = "try another --zone"
+        raise UsageError(why, hint=hint)
+    for f in refused:
+        log(f"zone {f.zone} is left out: {f.why.split(': ', 1)[-1]}")
+    return fits

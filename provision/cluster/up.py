@@ -37,7 +37,7 @@ from . import cidr as cidrs
 from . import ledger
 from .cache import cache_spec
 from .failover import ZonePlan
-from .offers import Offers, ZoneFit, fit
+from .offers import Offers, ZoneFit, plan_zones
 from .resources import delete_request, find, noop, tpu_hourly
 
 Log = Callable[[str], None]
@@ -74,6 +74,7 @@ class UpResult:
             "ok": True, "cluster": self.spec.name, "provider": self.spec.provider, "project": self.spec.project,
             "zone": self.zone, "dry_run": self.dry_run, "accelerator_type": self.spec.accelerator_type,
             "arch": self.spec.arch.value, "preemptible": self.spec.preemptible, "spot": self.spec.spot,
+            "runtime_version": self.spec.runtime_version, "machine_type": self.spec.machine_type,
             "cidr": self.cidr, "vm": self.vm.to_dict() if self.vm else None,
             "tpu": self.tpu.to_dict() if self.tpu else None, "created": self.created, "adopted": self.adopted,
             "planned": self.planned, "notes": self.notes, "hourly_usd": self.hourly,
@@ -203,7 +204,7 @@ def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_
         if dead and tpu is not None and tpu.arch == Arch.VM and tpu.version:
             keep_image = keep_image or tpu.version      # a recreated TPU keeps its image where offered
         asks_tpu = need_tpu and (req is None or req.dead)     # an adopted request already has its image
-        fits = _plan_zones(offers or Offers(provider), spec, zones, tpu=asks_tpu, vm=need_vm,
+        fits = plan_zones(offers or Offers(provider), spec, zones, tpu=asks_tpu, vm=need_vm,
                            keep_image=keep_image, log=log)
         zones = [z for z in zones if z in fits]
 
@@ -280,38 +281,6 @@ def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_
         ledger.tpu_created(provider, spec.name, result.tpu)
     result.seconds = time.monotonic() - start
     return result
-
-
-def _plan_zones(offers: Offers, spec: ClusterSpec, zones: list[str], *, tpu: bool, vm: bool,
-                keep_image: str | None, log: Log) -> dict[str, ZoneFit]:
-    """Each zone's image and host machine type; zones that cannot host the cluster are left out
-    (logged), and when none is left, one line says why (a UsageError: nothing was created)."""
-    checked: list[ZoneFit] = []
-    for zone in zones:
-        try:
-            checked.append(fit(offers, spec, zone, tpu=tpu, vm=vm, keep_image=keep_image))
-        except CloudError as exc:
-            if failure(exc.kind, exc.message).scope not in (Scope.ZONE, Scope.REGION):
-                raise
-            checked.append(ZoneFit(zone, why=f"{zone}: {exc.message}", about="zone"))
-    fits = {f.zone: f for f in checked if f.ok}
-    refused = [f for f in checked if not f.ok]
-    if not fits:
-        usage = [f for f in refused if f.usage]
-        why = "; ".join(f.why for f in (usage or refused))
-        about = {f.about for f in (usage or refused)}
-        if "image" in about:
-            hint = ("pass one of them with --runtime-version, or drop it and let tpuctl choose" if usage
-                    else "name an image with --runtime-version, or try another --zone")
-        elif "machine type" in about:
-            hint = ("pass one of them with --machine-type, or drop it and let tpuctl choose" if usage
-                    else "name a machine type with --machine-type, or try another --zone")
-        else:
-            hint = "try another --zone"
-        raise UsageError(why, hint=hint)
-    for f in refused:
-        log(f"zone {f.zone} is left out: {f.why.split(': ', 1)[-1]}")
-    return fits
 
 
 def _as_made(spec: ClusterSpec, result: UpResult) -> ClusterSpec:

@@ -106,6 +106,7 @@ def start(spec: str, zone: str | None, accelerator_type: str, preemptible: bool,
                        f"(${rec.hourly_usd:.2f}/hour each); nothing was created")
         return
     prov = open_provider(target)
+    _check_images(prov, rec, zones)
     store = SweepStore(_open_bucket(bucket_url, target), rec.sweep_id)
     if not store.bucket.exists():
         if target.provider == "local" and bucket_url == runs.LOCAL_DEFAULT_BUCKET:
@@ -138,6 +139,17 @@ def _open_bucket(url: str, target):
     from ..cloud.storage import open_bucket
 
     return open_bucket(url, target)
+
+
+def _check_images(prov, rec, zones) -> None:
+    """The pool's TPUs get an image in some zone (the controller creates them later, far from
+    this terminal): a sweep whose zones offer none stops here, in one line, before anything exists."""
+    from ..cloud.base import ClusterSpec
+    from ..cluster.offers import Offers, plan_zones
+
+    probe = ClusterSpec(name="sweep-check", accelerator_type=rec.accelerator_type, zones=tuple(zones),
+                        provider=rec.provider, project=rec.project or None, machine_type=None)
+    plan_zones(Offers(prov), probe, list(zones), tpu=True, vm=False)
 
 
 def _check_host(target, detach: bool, host_name: str | None):

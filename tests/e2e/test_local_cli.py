@@ -94,7 +94,11 @@ def test_dry_run_changes_nothing(tpuctl):
     (["up", "b", "--timeout", "soon"], "invalid duration"),
     (["up", "b", "--valid-until", "1h"], "--valid-until needs --queued"),
     (["up", "b", "--bucket", "s3://x"], "use gs://BUCKET"),
-    (["up", "b", "--tf-version", "2.12.0"], "--tf-version is for TPU Nodes"),
+    # the local provider rehearses the zone's catalogue with the images seen in public use
+    (["up", "b", "--tf-version", "2.12.0"], "no single-host TensorFlow 2.12.0 image for v2"),
+    (["up", "b", "--runtime-version", "tpu-vm-tf-2.18.0-pjrt"], "tpu-vm-tf-2.18.0-pjrt is not offered there"),
+    (["up", "b", "--machine-type", "e2-standrad-2"], "machine type e2-standrad-2 is not offered there"),
+    (["up", "b", "--tf-version", "2.17", "--runtime-version", "tpu-vm-tf-2.17.0-pjrt"], "both given"),
     (["up", "b", "--arch", "node", "--no-vm"], "needs a host VM"),
     (["up", "b", "--provider", "gcp"], "gcp needs a project"),
     (["down"], "nothing to delete"),
