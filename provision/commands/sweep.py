@@ -144,12 +144,17 @@ def _open_bucket(url: str, target):
 def _check_images(prov, rec, zones) -> None:
     """The pool's TPUs get an image in some zone (the controller creates them later, far from
     this terminal): a sweep whose zones offer none stops here, in one line, before anything exists."""
+    from ..basics.errors import UsageError
     from ..cloud.base import ClusterSpec
     from ..cluster.offers import Offers, plan_zones
 
-    probe = ClusterSpec(name="sweep-check", accelerator_type=rec.accelerator_type, zones=tuple(zones),
+    offered = [z for z in zones if prov.offered(z, rec.accelerator_type)]
+    if not offered:
+        raise UsageError(f"{rec.accelerator_type} is not offered in {', '.join(zones)}",
+                         hint="pick a zone that offers it (gcloud compute tpus accelerator-types list --zone ZONE)")
+    probe = ClusterSpec(name="sweep-check", accelerator_type=rec.accelerator_type, zones=tuple(offered),
                         provider=rec.provider, project=rec.project or None, machine_type=None)
-    plan_zones(Offers(prov), probe, list(zones), tpu=True, vm=False)
+    plan_zones(Offers(prov), probe, offered, tpu=True, vm=False)
 
 
 def _check_host(target, detach: bool, host_name: str | None):

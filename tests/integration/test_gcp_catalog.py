@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import REPO
 from tests.fakegcp import catalog
 
 PROJECT = "tpuctl-test"
@@ -114,3 +115,25 @@ def test_the_fake_refuses_what_google_refuses(fakegcp):
     with pytest.raises(exceptions.BadRequest, match='The field "RuntimeVersion" cannot be'):   # 400 INVALID_ARGUMENT
         tpu.create_node(parent=f"projects/{PROJECT}/locations/us-east5-b", node_id="n",
                         node=tpu_v2.Node(accelerator_type="v6e-8", runtime_version="tpu-vm-tf-2.18.0-pjrt"))
+
+
+def test_a_sweep_whose_zones_cannot_host_its_tpus_stops_before_anything_is_written(fakegcp_env, gcs_env, gcs_bucket,
+                                                                                  tpuctl_process, tmp_path):
+    from provision.basics.config import Target
+    from provision.cloud.storage import open_bucket
+
+    bucket = f"gs://{gcs_bucket}"
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(f"""job: {REPO / 'templates' / 'bert-finetune-tiny.yaml'}
+set: {{bert_dir: {bucket}/tiny, train_file: {bucket}/tiny/train.tsv, dev_file: {bucket}/tiny/dev.tsv}}
+metric: eval_accuracy
+parameters:
+  learning_rate: {{values: [3.0e-4, 1.0e-3]}}
+""")
+    # us-central1-a has no v6e (the sweep's controller would find out only when it makes its pool)
+    r = tpuctl_process("sweep", str(spec), "--provider", "gcp", "--zone", "us-central1-a", "-a", "v6e-8",
+                       "--bucket", bucket)
+    assert r.code == 2 and "v6e-8 is not offered in us-central1-a" in r.err.strip().splitlines()[-1], r.err
+    b = open_bucket(bucket, Target(provider="gcp", project=PROJECT, zone=None))
+    assert list(b.list("tpuctl/sweeps/")) == [] and _created(fakegcp_env) == {"instances": [], "nodes": []}
+    assert fakegcp_env.call_counts().get("tpu.v2.runtimeVersions.list", 0) == 0
