@@ -110,7 +110,9 @@ RUNTIME_VERSIONS = tuple(sorted({v for vs in RUNTIME_VERSIONS_BY_GENERATION.valu
 # Host machine types per zone: the standard-2/4/8 shapes of e2, n1 and n2 that
 # skypilot-org/skypilot-catalog catalogs/v8/gcp/vms.csv lists per AvailabilityZone (built from
 # Google's APIs; file version 006059e0, read 2026-11-24): e2 and n2 are in every zone of these
-# regions, n1 is absent from us-east5 and us-south1. us-central2 (TPU v4, a restricted region) has
+# regions, n1 is absent from us-east5 and us-south1. Rows read: e2-standard-2/4/8/16, n2-standard-2
+# and -16, n1-standard-1/2/4/8/16 (n2-standard-4/8 taken to follow n2-standard-2 and -16, which
+# list the same zones). us-central2 (TPU v4, a restricted region) has
 # no rows there; tensorflow/tpu tools/kubernetes/terraform (batching_with_compact_placement
 # examples/v4, module/terraform.tfvars) puts n2-standard-8 and e2-standard-32 nodes in
 # us-central2-a/b/c, so that is all the fake offers there.
