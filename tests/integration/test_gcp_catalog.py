@@ -137,3 +137,13 @@ parameters:
     b = open_bucket(bucket, Target(provider="gcp", project=PROJECT, zone=None))
     assert list(b.list("tpuctl/sweeps/")) == [] and _created(fakegcp_env) == {"instances": [], "nodes": []}
     assert fakegcp_env.call_counts().get("tpu.v2.runtimeVersions.list", 0) == 0
+
+
+def test_dry_run_says_which_image_and_machine_type_it_would_use(fakegcp_env, tpuctl_process):
+    r = tpuctl_process("up", "c1", "--zone", "us-east5-b", "-a", "v6e-8", "--dry-run", "--json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    assert doc["runtime_version"] == "tpu-vm-tf-2.18.0-pjrt-v5e-and-v6" and doc["machine_type"] == "e2-standard-2"
+    assert "TPU c1 v6e-8 in us-east5-b, image tpu-vm-tf-2.18.0-pjrt-v5e-and-v6" in doc["planned"]
+    assert "VM c1 e2-standard-2 in us-east5-b" in doc["planned"]
+    assert _created(fakegcp_env) == {"instances": [], "nodes": []}
