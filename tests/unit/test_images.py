@@ -146,3 +146,21 @@ def test_each_zone_is_asked_once_and_checked_on_its_own():
     refused = fit(offers, pinned, "us-east1-d")
     assert not refused.ok and refused.usage and refused.about == "machine type"
     assert refused.apply(pinned) is pinned and a.apply(spec).runtime_version == a.runtime_version
+
+
+def test_failover_leaves_out_zones_without_the_image_and_says_why_when_none_is_left():
+    from provision.basics.errors import UsageError
+    from provision.cluster.offers import plan_zones
+
+    stub = _Listing({"us-east5-b": ZONE, "us-east1-d": ["tpu-vm-tf-2.16.1-pjrt"]},
+                    {"us-east5-b": ["e2-standard-2"], "us-east1-d": ["e2-standard-2"]})
+    pinned = ClusterSpec(name="c", accelerator_type="v6e-8", zones=("us-east1-d", "us-east5-b"), provider="gcp",
+                         runtime_version="tpu-vm-tf-2.18.0-pjrt-v5e-and-v6")
+    lines: list[str] = []
+    fits = plan_zones(Offers(stub), pinned, ["us-east1-d", "us-east5-b"], log=lines.append)  # type: ignore[arg-type]
+    assert list(fits) == ["us-east5-b"]
+    assert lines == [("zone us-east1-d is left out: runtime version tpu-vm-tf-2.18.0-pjrt-v5e-and-v6 is not offered "
+                     "there; its TensorFlow images for v6e: tpu-vm-tf-2.16.1-pjrt")]
+    with pytest.raises(UsageError) as info:
+        plan_zones(Offers(stub), pinned, ["us-east1-d"])   # type: ignore[arg-type]
+    assert "\n" not in info.value.one_line() and "--runtime-version" in info.value.one_line()
