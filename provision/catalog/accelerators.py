@@ -29,32 +29,46 @@ class Generation:
     architectures: tuple[str, ...]  # "node" (TPU Node, v1 API) and/or "vm" (TPU VM, v2 API)
     peak_bf16_tflops_per_chip: float
     hbm_gib_per_chip: int
-    default_runtime: str      # TPU VM runtime image for TensorFlow
 
 
-def _powers(lo: int, hi: int) -> tuple[int, ...]:
-    out, n = [], lo
-    while n <= hi:
-        out.append(n)
-        n *= 2
-    return tuple(out)
+def _cores(topologies: str) -> tuple[int, ...]:
+    """TensorCore counts (two per chip) of slice topologies such as ``2x2x1 4x4x12``."""
+    out = []
+    for topo in topologies.split():
+        chips = 1
+        for side in topo.split("x"):
+            chips *= int(side)
+        out.append(2 * chips)
+    return tuple(sorted(set(out)))
+
+
+# v4 and v5p slices are 3D shapes, not only powers of two (v4-384 is 4x4x12). The shapes are
+# Google's published lists: AI-Hypercomputer/maxtext MaxText/accelerator_to_spec_map.py and
+# AI-Hypercomputer/xpk src/xpk/core/system_characteristics.py (kept in sync by Google; read
+# 2026-11-24); cloud.google.com/tpu/docs/v4 and /v5p give the rule (multiples of 4 per side
+# from 64 chips up) and the largest single slice.
+V4_TOPOLOGIES = "2x2x1 2x2x2 2x2x4 2x4x4 4x4x4 4x4x8 4x4x12 4x8x8 8x8x8 8x8x12 8x8x16 8x16x16"
+V5P_TOPOLOGIES = (
+    "2x2x1 2x2x2 2x2x4 2x4x4 4x4x4 4x4x8 4x4x12 4x8x8 4x4x20 4x8x12 4x4x28 8x8x8 4x12x12 4x8x20 4x4x44 "
+    "8x8x12 4x4x52 4x8x28 4x12x20 8x8x16 4x4x68 8x12x12 4x4x76 8x8x20 4x12x28 4x8x44 4x4x92 8x12x16 "
+    "4x20x20 4x8x52 12x12x12 8x8x28 4x4x116 8x12x20 4x4x124 8x16x16 4x12x44 4x8x68 4x20x28 12x12x16 "
+    "4x4x148 4x8x76 4x12x52 8x16x20 4x4x164 8x12x28 4x4x172 8x8x44 12x12x20 4x8x92 4x4x188 12x16x16 "
+    "4x28x28 8x20x20 4x12x68 8x8x52 4x4x212 12x12x24 4x20x44 8x16x28 4x12x76 4x8x116 4x4x236 12x16x20 "
+    "4x4x244 4x8x124 12x12x28 16x16x16 4x20x52 8x12x44 8x8x68 4x12x92 8x20x28 12x16x24 4x8x148 "
+    "12x20x20 8x8x76 4x28x44 8x12x52 16x16x20 12x12x36 4x8x164 12x16x28 4x20x68 4x8x172 4x12x116 "
+    "8x16x44 12x20x24 4x28x52 8x8x92 4x12x124 4x8x188 4x20x76 16x16x24 12x24x24 16x20x28"
+)
 
 
 GENERATIONS: dict[str, Generation] = {
     g.name: g
     for g in (
-        Generation("v2", "cores", 2, 4, 4, (8, 32, 128, 256, 512), ("node", "vm"),
-                   45.0, 16, "tpu-vm-tf-2.16.1-pjrt"),
-        Generation("v3", "cores", 2, 4, 4, (8, 32, 64, 128, 256, 512, 1024, 2048), ("node", "vm"),
-                   123.0, 32, "tpu-vm-tf-2.16.1-pjrt"),
-        Generation("v4", "cores", 2, 4, 4, _powers(8, 4096), ("vm",),
-                   275.0, 32, "tpu-vm-tf-2.16.1-pjrt"),
-        Generation("v5litepod", "chips", 1, 4, 8, (1, 4, 8, 16, 32, 64, 128, 256), ("vm",),
-                   197.0, 16, "tpu-vm-tf-2.18.0-pjrt"),
-        Generation("v5p", "cores", 2, 4, 4, _powers(8, 8192) + (12288,), ("vm",),
-                   459.0, 95, "tpu-vm-tf-2.18.0-pjrt"),
-        Generation("v6e", "chips", 1, 4, 8, (1, 4, 8, 16, 32, 64, 128, 256), ("vm",),
-                   918.0, 32, "tpu-vm-tf-2.18.0-pjrt"),
+        Generation("v2", "cores", 2, 4, 4, (8, 32, 128, 256, 512), ("node", "vm"), 45.0, 16),
+        Generation("v3", "cores", 2, 4, 4, (8, 32, 64, 128, 256, 512, 1024, 2048), ("node", "vm"), 123.0, 32),
+        Generation("v4", "cores", 2, 4, 4, _cores(V4_TOPOLOGIES), ("vm",), 275.0, 32),
+        Generation("v5litepod", "chips", 1, 4, 8, (1, 4, 8, 16, 32, 64, 128, 256), ("vm",), 197.0, 16),
+        Generation("v5p", "cores", 2, 4, 4, _cores(V5P_TOPOLOGIES), ("vm",), 459.0, 95),
+        Generation("v6e", "chips", 1, 4, 8, (1, 4, 8, 16, 32, 64, 128, 256), ("vm",), 918.0, 32),
     )
 }
 
@@ -92,12 +106,6 @@ class AcceleratorType:
 
     def supports(self, arch: str) -> bool:
         return arch in self.generation.architectures
-
-    @property
-    def default_runtime(self) -> str:
-        """Multi-host slices need the pod flavour of a TPU VM runtime image."""
-        image = self.generation.default_runtime
-        return image.replace("-pjrt", "-pod-pjrt") if self.multi_host else image
 
 
 def parse(name: str) -> AcceleratorType:

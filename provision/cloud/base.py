@@ -19,6 +19,7 @@ from ..basics import validate
 from ..basics.errors import UsageError
 from ..catalog.accelerators import AcceleratorType
 from ..catalog.accelerators import parse as parse_accelerator
+from ..catalog.machines import AUTO as AUTO_MACHINE_TYPE
 from ..catalog.prices import PriceBook
 
 # Where TPU blocks are allocated unless the config's tpu_cidr_pool says otherwise (ctpu's 10.240/16).
@@ -153,7 +154,9 @@ PENDING_TPU_STATES = frozenset({TpuState.CREATING, TpuState.STARTING, TpuState.R
                                 TpuState.REIMAGING, TpuState.REPAIRING, TpuState.UNHIDING})
 
 
-DEFAULT_MACHINE_TYPE = "n1-standard-2"
+# The host VM's machine type unless --machine-type names one: the first of
+# catalog.machines.PREFERENCE that the zone offers, chosen by ``up`` when it plans.
+DEFAULT_MACHINE_TYPE = AUTO_MACHINE_TYPE
 DEFAULT_NETWORK = "default"
 
 
@@ -169,9 +172,9 @@ class ClusterSpec:
     arch: Arch = Arch.VM
     preemptible: bool = False
     spot: bool = False
-    machine_type: str | None = DEFAULT_MACHINE_TYPE  # host VM; None: no host VM (arch vm only)
-    runtime_version: str | None = None               # TPU VM image (arch vm)
-    tensorflow_version: str | None = None            # TPU Node TensorFlow (arch node)
+    machine_type: str | None = DEFAULT_MACHINE_TYPE  # host VM ("auto": the zone's first preferred); None: none
+    runtime_version: str | None = None               # TPU VM image (arch vm); None: the zone's best (up)
+    tensorflow_version: str | None = None            # TPU Node TensorFlow (arch node), or the TF of the image (vm)
     cidr: str | None = None                          # requested block; None: allocate
     network: str = DEFAULT_NETWORK
     subnetwork: str | None = None
@@ -248,7 +251,10 @@ class ClusterSpec:
         if self.arch == Arch.NODE:
             from ..catalog.accelerators import DEFAULT_TENSORFLOW_VERSION
             return self.tensorflow_version or DEFAULT_TENSORFLOW_VERSION
-        return self.runtime_version or acc.default_runtime
+        if not self.runtime_version:
+            # up picks the image from the zone's runtime versions before it creates anything
+            raise ValueError(f"no runtime image chosen for {acc.name} (up plans it per zone)")
+        return self.runtime_version
 
     def resource_labels(self, role: str) -> dict[str, str]:
         """Labels on every resource tpuctl creates: the user's plus cluster and role."""
@@ -490,6 +496,11 @@ class Provider(Protocol):
     def get_tpu(self, zone: str, name: str) -> TpuNode | None: ...
     def list_tpus(self, zone: str | None = None, labels: dict[str, str] | None = None) -> list[TpuNode]: ...
     def delete_tpu(self, zone: str, name: str) -> Operation: ...
+
+    # What a zone offers, asked before anything is created: its TPU VM runtime images
+    # (runtimeVersions.list), and which of ``names`` are machine types there
+    def runtime_versions(self, zone: str) -> list[str]: ...
+    def machine_types(self, zone: str, names: tuple[str, ...]) -> list[str]: ...
 
     # Operations
     def poll(self, op: Operation) -> Operation: ...

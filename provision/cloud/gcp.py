@@ -318,6 +318,21 @@ class GcpProvider:
             raise
         return True
 
+    def runtime_versions(self, zone: str) -> list[str]:
+        """The TPU VM images the zone offers (``runtimeVersions.list``, every page)."""
+        items = self._pages("tpu.v2.runtimeVersions.list", f"{self._loc(zone)}/runtimeVersions", "runtimeVersions")
+        return [str(i.get("version") or _short(str(i.get("name") or ""))) for i in items]
+
+    def machine_types(self, zone: str, names: tuple[str, ...]) -> list[str]:
+        """Which of ``names`` the zone offers: one ``machineTypes.list`` with a name filter (a zone
+        lists hundreds of types; the filter keeps the answer to the few tpuctl asks about)."""
+        from ..basics.validate import machine_type
+
+        wanted = [machine_type(n) for n in names]        # validated: they go into the filter as they are
+        params = {"filter": f"name eq '({'|'.join(wanted)})'"}
+        items = self._pages("compute.machineTypes.list", f"{self._gce}/zones/{zone}/machineTypes", "items", params)
+        return [str(i["name"]) for i in items if i.get("name") in wanted]
+
     def create_tpu(self, spec: ClusterSpec, zone: str, cidr: str | None) -> Operation:
         if spec.arch == Arch.NODE:
             return self._create_node_v1(spec, zone, cidr)

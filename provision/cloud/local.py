@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
+import re
 import shutil
 import signal
 import socket
@@ -55,6 +56,9 @@ _REGION_SUBNETS = {
     "us-central2": "10.188.0.0/20", "us-east5": "10.202.0.0/20", "us-south1": "10.206.0.0/20",
 }
 _DEFAULT_SUBNET = "10.200.0.0/20"
+# Compute Engine's general-purpose families and shapes (cloud.google.com/compute/docs/general-purpose-machines)
+_MACHINE_FAMILY = re.compile(r"^(e2|n1|n2|n2d|n4|c2|c2d|c3|c3d|c4|c4a|c4d|t2a|t2d)-(standard|highmem|highcpu)-\d{1,3}$"
+                             r"|^e2-(micro|small|medium)$")
 
 ENV_DELAYS = {
     "tpu_create_seconds": "TPUCTL_LOCAL_TPU_CREATE_SECONDS",
@@ -222,6 +226,21 @@ class LocalProvider:
     def offered(self, zone: str, accelerator_type: str) -> bool:
         """Every zone offers every type here: the "TPU" is this machine."""
         return True
+
+    def runtime_versions(self, zone: str) -> list[str]:
+        """The rehearsal offers, in every zone, the images seen in public use
+        (:data:`provision.catalog.images.SEEN`, dated, a source per row): the choice ``up`` makes
+        here is the one it makes on Google Cloud where a zone lists them, and a mistyped
+        ``--runtime-version`` fails here as it would there. Only the GCP provider knows what a
+        zone really lists today."""
+        from ..catalog.images import seen_images
+
+        return seen_images()
+
+    def machine_types(self, zone: str, names: tuple[str, ...]) -> list[str]:
+        """Any machine type of a general-purpose family (this machine stands in for the host VM);
+        a name of no known family (a typo) is refused, as Compute would refuse it."""
+        return [n for n in names if _MACHINE_FAMILY.match(n)]
 
     def create_tpu(self, spec: ClusterSpec, zone: str, cidr: str | None) -> Operation:
         path = self._tpu_path(zone, spec.name)

@@ -37,6 +37,7 @@ from . import cidr as cidrs
 from . import ledger
 from .cache import cache_spec
 from .failover import ZonePlan
+from .offers import Offers, ZoneFit, plan_zones
 from .resources import delete_request, find, noop, tpu_price
 
 Log = Callable[[str], None]
@@ -83,6 +84,7 @@ class UpResult:
             "ok": True, "cluster": self.spec.name, "provider": self.spec.provider, "project": self.spec.project,
             "zone": self.zone, "dry_run": self.dry_run, "accelerator_type": self.spec.accelerator_type,
             "arch": self.spec.arch.value, "preemptible": self.spec.preemptible, "spot": self.spec.spot,
+            "runtime_version": self.spec.runtime_version, "machine_type": self.spec.machine_type,
             "cidr": self.cidr, "vm": self.vm.to_dict() if self.vm else None,
             "tpu": self.tpu.to_dict() if self.tpu else None, "created": self.created, "adopted": self.adopted,
             "planned": self.planned, "notes": self.notes, "hourly_usd": self.hourly,
@@ -127,10 +129,19 @@ class _Attempt:
     adopted_request: tuple[str, str] | None = None  # a queued resource that was there before this call
     reserved: str | None = None
     had: str | None = None        # the cluster's range reservation before this call
+    fits: dict[str, ZoneFit] = field(default_factory=dict)   # each zone's image and host machine type
+
+    def in_zone(self, spec: ClusterSpec, zone: str) -> ClusterSpec:
+        """``spec`` as created in ``zone``: with the image and machine type planned for it."""
+        f = self.fits.get(zone)
+        return f.apply(spec) if f is not None else spec
 
 
 def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_failure: bool = False,
-       timeout: float = 1800.0, log: Log = noop, backoff: Backoff | None = None) -> UpResult:
+       timeout: float = 1800.0, log: Log = noop, backoff: Backoff | None = None, offers: Offers | None = None,
+       keep_image: str | None = None) -> UpResult:
+    """``offers``: zone catalogues already asked for in this command; ``keep_image``: the image of a
+    TPU being recreated, kept in every zone that still offers it."""
     start = time.monotonic()
     backoff = backoff or Backoff()
     acc = spec.accelerator
@@ -201,6 +212,16 @@ def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_
         zones = offered
     need_vm = want_vm and vm is None
 
+    # --- what each zone offers: the TPU VM's image and the host's machine type ----------------
+    fits: dict[str, ZoneFit] = {}
+    if need_tpu or need_vm:
+        if dead and tpu is not None and tpu.arch == Arch.VM and tpu.version:
+            keep_image = keep_image or tpu.version      # a recreated TPU keeps its image where offered
+        asks_tpu = need_tpu and (req is None or req.dead)     # an adopted request already has its image
+        fits = plan_zones(offers or Offers(provider), spec, zones, tpu=asks_tpu, vm=need_vm,
+                           keep_image=keep_image, log=log)
+        zones = [z for z in zones if z in fits]
+
     # --- CIDR: a user's block is checked before anything is created ---------------------------
     block: str | None = None
     attempt_had: str | None = None
@@ -234,7 +255,9 @@ def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_
         result.planned.append(f"TPU {spec.name} {acc.name} in {zone0}{how} (replacing the {req.state.value} "
                               f"queued resource in {req.zone})")
     elif need_tpu and req is None:
-        result.planned.append(f"TPU {spec.name} {acc.name} in {zone0}{how}" + (f" with range {block}" if block else ""))
+        image = fits[zone0].runtime_version if zone0 in fits else None
+        result.planned.append(f"TPU {spec.name} {acc.name} in {zone0}{how}" + (f" with range {block}" if block else "")
+                              + (f", image {image}" if image else ""))
     if spec.queued and not provider.offers_queued:
         result.notes.append(f"the {provider.name} provider has no queued resources: --queued created the TPU "
                             "directly (it matters on Google Cloud)")
@@ -245,27 +268,45 @@ def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_
         if not dry_run:
             log(note)
     if need_vm:
-        result.planned.append(f"VM {spec.name} {spec.machine_type} in {zone0 if spec.arch == Arch.NODE or not tpu else tpu.zone}")
+        vm_zone = zone0 if spec.arch == Arch.NODE or not tpu else tpu.zone
+        machine = fits[vm_zone].machine_type if vm_zone in fits else spec.machine_type
+        result.planned.append(f"VM {spec.name} {machine} in {vm_zone}")
 
     if dry_run:
+        planned_zone = tpu.zone if tpu else zone0
+        if planned_zone in fits:
+            result.spec = fits[planned_zone].apply(spec)
         result.zone = tpu.zone if tpu else (vm.zone if vm and spec.arch == Arch.NODE else zone0)
         result.cidr = block
         result.vm, result.tpu = vm, tpu
         result.seconds = time.monotonic() - start
         return result
 
-    attempt = _Attempt(had=attempt_had)
+    attempt = _Attempt(had=attempt_had, fits=fits)
     try:
         _apply(provider, spec, result, attempt, vm=vm, tpu=tpu, dead=dead, need_vm=need_vm, zones=zones,
                block=block, timeout=timeout, log=log, backoff=backoff, request=req)
     except BaseException as exc:
         _fail(provider, spec, attempt, exc, keep_on_failure=keep_on_failure, log=log, backoff=backoff)
         raise  # _fail raises; this is for type checkers
-    cache_spec(provider, spec, zone=result.zone, cidr=result.cidr)
+    result.spec = _as_made(spec, result)
+    cache_spec(provider, result.spec, zone=result.zone, cidr=result.cidr)
     if result.tpu is not None and any(c.startswith("TPU ") for c in result.created):
         ledger.tpu_created(provider, spec.name, result.tpu)
     result.seconds = time.monotonic() - start
     return result
+
+
+def _as_made(spec: ClusterSpec, result: UpResult) -> ClusterSpec:
+    """The spec as the cloud made it: the TPU VM's image and the host VM's machine type."""
+    import dataclasses
+
+    changes: dict[str, Any] = {}
+    if result.tpu is not None and result.tpu.arch == Arch.VM and result.tpu.version:
+        changes["runtime_version"] = result.tpu.version
+    if result.vm is not None and result.vm.machine_type:
+        changes["machine_type"] = result.vm.machine_type
+    return dataclasses.replace(spec, **changes) if changes else spec
 
 
 def _check_request(spec: ClusterSpec, req: QueuedRequest) -> None:
@@ -437,9 +478,10 @@ def _start_vm(provider: Provider, spec: ClusterSpec, zone: str, attempt: _Attemp
     a zone not served) moves on to the next zone of ``plan`` (within ``region``, for a TPU Node's
     host), as a failed create operation does."""
     while True:
-        log(f"creating host VM {spec.name} ({spec.machine_type}) in {zone}")
+        made = attempt.in_zone(spec, zone)
+        log(f"creating host VM {spec.name} ({made.machine_type}) in {zone}")
         try:
-            op = provider.create_vm(spec, zone)
+            op = provider.create_vm(made, zone)
         except CloudError as exc:
             f = failure(exc.kind, exc.message, exc.hint)
             if plan is None or f.scope not in (Scope.ZONE, Scope.REGION):
@@ -531,7 +573,7 @@ def _start_tpu(provider: Provider, spec: ClusterSpec, plan: ZonePlan, block: str
         log(f"creating TPU {spec.name} ({spec.accelerator_type}, {spec.arch.value}, {kind}) in {zone}"
             + (f" with range {block}" if block else "") + (" through a queued resource" if queued else ""))
         try:
-            op = provider.create_tpu(spec.with_zone(zone), zone, block)
+            op = provider.create_tpu(attempt.in_zone(spec.with_zone(zone), zone), zone, block)
         except CloudError as exc:
             f = failure(exc.kind, exc.message, exc.hint)
             if f.kind == Kind.EXISTS and queued and exists_tries < 3:
@@ -638,7 +680,7 @@ def _move_vm(provider: Provider, spec: ClusterSpec, attempt: _Attempt, zone: str
     op = provider.delete_vm(old_zone, spec.name)
     attempt.created_vm = None
     wait_all(provider, [op], timeout=_left(deadline), backoff=backoff)
-    new = provider.create_vm(spec.with_zone(zone), zone)
+    new = provider.create_vm(attempt.in_zone(spec.with_zone(zone), zone), zone)
     attempt.created_vm = (zone, spec.name)
     return new
 
@@ -782,7 +824,10 @@ def recreate_tpu(provider: Provider, spec: ClusterSpec, *, timeout: float = 1800
     stockout moves it to the next allowed zone as ``up`` does.
     """
     backoff = backoff or Backoff()
+    keep_image = None
     for node in find(provider, spec.name).tpus:
+        if node.arch == Arch.VM and node.version:
+            keep_image = keep_image or node.version     # the new node keeps the image where offered
         if node.state != TpuState.DELETING:
             log(f"deleting TPU {node.name} in {node.zone} ({node.state.value})")
             try:
@@ -795,4 +840,4 @@ def recreate_tpu(provider: Provider, spec: ClusterSpec, *, timeout: float = 1800
                 pass
         wait_until(lambda n=node: provider.get_tpu(n.zone, n.name) is None, timeout=timeout, backoff=backoff)
         spec = spec.with_zone(node.zone) if node.zone in spec.zones else spec
-    return up(provider, spec, timeout=timeout, log=log, backoff=backoff)
+    return up(provider, spec, timeout=timeout, log=log, backoff=backoff, keep_image=keep_image)

@@ -108,6 +108,7 @@ def start(spec: str, zone: str | None, accelerator_type: str, preemptible: bool,
                        f"{(rec.price or {}).get('date')}); nothing was created")
         return
     prov = open_provider(target)
+    _check_images(prov, rec, zones)
     store = SweepStore(_open_bucket(bucket_url, target), rec.sweep_id)
     if not store.bucket.exists():
         if target.provider == "local" and bucket_url == runs.LOCAL_DEFAULT_BUCKET:
@@ -140,6 +141,22 @@ def _open_bucket(url: str, target):
     from ..cloud.storage import open_bucket
 
     return open_bucket(url, target)
+
+
+def _check_images(prov, rec, zones) -> None:
+    """The pool's TPUs get an image in some zone (the controller creates them later, far from
+    this terminal): a sweep whose zones offer none stops here, in one line, before anything exists."""
+    from ..basics.errors import UsageError
+    from ..cloud.base import ClusterSpec
+    from ..cluster.offers import Offers, plan_zones
+
+    offered = [z for z in zones if prov.offered(z, rec.accelerator_type)]
+    if not offered:
+        raise UsageError(f"{rec.accelerator_type} is not offered in {', '.join(zones)}",
+                         hint="pick a zone that offers it (gcloud compute tpus accelerator-types list --zone ZONE)")
+    probe = ClusterSpec(name="sweep-check", accelerator_type=rec.accelerator_type, zones=tuple(offered),
+                        provider=rec.provider, project=rec.project or None, machine_type=None)
+    plan_zones(Offers(prov), probe, offered, tpu=True, vm=False)
 
 
 def _check_host(target, detach: bool, host_name: str | None):

@@ -33,10 +33,16 @@ def complete_cluster(ctx: click.Context, param: click.Parameter, incomplete: str
                    "Nodes to projects without Node access).")
 @click.option("--preemptible", is_flag=True, help="Preemptible TPU (about 30% of the on-demand price).")
 @click.option("--spot", is_flag=True, help="Spot TPU VM.")
-@click.option("--machine-type", default="n1-standard-2", show_default=True, help="Host VM machine type.")
+@click.option("--machine-type", default="auto", show_default=True,
+              help="Host VM machine type; auto: the first of e2-standard-2, n2-standard-2, n1-standard-2 (then "
+                   "the 4- and 8-vCPU shapes) that the zone offers.")
 @click.option("--no-vm", is_flag=True, help="No host VM (TPU VM architecture only).")
-@click.option("--runtime-version", metavar="IMAGE", help="TPU VM runtime, e.g. tpu-vm-tf-2.16.1-pjrt.")
-@click.option("--tf-version", metavar="VERSION", help="TensorFlow version of a TPU Node, e.g. 2.12.0.")
+@click.option("--runtime-version", metavar="IMAGE",
+              help="TPU VM runtime image, e.g. tpu-vm-tf-2.18.0-pjrt-v5e-and-v6 (default: the newest TensorFlow "
+                   "image for the generation that the zone offers and the job side supports).")
+@click.option("--tf-version", metavar="VERSION",
+              help="TensorFlow version: of a TPU Node (e.g. 2.12.0), or of the TPU VM image tpuctl picks "
+                   "(e.g. 2.17).")
 @click.option("--cidr", metavar="BLOCK", help="TPU Node IP range (default: the first free block).")
 @click.option("--network", default="default", show_default=True, help="VPC network.")
 @click.option("--subnetwork", default=None, help="Subnetwork (TPU VM and host VM).")
@@ -82,8 +88,9 @@ def command(name: str, zone: str | None, accelerator_type: str, arch: str, preem
         bucket = str(validate.bucket_url(bucket))
     if runtime_version and arch == "node":
         raise UsageError("--runtime-version is for TPU VMs", hint="use --tf-version with --arch node")
-    if tf_version and arch == "vm":
-        raise UsageError("--tf-version is for TPU Nodes", hint="use --runtime-version with --arch vm")
+    if tf_version and runtime_version:
+        raise UsageError("--tf-version and --runtime-version both given",
+                         hint="name the image with --runtime-version, or its TensorFlow with --tf-version")
     if autodown_s is not None and no_vm:
         raise UsageError("--autodown needs the host VM that enforces it",
                          hint="drop --no-vm, or run tpuctl down --idle from cron instead (see docs/idle.md)")

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..basics.config import Target, home
 from ..basics.errors import NotFound, UsageError
-from ..cloud.base import Arch, ClusterSpec, Provider, TpuNode
+from ..cloud.base import DEFAULT_MACHINE_TYPE, Arch, ClusterSpec, Provider, TpuNode
 from . import store as runs
 from .store import RunRecord, RunStore
 
@@ -215,7 +215,7 @@ def cluster_spec_for(provider: Provider, name: str, tpu: TpuNode | None, bucket:
         raise NotFound(f"cluster {name} has no TPU", hint=f"run tpuctl up {name} first")
     return ClusterSpec(name=name, accelerator_type=tpu.accelerator_type, zones=(tpu.zone,), provider=provider.name,
                        project=provider.project, arch=tpu.arch, preemptible=tpu.preemptible, spot=tpu.spot,
-                       machine_type=None if tpu.arch == Arch.VM else "n1-standard-2",
+                       machine_type=None if tpu.arch == Arch.VM else DEFAULT_MACHINE_TYPE,
                        runtime_version=tpu.version if tpu.arch == Arch.VM else None,
                        tensorflow_version=tpu.version if tpu.arch == Arch.NODE else None,
                        cidr=None, network=tpu.network or "default", bucket=bucket,

@@ -33,14 +33,14 @@ def test_up_status_down_lifecycle(tpuctl):
     r = tpuctl("status")
     assert r.code == 0
     line = next(ln for ln in r.out.splitlines() if ln.startswith("bert-lab"))
-    for cell in ("us-central1-b", "RUNNING", "v2-8 (node)", "READY", "HEALTHY", "10.240.0.0/29", "yes", "1.45"):
+    for cell in ("us-central1-b", "RUNNING", "v2-8 (node)", "READY", "HEALTHY", "10.240.0.0/29", "yes", "1.42"):
         assert cell in line
     assert "prices: list prices" in r.out
 
     r = tpuctl("down", "bert-lab")
     assert r.code == 0, r.err
     assert "deleted: TPU bert-lab (us-central1-b), VM bert-lab (us-central1-b)" in r.out
-    assert "saves $1.45/hour" in r.out
+    assert "saves $1.42/hour" in r.out
     assert provider().list_tpus() == [] and provider().list_vms() == []
     assert tpuctl("status").out.strip() == "no clusters"
 
@@ -50,15 +50,15 @@ def test_json_shapes(tpuctl):
     assert up["ok"] is True and up["cluster"] == "j1" and up["provider"] == "local"
     assert up["tpu"]["state"] == "READY" and up["tpu"]["labels"]["team"] == "nlp"
     assert up["vm"]["labels"]["team"] == "nlp" and up["vm"]["state"] == "RUNNING"
-    # skypilot-catalog v8 gcp/vms.csv: tpu-v3-8 us-central1 SpotPrice 2.04; n1-standard-1 0.0475
-    assert up["created"] == ["VM j1 (us-central1-b)", "TPU j1 (us-central1-b)"] and up["hourly_usd"] == 2.135
+    # skypilot-catalog v8 gcp/vms.csv: tpu-v3-8 us-central1 SpotPrice 2.04; e2-standard-2 0.06701 (the host's default here)
+    assert up["created"] == ["VM j1 (us-central1-b)", "TPU j1 (us-central1-b)"] and up["hourly_usd"] == 2.107
     assert up["price"]["tpu"]["region"] == "us-central1" and up["price"]["tpu"]["tier"] == "spot/preemptible"
     st = tpuctl("status", "--json").json()
     assert st["ok"] and [c["name"] for c in st["clusters"]] == ["j1"]
     assert set(st["clusters"][0]) >= {"name", "provider", "zone", "vm", "tpu", "run", "uptime_seconds", "hourly_usd"}
     down = tpuctl("down", "j1", "--json").json()
     assert down["deleted"] == ["TPU j1 (us-central1-b)", "VM j1 (us-central1-b)"]
-    assert down["saves_usd_per_hour"] == 2.135
+    assert down["saves_usd_per_hour"] == 2.107
     err = tpuctl("up", "Bad_Name", "--json")
     assert err.code == 2 and err.json() == {"ok": False, "exit_code": 2, "error": err.json()["error"]}
     assert "invalid cluster name" in err.json()["error"]
@@ -96,7 +96,11 @@ def test_dry_run_changes_nothing(tpuctl):
     (["up", "b", "--timeout", "soon"], "invalid duration"),
     (["up", "b", "--valid-until", "1h"], "--valid-until needs --queued"),
     (["up", "b", "--bucket", "s3://x"], "use gs://BUCKET"),
-    (["up", "b", "--tf-version", "2.12.0"], "--tf-version is for TPU Nodes"),
+    # the local provider rehearses the zone's catalogue with the images seen in public use
+    (["up", "b", "--tf-version", "2.12.0"], "no single-host TensorFlow 2.12.0 image for v2"),
+    (["up", "b", "--runtime-version", "tpu-vm-tf-2.18.0-pjrt"], "tpu-vm-tf-2.18.0-pjrt is not offered there"),
+    (["up", "b", "--machine-type", "e2-standrad-2"], "machine type e2-standrad-2 is not offered there"),
+    (["up", "b", "--tf-version", "2.17", "--runtime-version", "tpu-vm-tf-2.17.0-pjrt"], "both given"),
     (["up", "b", "--arch", "node", "--no-vm"], "needs a host VM"),
     (["up", "b", "--provider", "gcp"], "gcp needs a project"),
     (["down"], "nothing to delete"),
@@ -215,7 +219,7 @@ def test_simulate_preempt_kills_the_job_without_warning(tpuctl):
     assert job.wait(timeout=10) == -signal.SIGKILL
     assert provider().get_tpu("us-central1-b", "pre").state.value == "PREEMPTED"
     status = tpuctl("status", "--json").json()["clusters"][0]
-    assert status["tpu"]["state"] == "PREEMPTED" and status["hourly_usd"] == 0.095  # the VM still bills
+    assert status["tpu"]["state"] == "PREEMPTED" and status["hourly_usd"] == 0.067  # the e2-standard-2 host VM still bills
     # up on a preempted cluster recreates the TPU with the same range
     again = tpuctl("up", "pre", "--preemptible", "--json").json()
     assert again["tpu"]["state"] == "READY"

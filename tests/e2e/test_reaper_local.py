@@ -132,7 +132,7 @@ def test_idle_busy_preempted_keep_and_dry_run(tpuctl):
     assert "deleted 4 TPU(s), saves $13.50/hour at list price" in r.out
     # host VMs stay: the reaper deletes TPUs only
     assert len(provider().list_vms()) == 7
-    assert f"kept host VM idle ({ZONE}, $0.10/hour)" in r.out
+    assert f"kept host VM idle ({ZONE}, $0.07/hour)" in r.out     # e2-standard-2, the default host
     # each deletion is in the cost ledger with when the TPU became idle
     [deleted] = [e for e in ledger.read_local("local", "local", "done") if e["event"] == "tpu_deleted"]
     assert deleted["by"] == "reaper" and deleted["idle_since"] == pytest.approx(done.rec.ended_at, abs=11)

@@ -30,17 +30,42 @@ REGIONS: dict[str, tuple[str, tuple[str, ...]]] = {
 
 ZONES: dict[str, str] = {f"{r}-{s}": r for r, (_, sfx) in REGIONS.items() for s in sfx}
 
+# v4 and v5p slice shapes, as Google publishes them: AI-Hypercomputer/xpk
+# src/xpk/core/system_characteristics.py and AI-Hypercomputer/maxtext MaxText/accelerator_to_spec_map.py
+# (v4-384 is 4x4x12, v5p-640 4x4x20; read 2026-11-24). Cores = 2 x chips.
+_V4_SHAPES = "2x2x1 2x2x2 2x2x4 2x4x4 4x4x4 4x4x8 4x4x12 4x8x8 8x8x8 8x8x12 8x8x16 8x16x16"
+_V5P_SHAPES = (
+    "2x2x1 2x2x2 2x2x4 2x4x4 4x4x4 4x4x8 4x4x12 4x8x8 4x4x20 4x8x12 4x4x28 8x8x8 4x12x12 4x8x20 4x4x44 "
+    "8x8x12 4x4x52 4x8x28 4x12x20 8x8x16 4x4x68 8x12x12 4x4x76 8x8x20 4x12x28 4x8x44 4x4x92 8x12x16 "
+    "4x20x20 4x8x52 12x12x12 8x8x28 4x4x116 8x12x20 4x4x124 8x16x16 4x12x44 4x8x68 4x20x28 12x12x16 "
+    "4x4x148 4x8x76 4x12x52 8x16x20 4x4x164 8x12x28 4x4x172 8x8x44 12x12x20 4x8x92 4x4x188 12x16x16 "
+    "4x28x28 8x20x20 4x12x68 8x8x52 4x4x212 12x12x24 4x20x44 8x16x28 4x12x76 4x8x116 4x4x236 12x16x20 "
+    "4x4x244 4x8x124 12x12x28 16x16x16 4x20x52 8x12x44 8x8x68 4x12x92 8x20x28 12x16x24 4x8x148 "
+    "12x20x20 8x8x76 4x28x44 8x12x52 16x16x20 12x12x36 4x8x164 12x16x28 4x20x68 4x8x172 4x12x116 "
+    "8x16x44 12x20x24 4x28x52 8x8x92 4x12x124 4x8x188 4x20x76 16x16x24 12x24x24 16x20x28"
+)
+
+
+def _shapes(text: str) -> dict[int, str]:
+    """TensorCores -> topology (the first shape listed for that size)."""
+    out: dict[int, str] = {}
+    for topo in text.split():
+        out.setdefault(2 * math.prod(int(x) for x in topo.split("x")), topo)
+    return out
+
+
+SHAPES: dict[str, dict[int, str]] = {"v4": _shapes(_V4_SHAPES), "v5p": _shapes(_V5P_SHAPES)}
+
 # generation -> (suffix counts "cores"|"chips", cores per chip, single-host max chips, sizes, zones)
 _V2_ZONES = ("us-central1-b", "us-central1-c", "us-central1-f", "europe-west4-a", "asia-east1-c")
 _V3_ZONES = ("us-central1-a", "us-central1-b", "europe-west4-a")
 GENERATIONS: dict[str, tuple[str, int, int, tuple[int, ...], tuple[str, ...]]] = {
     "v2": ("cores", 2, 4, (8, 32, 128, 256, 512), _V2_ZONES),
     "v3": ("cores", 2, 4, (8, 32, 64, 128, 256, 512, 1024, 2048), _V3_ZONES),
-    "v4": ("cores", 2, 4, (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096), ("us-central2-b",)),
+    "v4": ("cores", 2, 4, tuple(sorted(SHAPES["v4"])), ("us-central2-b",)),
     "v5litepod": ("chips", 1, 8, (1, 4, 8, 16, 32, 64, 128, 256),
                   ("us-central1-a", "us-west4-a", "us-east1-c", "europe-west4-b", "us-south1-a")),
-    "v5p": ("cores", 2, 4, (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 12288),
-            ("us-east5-a", "europe-west4-b")),
+    "v5p": ("cores", 2, 4, tuple(sorted(SHAPES["v5p"])), ("us-east5-a", "europe-west4-b")),
     "v6e": ("chips", 1, 8, (1, 4, 8, 16, 32, 64, 128, 256),
             ("us-east1-d", "us-east5-b", "europe-west4-a", "asia-northeast1-b", "us-central1-b")),
 }
@@ -50,19 +75,65 @@ _CONFIG_TYPE_OF_GEN = {"v2": "V2", "v3": "V3", "v4": "V4", "v5litepod": "V5LITE_
                        "v5p": "V5P", "v6e": "V6E"}
 _GEN_OF_CONFIG_TYPE = {v: k for k, v in _CONFIG_TYPE_OF_GEN.items()}
 
-RUNTIME_VERSIONS = (
-    "tpu-vm-base", "tpu-ubuntu2204-base", "v2-alpha", "v2-alpha-pod", "v2-alpha-tpuv5",
-    "v2-alpha-tpuv5-lite", "v2-alpha-tpuv6e",
-    "tpu-vm-tf-2.15.0-pjrt", "tpu-vm-tf-2.15.0-pod-pjrt",
-    "tpu-vm-tf-2.16.1-pjrt", "tpu-vm-tf-2.16.1-pod-pjrt",
-    "tpu-vm-tf-2.17.0-pjrt", "tpu-vm-tf-2.17.0-pod-pjrt",
-    "tpu-vm-tf-2.18.0-pjrt", "tpu-vm-tf-2.18.0-pod-pjrt",
-    "tpu-vm-tf-2.19.0-pjrt", "tpu-vm-tf-2.19.0-pod-pjrt",
-    "tpu-vm-tf-2.20.0-pjrt", "tpu-vm-tf-2.20.0-pod-pjrt",
-    "tpu-vm-pt-2.0", "tpu-vm-v4-pt-2.0",
-)
-# Versions follow the published naming; anything of this shape is accepted too.
-_RUNTIME_RE = re.compile(r"^tpu-vm-(tf|pt|v4-pt|v4-base)(-\d+\.\d+(\.\d+)?)?(-pod)?(-pjrt|-se)?$")
+# Runtime versions per generation: only names seen in public use, each with where (read 2026-11-24).
+# runtimeVersions.list answers per zone, so a zone lists the union of its generations' images.
+# - Base images for JAX/PyTorch: cloud.google.com/tpu/docs/runtimes ("v6e: v2-alpha-tpuv6e, v5p:
+#   v2-alpha-tpuv5, v5e: v2-alpha-tpuv5-lite, v4 and older: tpu-ubuntu2204-base").
+# - Generic TensorFlow images: cloud.google.com/tpu/docs/supported-tpu-versions lists
+#   tpu-vm-tf-2.16.1-pjrt/-se, 2.15.1-pjrt/-se, 2.15.0-pjrt/-se; the -pod- flavour per
+#   cloud.google.com/tpu/docs/supported-versions ("tpu-vm-tf-2.16.0-pod-pjrt" naming, v5e/v5p/v6e
+#   from TF 2.15); Prz00124/tpu-vm-examples-2025 created v5litepod-8/-16 and v6e-4 with
+#   tpu-vm-tf-2.16.1-pjrt / -pod-pjrt; GoogleCloudPlatform/python-docs-samples' TPU tests create
+#   v2-8 and v5litepod-1 with tpu-vm-tf-2.17.0-pjrt; cloud.google.com/tpu/docs/preemptible uses
+#   tpu-vm-tf-2.17.1-pjrt on v3-8; a user's gcloud script (public code index) uses
+#   tpu-vm-tf-2.17.0-pod-pjrt on v3-8.
+# - TF 2.18 per family: Prz00124/tpu-vm-examples-2025 tensorflow/v5e-4-tf-2-18-0.sh and
+#   v5e-16-tf-2-18-0.sh (tpu-vm-tf-2.18.0-pjrt-v5e-and-v6, -pod-pjrt-v5e-and-v6, July 2025); user
+#   scripts that pick tpu-vm-tf-2.18.0-pjrt-v5p-and-below from `gcloud compute tpus tpu-vm versions
+#   list` for v2-8, v3-8 and v4 (public code index). No bare tpu-vm-tf-2.18.0-pjrt was seen anywhere.
+_TF_GENERIC = ("tpu-vm-tf-2.15.0-pjrt", "tpu-vm-tf-2.15.0-se", "tpu-vm-tf-2.15.1-pjrt", "tpu-vm-tf-2.15.1-se",
+               "tpu-vm-tf-2.16.1-pjrt", "tpu-vm-tf-2.16.1-se", "tpu-vm-tf-2.16.1-pod-pjrt")
+_TF_V2_V4 = ("tpu-vm-tf-2.17.0-pjrt", "tpu-vm-tf-2.17.0-pod-pjrt", "tpu-vm-tf-2.17.1-pjrt",
+             "tpu-vm-tf-2.18.0-pjrt-v5p-and-below")
+RUNTIME_VERSIONS_BY_GENERATION: dict[str, tuple[str, ...]] = {
+    "v2": ("tpu-ubuntu2204-base", *_TF_GENERIC, *_TF_V2_V4),
+    "v3": ("tpu-ubuntu2204-base", *_TF_GENERIC, *_TF_V2_V4),
+    "v4": ("tpu-ubuntu2204-base", *_TF_GENERIC, *_TF_V2_V4),
+    "v5p": ("v2-alpha-tpuv5", *_TF_GENERIC, "tpu-vm-tf-2.18.0-pjrt-v5p-and-below"),
+    "v5litepod": ("v2-alpha-tpuv5-lite", *_TF_GENERIC, "tpu-vm-tf-2.17.0-pjrt",
+                  "tpu-vm-tf-2.18.0-pjrt-v5e-and-v6", "tpu-vm-tf-2.18.0-pod-pjrt-v5e-and-v6"),
+    "v6e": ("v2-alpha-tpuv6e", *_TF_GENERIC, "tpu-vm-tf-2.18.0-pjrt-v5e-and-v6",
+            "tpu-vm-tf-2.18.0-pod-pjrt-v5e-and-v6"),
+}
+RUNTIME_VERSIONS = tuple(sorted({v for vs in RUNTIME_VERSIONS_BY_GENERATION.values() for v in vs}))
+
+# Host machine types per zone: the standard-2/4/8 shapes of e2, n1 and n2 that
+# skypilot-org/skypilot-catalog catalogs/v8/gcp/vms.csv lists per AvailabilityZone (built from
+# Google's APIs; file version 006059e0, read 2026-11-24): e2 and n2 are in every zone of these
+# regions, n1 is absent from us-east5 and us-south1. Rows read: e2-standard-2/4/8/16, n2-standard-2
+# and -16, n1-standard-1/2/4/8/16 (n2-standard-4/8 taken to follow n2-standard-2 and -16, which
+# list the same zones). us-central2 (TPU v4, a restricted region) has
+# no rows there; tensorflow/tpu tools/kubernetes/terraform (batching_with_compact_placement
+# examples/v4, module/terraform.tfvars) puts n2-standard-8 and e2-standard-32 nodes in
+# us-central2-a/b/c, so that is all the fake offers there.
+_STANDARD = tuple(f"{fam}-standard-{n}" for fam in ("e2", "n2") for n in (2, 4, 8))
+_N1 = tuple(f"n1-standard-{n}" for n in (2, 4, 8))
+_NO_N1 = {"us-east5", "us-south1"}
+
+
+def machine_types_in(zone: str) -> tuple[str, ...]:
+    region = region_of(zone)
+    if region not in REGIONS or zone not in ZONES:
+        return ()
+    if region == "us-central2":
+        return ("n2-standard-8", "e2-standard-32")
+    return _STANDARD + (() if region in _NO_N1 else _N1)
+
+
+def machine_type_cpus(name: str) -> int:
+    return int(name.rsplit("-", 1)[-1])
+
+
 TENSORFLOW_VERSIONS = ("1.15.5", "2.10.1", "2.11.0", "2.11.1", "2.12.0", "2.12.1", "2.13.0",
                        "2.14.0", "2.15.0", "2.16.1", "pytorch-2.0", "nightly")
 _TF_RE = re.compile(r"^(\d+\.\d+(\.\d+)?(-pjrt)?|nightly|pytorch-\d+\.\d+)$")
@@ -85,6 +156,9 @@ class TpuType:
         if self.generation in ("v2", "v3"):
             side = int(math.sqrt(self.chips))
             return f"{side}x{self.chips // side}"
+        known = SHAPES.get(self.generation, {}).get(self.chips * 2)
+        if known:
+            return known
         cube = max(1, round(self.chips ** (1 / 3)))
         return f"{cube}x{cube}x{max(1, self.chips // (cube * cube))}"
 
@@ -135,8 +209,14 @@ def tpu_zones(extra: dict[str, set[str]] | None = None) -> list[str]:
     return sorted(zones)
 
 
-def runtime_version_ok(version: str) -> bool:
-    return version in RUNTIME_VERSIONS or bool(_RUNTIME_RE.match(version or ""))
+def runtime_versions_in(zone: str, extra: dict[str, set[str]] | None = None) -> list[str]:
+    """What runtimeVersions.list answers in ``zone``: the images of every generation offered there."""
+    gens = {t.split("-")[0] for t in tpu_types_in(zone, extra)}
+    return sorted({v for g in gens for v in RUNTIME_VERSIONS_BY_GENERATION.get(g, ())})
+
+
+def runtime_serves(version: str, generation: str) -> bool:
+    return version in RUNTIME_VERSIONS_BY_GENERATION.get(generation, ())
 
 
 def tensorflow_version_ok(version: str) -> bool:

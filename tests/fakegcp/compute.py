@@ -90,6 +90,11 @@ def insert_instance(store: Store, project: str, zone: str, body: dict[str, Any])
     if not body.get("machineType"):
         raise ApiError(3, "Invalid value for field 'resource.machineType': ''. Machine type must be "
                           "specified.", compute_reason="invalid")
+    vm_type = _short(body["machineType"])
+    if vm_type not in catalog.machine_types_in(zone):
+        # as Compute words it (GoogleCloudPlatform/bank-of-anthos#1234, taskcluster/community-tc-config#75)
+        raise ApiError(3, f"Invalid value for field 'resource.machineType': '{body['machineType']}'. Machine type "
+                          f"with name '{vm_type}' does not exist in zone '{zone}'.", compute_reason="invalid")
     nic = (body.get("networkInterfaces") or [{}])[0]
     network = network_name(nic.get("network") or "default")
     get_network(store, project, network)
@@ -419,18 +424,31 @@ def register(router: Router, store_of: Any) -> None:
         family = p["image"].rsplit("-v", 1)[0]
         return image_json(store_of(), p["project"], p["image"], family)
 
+    def machine_type_json(s: Store, project: str, zone: str, name: str) -> dict[str, Any]:
+        cpus = catalog.machine_type_cpus(name)
+        gib_per_cpu = 3.75 if name.startswith("n1-") else 4      # n1-standard: 3.75 GiB per vCPU, e2/n2: 4
+        return {"kind": "compute#machineType", "id": str(abs(hash(name)) % 10**12), "name": name,
+                "description": f"{cpus} vCPUs, {gib_per_cpu * cpus:g} GB RAM", "guestCpus": cpus,
+                "memoryMb": int(gib_per_cpu * 1024 * cpus), "maximumPersistentDisks": 128,
+                "maximumPersistentDisksSizeGb": "263168", "zone": zone, "isSharedCpu": False,
+                "selfLink": s.link(f"projects/{project}/zones/{zone}/machineTypes/{name}")}
+
     @route("GET", "/zones/{zone}/machineTypes/{mt}", "compute.machineTypes.get", "compute.machineTypes.get")
     def machine_type(req: Request) -> Any:
         s = store_of()
         p = req.params
         check_zone(s, p["project"], p["zone"])
-        name = p["mt"]
-        try:
-            cpus = int(name.rsplit("-", 1)[-1])
-        except ValueError:
-            cpus = 2
-        return {"kind": "compute#machineType", "id": str(3000 + cpus), "name": name, "description": name,
-                "guestCpus": cpus, "memoryMb": cpus * 3840, "maximumPersistentDisks": 128,
-                "maximumPersistentDisksSizeGb": "263168", "zone": p["zone"], "isSharedCpu": False,
-                "selfLink": s.link(f"projects/{p['project']}/zones/{p['zone']}/machineTypes/{name}")}
+        if p["mt"] not in catalog.machine_types_in(p["zone"]):
+            raise ApiError(5, f"The resource 'projects/{p['project']}/zones/{p['zone']}/machineTypes/{p['mt']}' "
+                              "was not found", compute_reason="notFound")
+        return machine_type_json(s, p["project"], p["zone"], p["mt"])
+
+    @route("GET", "/zones/{zone}/machineTypes", "compute.machineTypes.list", "compute.machineTypes.list")
+    def machine_types(req: Request) -> Any:
+        s = store_of()
+        p = req.params
+        check_zone(s, p["project"], p["zone"])
+        items = [machine_type_json(s, p["project"], p["zone"], n) for n in catalog.machine_types_in(p["zone"])]
+        return list_page(s, req, "compute#machineTypeList", f"projects/{p['project']}/zones/{p['zone']}/machineTypes",
+                         f"projects/{p['project']}/zones/{p['zone']}/machineTypes", items)
 

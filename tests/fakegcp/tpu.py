@@ -159,9 +159,15 @@ def node_from_body(store: Store, project: str, zone: str, node_id: str, body: di
     else:
         acc_name = body.get("acceleratorType") or catalog.type_from_config(body.get("acceleratorConfig") or {})
         version = body.get("runtimeVersion") or ""
-        if not catalog.runtime_version_ok(version):
-            raise errors.invalid(f"Invalid value for field 'node.runtime_version': '{version}'. "
-                                 "Unknown runtime version.")
+        acc = _resolve_type(store, zone, acc_name)
+        if version not in catalog.runtime_versions_in(zone, store.extra_tpu_types) \
+                or not catalog.runtime_serves(version, acc.generation):
+            # No pasted v2 refusal of an unknown runtime version was found in public issue threads;
+            # the closest is the v1 API's for an unknown TensorFlow version (tensorflow/tpu#877):
+            # 'Error 400: Cloud TPU received an invalid argument. The field "TensorflowVersion"
+            # cannot be "2.4". [EID: 0x90dfdfda32f61e59], badRequest'. Same wording, v2 field name.
+            raise errors.invalid(f'Cloud TPU received an invalid argument. The field "RuntimeVersion" cannot '
+                                 f'be "{version}".')
         netcfg = body.get("networkConfig") or {}
         net_ref = netcfg.get("network") or "default"
         subnetwork = netcfg.get("subnetwork") or None

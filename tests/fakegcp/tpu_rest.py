@@ -223,7 +223,8 @@ def register(router: Router, store_of: Any) -> None:
     def _versions(req: Request, kind: str) -> list[dict[str, Any]]:
         p = req.params
         tpu.check_location(store_of(), p["project"], p["zone"])
-        names = catalog.RUNTIME_VERSIONS if kind == "runtimeVersions" else catalog.TENSORFLOW_VERSIONS
+        names = (catalog.runtime_versions_in(p["zone"], store_of().extra_tpu_types) if kind == "runtimeVersions"
+                 else catalog.TENSORFLOW_VERSIONS)
         return [{"name": f"projects/{p['project']}/locations/{p['zone']}/{kind}/{v}", "version": v}
                 for v in names]
 

@@ -372,7 +372,8 @@ def test_corpus_replayed_through_tpuctl_gcp_provider(fakegcp_env, entry):
     fake.fault("compute.v1" if compute else "tpu.v2", INSTANCES if compute else NODES, entry["body"],
                where=where, status=entry["http_status"] if where == "call" else None)
     provider = GcpProvider(fake.project)
-    spec = ClusterSpec(name="replay", accelerator_type="v2-8", zones=(ZONE,), provider="gcp", project=fake.project)
+    spec = ClusterSpec(name="replay", accelerator_type="v2-8", zones=(ZONE,), provider="gcp", project=fake.project,
+                       machine_type="e2-standard-2", runtime_version=RUNTIME)   # what up would have chosen
     create = (lambda: provider.create_vm(spec, ZONE)) if compute else (lambda: provider.create_tpu(spec, ZONE, None))
     if where == "call":
         if rate:     # retried with backoff: the fault hits once, the retry succeeds

@@ -92,7 +92,7 @@ def test_invalid_requests_are_refused_at_the_call(fakegcp, v2):
     parent = _parent(fakegcp)
     with pytest.raises(gexc.BadRequest, match="not available in zone"):
         v2.create_node(parent=parent, node_id="n", node=tpu_v2.Node(accelerator_type="v4-8", runtime_version=RUNTIME))
-    with pytest.raises(gexc.BadRequest, match="runtime_version"):
+    with pytest.raises(gexc.BadRequest, match="The field \"RuntimeVersion\" cannot be \"tf-9\""):
         v2.create_node(parent=parent, node_id="n", node=tpu_v2.Node(accelerator_type="v2-8", runtime_version="tf-9"))
     with pytest.raises(gexc.BadRequest, match="node_id"):
         v2.create_node(parent=parent, node_id="Bad_Name", node=_vm())

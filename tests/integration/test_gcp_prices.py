@@ -30,9 +30,10 @@ def test_up_status_cost_down_price_from_the_catalog_and_reuse_the_cache(fakegcp_
     tpu, vm = up["price"]["tpu"], up["price"]["vm"]
     assert (tpu["usd_per_hour"], tpu["region"], tpu["tier"]) == (1.35, "us-central1", "spot/preemptible")
     assert tpu["source"].startswith(f"{API} services/E000-3F24-B8AA SKU ") and tpu["date"] == "2026-11-20"
-    # n1-standard-2 = 2 x 0.031611 + 7.5 x 0.004237, both SKUs named
-    assert (vm["usd_per_hour"], vm["tier"]) == (0.095, "on-demand") and "SKUs" in vm["source"]
-    assert up["hourly_usd"] == 1.445 and API in up["price_source"]
+    # the default host, e2-standard-2 = 2 x 0.021811 + 8 x 0.002923 (E2 core and RAM SKUs), both SKUs named
+    assert up["machine_type"] == "e2-standard-2"
+    assert (vm["usd_per_hour"], vm["tier"]) == (0.06701, "on-demand") and "SKUs" in vm["source"]
+    assert up["hourly_usd"] == 1.417 and API in up["price_source"]
     assert fakegcp_env.call_counts()[SKUS] == 2       # one listing per service: Cloud TPU and Compute Engine
     assert json.loads(cache_file().read_text())["endpoint"] == fakegcp_env.url
 
@@ -40,7 +41,7 @@ def test_up_status_cost_down_price_from_the_catalog_and_reuse_the_cache(fakegcp_
     st = run_tpuctl_process("status", "--json")
     assert st.code == 0, st.err
     [view] = json.loads(st.out)["clusters"]
-    assert view["hourly_usd"] == 1.445 and view["price"]["tpu"]["source"] == tpu["source"]
+    assert view["hourly_usd"] == 1.417 and view["price"]["tpu"]["source"] == tpu["source"]
     text = run_tpuctl_process("status")
     assert f"pr1: TPU v2-8 $1.35/hour (us-central1 spot/preemptible, {tpu['source']}, 2026-11-20)" in text.out
     cost = run_tpuctl_process("cost", "pr1", "--json")
@@ -51,7 +52,7 @@ def test_up_status_cost_down_price_from_the_catalog_and_reuse_the_cache(fakegcp_
     down = run_tpuctl_process("down", "pr1", "--json")
     assert down.code == 0, down.err
     doc = json.loads(down.out)
-    assert doc["saves_usd_per_hour"] == 1.445
+    assert doc["saves_usd_per_hour"] == 1.417
     assert {p["price"]["source"].split(" SKU")[0] for p in doc["prices"]} == {f"{API} services/E000-3F24-B8AA",
                                                                              f"{API} services/6F81-5844-456A"}
     assert fakegcp_env.call_counts()[SKUS] == 2
@@ -69,9 +70,9 @@ def test_a_failing_catalog_falls_back_to_the_bundled_table_and_says_so(fakegcp_e
     r = run_tpuctl_process("up", "pr2", "--zone", "europe-west4-a", "--accelerator-type", "v2-8", "--json")
     assert r.code == 0, r.err
     doc = json.loads(r.out)
-    # skypilot-catalog v8 gcp/vms.csv: tpu-v2-8 europe-west4-a Price 4.95; n1-standard-1 europe-west4 0.05229
+    # skypilot-catalog v8 gcp/vms.csv: tpu-v2-8 europe-west4-a Price 4.95; e2-standard-2 (the default host) europe-west4 0.07377
     assert doc["price"]["tpu"]["usd_per_hour"] == 4.95 and doc["price"]["tpu"]["region"] == "europe-west4"
-    assert "skypilot-catalog" in doc["price"]["tpu"]["source"] and doc["price"]["vm"]["usd_per_hour"] == 0.10458
+    assert "skypilot-catalog" in doc["price"]["tpu"]["source"] and doc["price"]["vm"]["usd_per_hour"] == 0.07377
     assert "bundled table" in doc["price_source"] and "failed" in doc["price_source"]
     [note] = [line for line in r.err.splitlines() if line.startswith("prices: ")]
     assert "Cloud Billing Catalog API failed (503" in note and note.endswith("using the bundled table")

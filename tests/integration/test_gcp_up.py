@@ -74,7 +74,7 @@ def test_vm_architecture_with_spot_and_startup_script(fakegcp_env, tpuctl):
     assert r.code == 0, r.err
     doc = r.json()
     assert doc["tpu"]["arch"] == "vm" and doc["tpu"]["spot"] and doc["vm"] is None
-    assert doc["tpu"]["version"] == "tpu-vm-tf-2.16.1-pjrt" and doc["cidr"] is None
+    assert doc["tpu"]["version"] == "tpu-vm-tf-2.18.0-pjrt-v5p-and-below" and doc["cidr"] is None
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import tpu_v2
 
@@ -91,7 +91,7 @@ def test_vm_architecture_with_spot_and_startup_script(fakegcp_env, tpuctl):
 def test_multi_host_pod_slice_gets_the_pod_runtime(fakegcp_env, tpuctl):
     r = tpuctl("up", "pod", "--zone", "us-central2-b", "-a", "v4-32", "--no-vm", "--json")
     assert r.code == 0, r.err
-    assert r.json()["tpu"]["version"] == "tpu-vm-tf-2.16.1-pod-pjrt"
+    assert r.json()["tpu"]["version"] == "tpu-vm-tf-2.17.0-pod-pjrt"   # the newest pod image v4 zones list
 
 
 def test_queued_resource_with_valid_until(fakegcp_env, tpuctl):
