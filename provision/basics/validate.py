@@ -75,6 +75,14 @@ def zones(value: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def accelerator_types(value: str) -> tuple[str, ...]:
+    """Split ``v5litepod-8,v6e-8`` into the types listed (each checked where it is parsed)."""
+    items = tuple(dict.fromkeys(t.strip() for t in str(value or "").split(",") if t.strip()))
+    if not items:
+        raise UsageError("empty --accelerator-type", hint="name a TPU type, e.g. --accelerator-type v2-8")
+    return items
+
+
 def region_of(zone_name: str) -> str:
     return zone_name.rsplit("-", 1)[0]
 

@@ -185,6 +185,10 @@ class ClusterSpec:
     external_ips: bool = True
     service_account: str | None = None
     autodown_seconds: float | None = None
+    # every type that would do (``--accelerator-type v5litepod-8,v6e-8``), ``accelerator_type`` one
+    # of them (the one asked for or made); empty: only ``accelerator_type``
+    accelerator_types: tuple[str, ...] = ()
+    in_order: bool = False                           # try the types as listed, not cheapest first
 
     def __post_init__(self) -> None:
         validate.cluster_name(self.name)
@@ -192,11 +196,22 @@ class ClusterSpec:
         object.__setattr__(self, "arch", Arch(self.arch))
         acc = parse_accelerator(self.accelerator_type)
         object.__setattr__(self, "accelerator_type", acc.name)
-        if not acc.supports(self.arch.value):
-            archs = " or ".join(f"--arch {a}" for a in acc.generation.architectures)
-            raise UsageError(
-                f"{acc.name} is not offered as a TPU {'Node' if self.arch == Arch.NODE else 'VM'}",
-                hint=f"use {archs}")
+        types = tuple(dict.fromkeys(parse_accelerator(t).name for t in self.accelerator_types or ()))
+        if len(types) <= 1:
+            types = ()
+        elif acc.name not in types:
+            raise UsageError(f"{acc.name} is not among the accelerator types {','.join(types)}",
+                             hint="list it in --accelerator-type")
+        object.__setattr__(self, "accelerator_types", types)
+        if types and self.arch == Arch.NODE:
+            raise UsageError("several accelerator types are for TPU VMs",
+                             hint="use --arch vm, or name one type with --arch node")
+        for other in self.candidates:
+            if not other.supports(self.arch.value):
+                archs = " or ".join(f"--arch {a}" for a in other.generation.architectures)
+                raise UsageError(
+                    f"{other.name} is not offered as a TPU {'Node' if self.arch == Arch.NODE else 'VM'}",
+                    hint=f"use {archs}")
         if self.preemptible and self.spot:
             raise UsageError("--preemptible and --spot both given", hint="choose one of them")
         if self.spot and self.arch == Arch.NODE:
@@ -263,6 +278,15 @@ class ClusterSpec:
         out[validate.ROLE_LABEL] = role
         return out
 
+    @property
+    def candidates(self) -> tuple[AcceleratorType, ...]:
+        """Every accelerator type that would do, as listed."""
+        return tuple(parse_accelerator(t) for t in (self.accelerator_types or (self.accelerator_type,)))
+
+    def with_type(self, accelerator_type: str) -> ClusterSpec:
+        """This spec asking for (or having made) ``accelerator_type``, one of its candidates."""
+        return _replace(self, accelerator_type=accelerator_type)
+
     def with_zone(self, zone: str) -> ClusterSpec:
         rest = tuple(z for z in self.zones if z != zone)
         return _replace(self, zones=(zone, *rest))
@@ -271,6 +295,7 @@ class ClusterSpec:
         d = asdict(self)
         d["arch"] = self.arch.value
         d["zones"] = list(self.zones)
+        d["accelerator_types"] = list(self.accelerator_types)
         return d
 
     @classmethod
@@ -278,6 +303,7 @@ class ClusterSpec:
         known = {f for f in cls.__dataclass_fields__}
         kwargs = {k: v for k, v in data.items() if k in known}
         kwargs["zones"] = tuple(kwargs.get("zones") or ())
+        kwargs["accelerator_types"] = tuple(kwargs.get("accelerator_types") or ())
         return cls(**kwargs)
 
 

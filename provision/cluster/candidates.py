@@ -10,8 +10,8 @@ A failure blocks what its scope says, as zone failover does for one type
 (:mod:`provision.cluster.failover`), with one refinement: Cloud TPU quotas are per generation
 ("Quota limit 'TPUV6EPreemptiblePerProjectPerRegionForTPUAPI' ... in region us-east5"), so a
 zonal or regional quota blocks that generation there and leaves other generations to try; a
-stockout blocks the exact (type, zone); a zone not served to the project blocks the zone for
-every type; a failure of cloud scope (a missing role, a global quota) stops.
+stockout, or a zone that does not offer a type, blocks the exact (type, zone); a failure of cloud
+scope (a missing role, a global quota) stops.
 
 Pure: prices and offerings come in as arguments.
 """
@@ -74,56 +74,68 @@ def rank(types: Sequence[AcceleratorType], zones_of: Mapping[str, Sequence[str]]
 
 @dataclass
 class CandidatePlan:
-    """What has failed where, and so which candidate comes next."""
+    """What has failed where, and so which candidate comes next.
+
+    With one type it reads as zone failover always has ("us-central1-b: stockout; region
+    us-central1: quota"); with several, every entry names its type or generation.
+    """
 
     candidates: tuple[Candidate, ...]
-    blocked: dict[tuple[str, str], str] = field(default_factory=dict)          # (type, zone) -> why
-    blocked_generation: dict[tuple[str, str], str] = field(default_factory=dict)  # (generation, zone|region)
-    blocked_zones: dict[str, str] = field(default_factory=dict)               # zone -> why, every type
+    blocked: dict[tuple[str, str], str] = field(default_factory=dict)       # (type, zone) -> why
+    blocked_gen_zone: dict[tuple[str, str], str] = field(default_factory=dict)    # (generation, zone)
+    blocked_gen_region: dict[tuple[str, str], str] = field(default_factory=dict)  # (generation, region)
     stopped: Failure | None = None
     tried: list[Candidate] = field(default_factory=list)
-
-    @property
-    def zones(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(c.zone for c in self.candidates))
 
     @property
     def types(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(c.name for c in self.candidates))
 
+    @property
+    def several(self) -> bool:
+        return len({c.name for c in self.candidates}) > 1
+
+    def label(self, cand: Candidate) -> str:
+        return f"{cand.name} in {cand.zone}" if self.several else cand.zone
+
     def record(self, cand: Candidate, failure: Failure) -> None:
+        if cand not in self.tried:
+            self.tried.append(cand)
         why = failure.kind.value
         gen = cand.accelerator.generation.name
         if failure.scope == Scope.CLOUD:
             self.stopped = failure
-        elif failure.kind == Kind.ZONE_UNAVAILABLE:
-            self.blocked_zones[cand.zone] = why
         elif failure.kind == Kind.ZONE_QUOTA:
-            self.blocked_generation[(gen, cand.zone)] = why
+            self.blocked_gen_zone[(gen, cand.zone)] = why
         elif failure.scope == Scope.REGION:
-            self.blocked_generation[(gen, region_of(cand.zone))] = why
-        else:   # a stockout, or a failure that keeps recurring in this zone
+            self.blocked_gen_region[(gen, region_of(cand.zone))] = why
+        else:
+            # a stockout, a zone that does not offer this type (so worded: "... not supported for
+            # accelerator type ... in location", "invalid AcceleratorType ... for zone"), or a failure
+            # that keeps recurring there: this type in this zone
             self.blocked[(cand.name, cand.zone)] = why
 
     def available(self, cand: Candidate) -> bool:
         gen = cand.accelerator.generation.name
-        return ((cand.name, cand.zone) not in self.blocked and cand.zone not in self.blocked_zones
-                and (gen, cand.zone) not in self.blocked_generation
-                and (gen, region_of(cand.zone)) not in self.blocked_generation)
+        return ((cand.name, cand.zone) not in self.blocked and (gen, cand.zone) not in self.blocked_gen_zone
+                and (gen, region_of(cand.zone)) not in self.blocked_gen_region)
 
     def next(self) -> Candidate | None:
         """The next candidate to try, or None: stop."""
         if self.stopped is not None:
             return None
-        for cand in self.candidates:
-            if self.available(cand):
-                if cand not in self.tried:
-                    self.tried.append(cand)
-                return cand
-        return None
+        return next((c for c in self.candidates if self.available(c)), None)
+
+    def untried(self) -> list[Candidate]:
+        return [c for c in self.candidates if c not in self.tried]
 
     def explain(self) -> str:
-        parts = [f"{t} in {z}: {why}" for (t, z), why in self.blocked.items()]
-        parts += [f"{g} in {where}: {why}" for (g, where), why in self.blocked_generation.items()]
-        parts += [f"{z}: {why}" for z, why in self.blocked_zones.items()]
-        return "; ".join(parts) or "nothing failed"
+        """What failed where."""
+        many = self.several
+        parts = [f"{t} in {z}: {why}" if many else f"{z}: {why}" for (t, z), why in self.blocked.items()]
+        parts += [f"{g} in {z}: {why}" if many else f"{z}: {why}" for (g, z), why in self.blocked_gen_zone.items()]
+        parts += [f"{g} in region {r}: {why}" if many else f"region {r}: {why}"
+                  for (g, r), why in self.blocked_gen_region.items()]
+        if self.stopped is not None and self.tried:
+            parts.append(f"{self.label(self.tried[-1])}: {self.stopped.kind.value}")
+        return "; ".join(parts) or "nothing tried"

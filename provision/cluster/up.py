@@ -36,6 +36,7 @@ from ..cloud.operations import Backoff, OperationTimeout, wait_all, wait_until
 from . import cidr as cidrs
 from . import ledger
 from .cache import cache_spec
+from .candidates import Candidate, CandidatePlan, rank
 from .failover import ZonePlan
 from .offers import Offers, ZoneFit, plan_zones
 from .resources import delete_request, find, noop, tpu_price
@@ -129,19 +130,31 @@ class _Attempt:
     adopted_request: tuple[str, str] | None = None  # a queued resource that was there before this call
     reserved: str | None = None
     had: str | None = None        # the cluster's range reservation before this call
-    fits: dict[str, ZoneFit] = field(default_factory=dict)   # each zone's image and host machine type
+    # each (type, zone)'s image and host machine type
+    fits: dict[tuple[str, str], ZoneFit] = field(default_factory=dict)
+    plan: CandidatePlan | None = None             # which TPU candidates were asked for, and how it went
+    chosen: Candidate | None = None               # the candidate whose create this call made
 
     def in_zone(self, spec: ClusterSpec, zone: str) -> ClusterSpec:
-        """``spec`` as created in ``zone``: with the image and machine type planned for it."""
-        f = self.fits.get(zone)
+        """``spec``'s host VM as created in ``zone``: with the machine type planned there (any type's
+        fit: the host does not depend on the TPU's type)."""
+        f = self.fits.get((spec.accelerator_type, zone)) or next(
+            (v for (_t, z), v in self.fits.items() if z == zone), None)
         return f.apply(spec) if f is not None else spec
+
+    def for_candidate(self, spec: ClusterSpec, cand: Candidate) -> ClusterSpec:
+        """``spec`` asking for ``cand``: its type and zone, with the image planned for them."""
+        made = spec.with_type(cand.name).with_zone(cand.zone)
+        f = self.fits.get((cand.name, cand.zone))
+        return f.apply(made) if f is not None else made
 
 
 def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_failure: bool = False,
        timeout: float = 1800.0, log: Log = noop, backoff: Backoff | None = None, offers: Offers | None = None,
-       keep_image: str | None = None) -> UpResult:
+       keep_image: str | None = None, prefer: tuple[str, str] | None = None) -> UpResult:
     """``offers``: zone catalogues already asked for in this command; ``keep_image``: the image of a
-    TPU being recreated, kept in every zone that still offers it."""
+    TPU being recreated, kept in every zone that still offers it; ``prefer``: the (type, zone) of a
+    TPU being recreated, asked for first whatever the price order says."""
     start = time.monotonic()
     backoff = backoff or Backoff()
     acc = spec.accelerator
@@ -156,8 +169,9 @@ def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_
         if not dry_run:
             wait_until(lambda: provider.get_tpu(tpu.zone, tpu.name) is None, timeout=timeout, backoff=backoff)
         tpu = None
+    wanted = {a.name for a in spec.candidates}
     if tpu is not None:
-        if tpu.accelerator_type != spec.accelerator_type or tpu.arch != spec.arch:
+        if tpu.accelerator_type not in wanted or tpu.arch != spec.arch:
             raise UsageError(
                 f"cluster {spec.name} already has a {tpu.accelerator_type} TPU ({tpu.arch.value}) in {tpu.zone}",
                 hint=f"use --accelerator-type {tpu.accelerator_type} --arch {tpu.arch.value}, "
@@ -166,6 +180,8 @@ def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_
             raise UsageError(
                 f"cluster {spec.name} already has a {'preemptible' if tpu.interruptible else 'on-demand'} TPU",
                 hint=f"match it, or tpuctl down {spec.name} first")
+        spec = spec.with_type(tpu.accelerator_type)
+        prefer = prefer or (tpu.accelerator_type, tpu.zone)
     # A queued resource without a node is the cluster's TPU to be: adopted while it is asked for,
     # replaced when dead (FAILED and SUSPENDED requests hold quota and never provision again).
     req = found.request if tpu is None else None
@@ -176,6 +192,11 @@ def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_
         req = None
     if req is not None and not req.dead:
         _check_request(spec, req)
+        if req.accelerator_type:
+            spec = spec.with_type(req.accelerator_type)
+            prefer = (req.accelerator_type, req.zone)
+    acc = spec.accelerator
+    result.spec = spec
     if vm is not None and vm.state == VmState.STOPPING:
         log(f"host VM {vm.name} in {vm.zone} is being deleted; waiting for it to go")
         if not dry_run:
@@ -202,25 +223,25 @@ def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_
 
     dead = tpu is not None and tpu.dead
     need_tpu = tpu is None or dead
-    if need_tpu:
-        offered = [z for z in zones if _offered(provider, z, acc.name, log)]
-        if not offered:
-            where = ", ".join(zones)
-            raise UsageError(f"{acc.name} is not offered in {where}",
-                             hint=f"pick a zone that offers it (gcloud compute tpus accelerator-types list "
-                                  f"--zone ZONE), e.g. --zone {_suggest_zone(acc.generation.name)}")
-        zones = offered
     need_vm = want_vm and vm is None
 
-    # --- what each zone offers: the TPU VM's image and the host's machine type ----------------
-    fits: dict[str, ZoneFit] = {}
-    if need_tpu or need_vm:
+    # --- which (type, zone) to ask for, and what each zone offers: image, host machine type ----
+    offers = offers or Offers(provider)
+    fits: dict[tuple[str, str], ZoneFit] = {}
+    cands: list[Candidate] = []
+    if need_tpu:
         if dead and tpu is not None and tpu.arch == Arch.VM and tpu.version:
             keep_image = keep_image or tpu.version      # a recreated TPU keeps its image where offered
-        asks_tpu = need_tpu and (req is None or req.dead)     # an adopted request already has its image
-        fits = plan_zones(offers or Offers(provider), spec, zones, tpu=asks_tpu, vm=need_vm,
-                           keep_image=keep_image, log=log)
-        zones = [z for z in zones if z in fits]
+        cands, fits = _candidates(provider, spec, zones, offers, result.book, need_vm=need_vm,
+                                  keep_image=keep_image, prefer=prefer, log=log)
+        zones = list(dict.fromkeys(c.zone for c in cands))
+        spec = spec.with_type(cands[0].name)
+        acc = spec.accelerator
+        result.spec = spec
+    elif need_vm:
+        vm_fits = plan_zones(offers, spec, zones, tpu=False, vm=True, log=log)
+        fits = {(spec.accelerator_type, z): f for z, f in vm_fits.items()}
+        zones = [z for z in zones if z in vm_fits]
 
     # --- CIDR: a user's block is checked before anything is created ---------------------------
     block: str | None = None
@@ -255,7 +276,7 @@ def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_
         result.planned.append(f"TPU {spec.name} {acc.name} in {zone0}{how} (replacing the {req.state.value} "
                               f"queued resource in {req.zone})")
     elif need_tpu and req is None:
-        image = fits[zone0].runtime_version if zone0 in fits else None
+        image = fits[(acc.name, zone0)].runtime_version if (acc.name, zone0) in fits else None
         result.planned.append(f"TPU {spec.name} {acc.name} in {zone0}{how}" + (f" with range {block}" if block else "")
                               + (f", image {image}" if image else ""))
     if spec.queued and not provider.offers_queued:
@@ -269,13 +290,15 @@ def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_
             log(note)
     if need_vm:
         vm_zone = zone0 if spec.arch == Arch.NODE or not tpu else tpu.zone
-        machine = fits[vm_zone].machine_type if vm_zone in fits else spec.machine_type
+        machine = _Attempt(fits=fits).in_zone(spec, vm_zone).machine_type
         result.planned.append(f"VM {spec.name} {machine} in {vm_zone}")
+    if len(cands) > 1 and len({c.name for c in cands}) > 1:
+        result.notes.append(_order_note(spec, cands))
 
     if dry_run:
         planned_zone = tpu.zone if tpu else zone0
-        if planned_zone in fits:
-            result.spec = fits[planned_zone].apply(spec)
+        if (acc.name, planned_zone) in fits:
+            result.spec = fits[(acc.name, planned_zone)].apply(spec)
         result.zone = tpu.zone if tpu else (vm.zone if vm and spec.arch == Arch.NODE else zone0)
         result.cidr = block
         result.vm, result.tpu = vm, tpu
@@ -285,11 +308,13 @@ def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_
     attempt = _Attempt(had=attempt_had, fits=fits)
     try:
         _apply(provider, spec, result, attempt, vm=vm, tpu=tpu, dead=dead, need_vm=need_vm, zones=zones,
-               block=block, timeout=timeout, log=log, backoff=backoff, request=req)
+               cands=cands, block=block, timeout=timeout, log=log, backoff=backoff, request=req)
     except BaseException as exc:
         _fail(provider, spec, attempt, exc, keep_on_failure=keep_on_failure, log=log, backoff=backoff)
         raise  # _fail raises; this is for type checkers
     result.spec = _as_made(spec, result)
+    if attempt.chosen is not None and attempt.plan is not None and attempt.plan.several:
+        result.notes.append(_chosen_note(spec, attempt.chosen, attempt.plan))
     cache_spec(provider, result.spec, zone=result.zone, cidr=result.cidr)
     if result.tpu is not None and any(c.startswith("TPU ") for c in result.created):
         ledger.tpu_created(provider, spec.name, result.tpu)
@@ -302,6 +327,8 @@ def _as_made(spec: ClusterSpec, result: UpResult) -> ClusterSpec:
     import dataclasses
 
     changes: dict[str, Any] = {}
+    if result.tpu is not None and result.tpu.accelerator_type in {a.name for a in spec.candidates}:
+        changes["accelerator_type"] = result.tpu.accelerator_type
     if result.tpu is not None and result.tpu.arch == Arch.VM and result.tpu.version:
         changes["runtime_version"] = result.tpu.version
     if result.vm is not None and result.vm.machine_type:
@@ -311,7 +338,7 @@ def _as_made(spec: ClusterSpec, result: UpResult) -> ClusterSpec:
 
 def _check_request(spec: ClusterSpec, req: QueuedRequest) -> None:
     """A live queued resource is adopted only if it asks for what this ``up`` asks for."""
-    if spec.arch != Arch.VM or (req.accelerator_type and req.accelerator_type != spec.accelerator_type):
+    if spec.arch != Arch.VM or (req.accelerator_type and req.accelerator_type not in {a.name for a in spec.candidates}):
         raise UsageError(
             f"cluster {spec.name} already has a queued resource for a {req.accelerator_type} TPU VM in {req.zone} "
             f"({req.state.value})",
@@ -324,6 +351,70 @@ def _check_request(spec: ClusterSpec, req: QueuedRequest) -> None:
                               f"tpuctl down {spec.name} first")
 
 
+def _candidates(provider: Provider, spec: ClusterSpec, zones: list[str], offers: Offers, book: prices.PriceBook, *,
+                need_vm: bool, keep_image: str | None, prefer: tuple[str, str] | None, log: Log
+                ) -> tuple[list[Candidate], dict[tuple[str, str], ZoneFit]]:
+    """Every (type, zone) that can host the cluster, in the order to ask, with what each zone gives it.
+
+    One type keeps the zones in the order given (the failover order, as always); several are
+    ranked cheapest first per peak bf16 FLOP/s (or as listed with ``in_order``). A type no zone
+    offers, or that no zone has an image or host for, is left out (logged) when others remain; when
+    none remains, one line says why: nothing has been created.
+    """
+    types = spec.candidates
+    several = len(types) > 1
+    zones_of: dict[str, list[str]] = {}
+    fits: dict[tuple[str, str], ZoneFit] = {}
+    refused: list[UsageError] = []
+    for acc in types:
+        offered = [z for z in zones if _offered(provider, z, acc.name, log)]
+        try:
+            if not offered:
+                raise UsageError(f"{acc.name} is not offered in {', '.join(zones)}",
+                                 hint=f"pick a zone that offers it (gcloud compute tpus accelerator-types list "
+                                      f"--zone ZONE), e.g. --zone {_suggest_zone(acc.generation.name)}")
+            keep = keep_image if prefer is None or prefer[0] == acc.name else None
+            got = plan_zones(offers, spec.with_type(acc.name), offered, tpu=True, vm=need_vm, keep_image=keep,
+                             log=log)
+        except UsageError as exc:
+            if not several:
+                raise
+            log(f"{acc.name} is left out: {exc.message}")
+            refused.append(exc)
+            continue
+        zones_of[acc.name] = [z for z in offered if z in got]
+        fits.update({(acc.name, z): f for z, f in got.items()})
+    if not zones_of:
+        raise UsageError("none of " + ",".join(a.name for a in types) + " can be created in "
+                         + ", ".join(zones) + ": " + "; ".join(e.message for e in refused),
+                         hint=refused[0].hint if refused else "try other zones")
+    tier = prices.tier_of(spec.interruptible)
+
+    def price(acc: Any, zone: str) -> float | None:
+        p = book.tpu_price(acc, zone, tier)
+        return p.usd_per_hour if p.usd_per_hour > 0 else None
+
+    cands = rank([a for a in types if a.name in zones_of], zones_of, price, in_order=spec.in_order or not several)
+    if prefer is not None:
+        cands.sort(key=lambda c: (c.name, c.zone) != prefer)       # stable: the rest keep their order
+    return cands, fits
+
+
+def _order_note(spec: ClusterSpec, cands: list[Candidate]) -> str:
+    how = "in the order given (--in-order)" if spec.in_order else "cheapest first per peak bf16 FLOP/s"
+    shown = ", ".join(c.describe() for c in cands[:6]) + (f", and {len(cands) - 6} more" if len(cands) > 6 else "")
+    return f"candidates {how}: {shown}"
+
+
+def _chosen_note(spec: ClusterSpec, chosen: Candidate, plan: CandidatePlan) -> str:
+    if plan.candidates and chosen == plan.candidates[0]:
+        why = "first in the order given (--in-order)" if spec.in_order else \
+            f"the cheapest per peak bf16 FLOP/s of {len(plan.candidates)} candidates"
+    else:
+        why = f"the first that could be had after {plan.explain()}"
+    return f"chose {chosen.describe()}: {why}"
+
+
 def _suggest_zone(generation: str) -> str:
     return {"v2": "us-central1-b", "v3": "europe-west4-a", "v4": "us-central2-b", "v5litepod": "us-west4-a",
             "v5p": "us-east5-a", "v6e": "us-east5-b"}.get(generation, "us-central1-b")
@@ -334,12 +425,14 @@ def _pool(provider: Provider) -> cidrs.IPv4Network:
 
 
 def _apply(provider: Provider, spec: ClusterSpec, result: UpResult, attempt: _Attempt, *, vm: Vm | None,
-           tpu: TpuNode | None, dead: bool, need_vm: bool, zones: list[str], block: str | None,
-           timeout: float, log: Log, backoff: Backoff, request: QueuedRequest | None = None) -> None:
+           tpu: TpuNode | None, dead: bool, need_vm: bool, zones: list[str], cands: list[Candidate],
+           block: str | None, timeout: float, log: Log, backoff: Backoff,
+           request: QueuedRequest | None = None) -> None:
     deadline = time.monotonic() + timeout
-    plan = ZonePlan(tuple(zones))
+    plan = attempt.plan = CandidatePlan(tuple(cands))
     vm_plan = ZonePlan(tuple(zones))     # the host VM fails over on its own (Compute's stockouts, quotas)
     retries: dict[tuple[str, str], int] = {}
+    cand: Candidate | None = None
 
     if dead and tpu is not None:
         log(f"deleting {tpu.state.value} TPU {tpu.name} in {tpu.zone} to recreate it")
@@ -369,10 +462,13 @@ def _apply(provider: Provider, spec: ClusterSpec, result: UpResult, attempt: _At
         log(f"waiting for {request.describe()}, asked for before this call (adopted)")
         tpu_op, zone = provider.watch_queued(request.zone, request.name), request.zone
         attempt.adopted_request = (request.zone, request.name)
+        cand = next((c for c in cands if (c.name, c.zone) == (request.accelerator_type, request.zone)), None) \
+            or Candidate(spec.accelerator, request.zone)
         ops.append(tpu_op)
     elif tpu is None:
-        tpu_op, zone, block = _start_tpu(provider, spec, plan, block, attempt, log, deadline=deadline,
+        tpu_op, cand, block = _start_tpu(provider, spec, plan, block, attempt, log, deadline=deadline,
                                          backoff=backoff)
+        zone = cand.zone
         ops.append(tpu_op)
     if need_vm and node_first:
         vm_op = _start_vm(provider, spec, zone, attempt, log, vm_plan)
@@ -408,6 +504,7 @@ def _apply(provider: Provider, spec: ClusterSpec, result: UpResult, attempt: _At
         if tpu_op is not None and not tpu_op.done:
             tpu_op = provider.poll(tpu_op)
             if tpu_op.done and tpu_op.error:
+                assert cand is not None
                 f = classify(code=tpu_op.error.code, message=tpu_op.error.message, where="operation")
                 log(f"creating TPU {spec.name} in {tpu_op.zone} failed: {f.kind.value}: {tpu_op.error.message}")
                 _forget_failed_tpu(provider, spec, tpu_op.zone, attempt, deadline, backoff,
@@ -421,27 +518,30 @@ def _apply(provider: Provider, spec: ClusterSpec, result: UpResult, attempt: _At
                     block = str(cidrs.allocate(spec.accelerator.node_cidr_prefix, used, _pool(provider)))
                     log(f"range {bad} conflicts with something on the network; trying {block}")
                     block = _reserve(provider, spec, block, attempt, log, had=attempt.had)
-                    tpu_op, zone, block = _start_tpu(provider, spec, plan, block, attempt, log,
-                                                     zone=tpu_op.zone, deadline=deadline, backoff=backoff)
+                    tpu_op, cand, block = _start_tpu(provider, spec, plan, block, attempt, log,
+                                                     cand=cand, deadline=deadline, backoff=backoff)
+                    zone = cand.zone
                     continue
                 if f.kind == Kind.CIDR_CONFLICT and spec.cidr:
                     raise UsageError(f"--cidr {spec.cidr} conflicts with a range on network {spec.network}",
                                      hint="pick another block, or omit --cidr to let tpuctl choose one")
-                nxt = _failed_over(plan, tpu_op.zone, f, retries, "tpu")
-                if nxt is not None and nxt == tpu_op.zone:
-                    log(f"asking again for TPU {spec.name} in {nxt} ({f.kind.value})")
+                nxt = _next_candidate(plan, cand, f, retries)
+                if nxt is not None and nxt == cand:
+                    log(f"asking again for TPU {spec.name} in {nxt.zone} ({f.kind.value})")
                     time.sleep(min(next(delays), _left(deadline)))
-                    tpu_op, zone, block = _start_tpu(provider, spec, plan, block, attempt, log, zone=nxt,
+                    tpu_op, cand, block = _start_tpu(provider, spec, plan, block, attempt, log, cand=nxt,
                                                      deadline=deadline, backoff=backoff)
+                    zone = cand.zone
                     continue
                 if nxt is not None:
-                    log(f"moving on to zone {nxt} ({plan.explain()})")
+                    log(f"moving on to {_where(plan, nxt)} ({plan.explain()})")
                     if (spec.arch == Arch.NODE and attempt.created_vm
-                            and region_of(attempt.created_vm[0]) != region_of(nxt)):
+                            and region_of(attempt.created_vm[0]) != region_of(nxt.zone)):
                         # the host must be near its TPU Node: move the VM we made with it
-                        vm_op = _move_vm(provider, spec, attempt, nxt, vm_op, deadline, log, backoff)
-                    tpu_op, zone, block = _start_tpu(provider, spec, plan, block, attempt, log, deadline=deadline,
-                                                     backoff=backoff)
+                        vm_op = _move_vm(provider, spec, attempt, nxt.zone, vm_op, deadline, log, backoff)
+                    tpu_op, cand, block = _start_tpu(provider, spec, plan, block, attempt, log, cand=nxt,
+                                                     deadline=deadline, backoff=backoff)
+                    zone = cand.zone
                     continue
                 raise _exhausted(spec, plan.stopped or f, plan)
             if tpu_op.done:
@@ -560,44 +660,71 @@ def _reserve(provider: Provider, spec: ClusterSpec, block: str, attempt: _Attemp
                      kind="conflict", hint="retry in a minute")
 
 
-def _start_tpu(provider: Provider, spec: ClusterSpec, plan: ZonePlan, block: str | None, attempt: _Attempt,
-               log: Log, zone: str | None = None, *, deadline: float, backoff: Backoff
-               ) -> tuple[Operation, str, str | None]:
-    zone = zone or plan.next_zone()
+def _start_tpu(provider: Provider, spec: ClusterSpec, plan: CandidatePlan, block: str | None, attempt: _Attempt,
+               log: Log, cand: Candidate | None = None, *, deadline: float, backoff: Backoff
+               ) -> tuple[Operation, Candidate, str | None]:
+    """Ask for the TPU as ``cand`` (else the plan's next candidate); a create call refused for its
+    zone or region moves on to the next candidate, as a failed create operation does."""
+    cand = cand or plan.next()
     queued = spec.queued and provider.offers_queued
     exists_tries = 0
     while True:
-        if zone is None:
+        if cand is None:
             raise _exhausted(spec, plan.stopped, plan)
+        made = attempt.for_candidate(spec, cand)
+        zone = cand.zone
         kind = "spot" if spec.spot else "preemptible" if spec.preemptible else "on-demand"
-        log(f"creating TPU {spec.name} ({spec.accelerator_type}, {spec.arch.value}, {kind}) in {zone}"
+        log(f"creating TPU {spec.name} ({made.accelerator_type}, {spec.arch.value}, {kind}) in {zone}"
             + (f" with range {block}" if block else "") + (" through a queued resource" if queued else ""))
         try:
-            op = provider.create_tpu(attempt.in_zone(spec.with_zone(zone), zone), zone, block)
+            op = provider.create_tpu(made, zone, block)
         except CloudError as exc:
             f = failure(exc.kind, exc.message, exc.hint)
             if f.kind == Kind.EXISTS and queued and exists_tries < 3:
                 # 409 ALREADY_EXISTS: a request of this name appeared since we looked (another up of
                 # this cluster); adopt it rather than abort, or clear a dead one and ask again
                 exists_tries += 1
-                adopted = _existing_request(provider, spec, zone, attempt, deadline, log, backoff)
+                adopted = _existing_request(provider, made, zone, attempt, deadline, log, backoff)
                 if adopted is not None:
-                    return adopted, zone, block
+                    return adopted, cand, block
                 continue
             if f.scope in (Scope.ZONE, Scope.REGION):
                 log(f"creating TPU in {zone} failed: {f.kind.value}: {exc.message}")
-                plan.record(zone, f)
-                zone = plan.next_zone()
-                if zone is not None:
-                    log(f"moving on to zone {zone} ({plan.explain()})")
+                plan.record(cand, f)
+                cand = plan.next()
+                if cand is not None:
+                    log(f"moving on to {_where(plan, cand)} ({plan.explain()})")
                 continue
             raise
+        if cand not in plan.tried:
+            plan.tried.append(cand)
         attempt.created_tpu = (zone, spec.name)
         attempt.created_queued = queued
+        attempt.chosen = cand
         if queued:
             log(f"queued resource {spec.name} asked for in {zone}; waiting for capacity (Ctrl-C or --timeout "
                 f"deletes the request)")
-        return op, zone, block
+        return op, cand, block
+
+
+def _where(plan: CandidatePlan, cand: Candidate) -> str:
+    return f"{cand.name} in {cand.zone}" if plan.several else f"zone {cand.zone}"
+
+
+def _next_candidate(plan: CandidatePlan, cand: Candidate, f: Failure, retries: dict[tuple[str, str], int]
+                    ) -> Candidate | None:
+    """Where to ask next after ``cand``'s create operation failed: the same candidate again for a
+    transient error (a few times), the next candidate the failure leaves, or None (stop)."""
+    if f.retriable:
+        key = (f"tpu:{cand.name}", cand.zone)
+        retries[key] = retries.get(key, 0) + 1
+        if retries[key] <= OPERATION_RETRIES:
+            return cand
+        f = Failure(f.kind, Scope.ZONE, f.message, f.hint)     # it keeps failing there
+    plan.record(cand, f)
+    if f.scope not in (Scope.ZONE, Scope.REGION):
+        return None
+    return plan.next()
 
 
 def _existing_request(provider: Provider, spec: ClusterSpec, zone: str, attempt: _Attempt, deadline: float,
@@ -635,19 +762,22 @@ def _delete_dead_request(provider: Provider, req: QueuedRequest, deadline: float
     wait_until(lambda: provider.get_queued(req.zone, req.name) is None, timeout=_left(deadline), backoff=backoff)
 
 
-def _exhausted(spec: ClusterSpec, failure: Failure | None, plan: ZonePlan) -> CloudError:
+def _exhausted(spec: ClusterSpec, failure: Failure | None, plan: CandidatePlan) -> CloudError:
     """Why ``up`` stops asking for the TPU: a failure that stops the search (a missing role, a request
-    no zone can grant) as itself, in the zone that said it; else every zone failed, each as it did."""
+    no zone can grant) as itself, in the zone that said it; else every candidate failed, each as it did."""
+    last = plan.tried[-1] if plan.tried else None
     if failure is not None and failure.scope not in (Scope.ZONE, Scope.REGION):
-        where = f" in {plan.tried[-1]}" if plan.tried else ""
-        return CloudError(f"creating TPU {spec.name}{where} failed: {failure.message}", kind=failure.kind.value,
-                          hint=failure.hint, zone=plan.tried[-1] if plan.tried else None)
-    tried = ",".join(plan.tried) or "none"
-    skipped = plan.untried()
-    hint = f"add zones to --zone (tried {tried}"
+        where = f" in {last.zone}" if last else ""
+        what = f" ({last.name})" if last and plan.several else ""
+        return CloudError(f"creating TPU {spec.name}{what}{where} failed: {failure.message}", kind=failure.kind.value,
+                          hint=failure.hint, zone=last.zone if last else None)
+    tried = ",".join(plan.label(c) for c in plan.tried) or "none"
+    skipped = [plan.label(c) for c in plan.untried()]
+    what = f"TPU of any of {','.join(plan.types)}" if plan.several else f"{spec.accelerator_type} TPU"
+    more = "--zone or --accelerator-type" if plan.several else "--zone"
+    hint = f"add zones to {more} (tried {tried}"
     hint += f"; not asked: {','.join(skipped)}" if skipped else ""
-    return CloudError(f"no zone could create a {spec.accelerator_type} TPU ({plan.explain()})",
-                      kind="stockout",
+    return CloudError(f"no zone could create a {what} ({plan.explain()})", kind="stockout",
                       hint=hint + "), or retry later")
 
 
@@ -825,7 +955,9 @@ def recreate_tpu(provider: Provider, spec: ClusterSpec, *, timeout: float = 1800
     """
     backoff = backoff or Backoff()
     keep_image = None
+    prefer = None
     for node in find(provider, spec.name).tpus:
+        prefer = prefer or (node.accelerator_type, node.zone)    # its type and zone first, then the rest
         if node.arch == Arch.VM and node.version:
             keep_image = keep_image or node.version     # the new node keeps the image where offered
         if node.state != TpuState.DELETING:
@@ -840,4 +972,4 @@ def recreate_tpu(provider: Provider, spec: ClusterSpec, *, timeout: float = 1800
                 pass
         wait_until(lambda n=node: provider.get_tpu(n.zone, n.name) is None, timeout=timeout, backoff=backoff)
         spec = spec.with_zone(node.zone) if node.zone in spec.zones else spec
-    return up(provider, spec, timeout=timeout, log=log, backoff=backoff, keep_image=keep_image)
+    return up(provider, spec, timeout=timeout, log=log, backoff=backoff, keep_image=keep_image, prefer=prefer)

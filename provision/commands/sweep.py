@@ -46,7 +46,8 @@ def command() -> None:
 @command.command("start")
 @click.argument("spec", metavar="SPEC")
 @click.option("--zone", "-z", "zone", metavar="ZONE[,ZONE...]", help="Zone, or zones in failover order, of the pool.")
-@click.option("--accelerator-type", "-a", default="v2-8", show_default=True, metavar="TYPE", help="TPU type of the pool.")
+@click.option("--accelerator-type", "-a", default="v2-8", show_default=True, metavar="TYPE[,TYPE...]",
+              help="TPU type of the pool; several that would all do are tried cheapest first, as tpuctl up does.")
 @click.option("--preemptible", is_flag=True, help="Preemptible pool TPUs.")
 @click.option("--spot", is_flag=True, help="Spot pool TPUs.")
 @click.option("--bucket", metavar="gs://BUCKET", help="Where the sweep and its trials live (local: a local bucket).")
@@ -150,13 +151,21 @@ def _check_images(prov, rec, zones) -> None:
     from ..cloud.base import ClusterSpec
     from ..cluster.offers import Offers, plan_zones
 
-    offered = [z for z in zones if prov.offered(z, rec.accelerator_type)]
-    if not offered:
-        raise UsageError(f"{rec.accelerator_type} is not offered in {', '.join(zones)}",
-                         hint="pick a zone that offers it (gcloud compute tpus accelerator-types list --zone ZONE)")
-    probe = ClusterSpec(name="sweep-check", accelerator_type=rec.accelerator_type, zones=tuple(offered),
-                        provider=rec.provider, project=rec.project or None, machine_type=None)
-    plan_zones(Offers(prov), probe, offered, tpu=True, vm=False)
+    refused = []
+    for name in rec.accelerator_type.split(","):
+        offered = [z for z in zones if prov.offered(z, name)]
+        try:
+            if not offered:
+                raise UsageError(f"{name} is not offered in {', '.join(zones)}",
+                                 hint="pick a zone that offers it (gcloud compute tpus accelerator-types list "
+                                      "--zone ZONE)")
+            probe = ClusterSpec(name="sweep-check", accelerator_type=name, zones=tuple(offered),
+                                provider=rec.provider, project=rec.project or None, machine_type=None)
+            plan_zones(Offers(prov), probe, offered, tpu=True, vm=False)
+            return                      # one type that can be had is enough: the pool's up picks per trial
+        except UsageError as exc:
+            refused.append(exc)
+    raise refused[0]
 
 
 def _check_host(target, detach: bool, host_name: str | None):

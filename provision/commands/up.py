@@ -26,8 +26,11 @@ def complete_cluster(ctx: click.Context, param: click.Parameter, incomplete: str
 @click.argument("name", shell_complete=complete_cluster)
 @click.option("--zone", "-z", "zone", metavar="ZONE[,ZONE...]",
               help="Zone, or zones in failover order (default: TPUCTL_ZONE, config, gcloud; local: us-central1-b).")
-@click.option("--accelerator-type", "-a", default="v2-8", show_default=True, metavar="TYPE",
-              help="TPU type: v2-8, v3-8, v4-8, v5litepod-8, v5p-8, v6e-8, or a pod slice.")
+@click.option("--accelerator-type", "-a", default="v2-8", show_default=True, metavar="TYPE[,TYPE...]",
+              help="TPU type: v2-8, v3-8, v4-8, v5litepod-8, v5p-8, v6e-8, or a pod slice; several types that "
+                   "would all do are tried cheapest first per peak bf16 FLOP/s in each zone.")
+@click.option("--in-order", is_flag=True,
+              help="With several --accelerator-type: try them in the order given, not cheapest first.")
 @click.option("--arch", type=click.Choice(["vm", "node"]), default="vm", show_default=True,
               help="TPU VM (v2 API) or TPU Node (v1 API, v2/v3 only, with a host VM; Google refuses new "
                    "Nodes to projects without Node access).")
@@ -66,7 +69,8 @@ def complete_cluster(ctx: click.Context, param: click.Parameter, incomplete: str
 @provider_options
 @dry_run_option
 @json_option
-def command(name: str, zone: str | None, accelerator_type: str, arch: str, preemptible: bool, spot: bool,
+def command(name: str, zone: str | None, accelerator_type: str, in_order: bool, arch: str, preemptible: bool,
+            spot: bool,
             machine_type: str, no_vm: bool, runtime_version: str | None, tf_version: str | None,
             cidr: str | None, network: str, subnetwork: str | None, bucket: str | None,
             labels: tuple[str, ...], queued: bool, valid_until: str | None, no_external_ips: bool,
@@ -99,8 +103,13 @@ def command(name: str, zone: str | None, accelerator_type: str, arch: str, preem
                          hint="TPU Nodes have no external IPs of their own; drop --no-vm or the flag")
     target = resolve_target(provider, project, zone.split(",")[0] if zone else None)
     zones = validate.zones(zone) if zone else validate.zones(target.zone or cluster.default_zone(target))
+    types = validate.accelerator_types(accelerator_type)
+    if in_order and len(types) < 2:
+        raise UsageError("--in-order orders several accelerator types",
+                         hint="list them, e.g. --accelerator-type v5litepod-8,v6e-8 --in-order, or drop --in-order")
     spec = ClusterSpec(
-        name=name, accelerator_type=accelerator_type, zones=zones, provider=target.provider,
+        name=name, accelerator_type=types[0], accelerator_types=types, in_order=in_order, zones=zones,
+        provider=target.provider,
         project=target.project, arch=arch, preemptible=preemptible, spot=spot,
         machine_type=None if no_vm else machine_type, runtime_version=runtime_version,
         tensorflow_version=tf_version, cidr=cidr, network=network, subnetwork=subnetwork,

@@ -114,7 +114,15 @@ def prepare(provider: Provider, target: Target, cluster: ClusterSpec, tpu: TpuNo
     resolved = resolve_spec(job_spec, sets, model_default, target.provider, allow_local)
     from .launch import check_batches
 
-    check_batches(resolved, tpu.accelerator_type)   # before anything is staged or started
+    # before anything is staged or started: the TPU's type, and every type a recreate may land on
+    for name in dict.fromkeys([tpu.accelerator_type, *cluster.accelerator_types]):
+        try:
+            check_batches(resolved, name)
+        except UsageError as exc:
+            if name != tpu.accelerator_type:
+                exc.message += f" (cluster {cluster.name} may be recreated as a {name}: its --accelerator-type " \
+                               f"lists {','.join(cluster.accelerator_types)})"
+            raise
     code_dir = None
     if code:
         code_dir = Path(code)

@@ -171,7 +171,9 @@ class Controller:
 
     def _cluster_spec(self, name: str) -> ClusterSpec:
         r = self.rec
-        return ClusterSpec(name=name, accelerator_type=r.accelerator_type, zones=tuple(r.zones), provider=r.provider,
+        types = tuple(r.accelerator_type.split(","))
+        return ClusterSpec(name=name, accelerator_type=types[0], accelerator_types=types, zones=tuple(r.zones),
+                           provider=r.provider,
                            project=r.project or None, arch=Arch.VM, preemptible=r.preemptible, spot=r.spot,
                            machine_type=None, bucket=r.bucket, labels={SWEEP_LABEL: r.sweep_id})
 

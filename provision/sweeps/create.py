@@ -90,6 +90,7 @@ def plan(spec_path: str, *, provider: str, project: str | None, bucket: str, zon
          book: Any = None) -> Plan:
     from jobs import spec as jobspec
 
+    from ..basics import validate
     from ..catalog import accelerators, prices
     from ..runs.training import localize_spec
 
@@ -132,19 +133,21 @@ def plan(spec_path: str, *, provider: str, project: str | None, bucket: str, zon
     for p in sweep.parameters:
         for value in (p.values if p.values is not None else (p.low, p.high)):
             _check(jobspec, probe, {p.name: value}, spec_path)
-    acc = accelerators.parse(accelerator_type)
+    accs = [accelerators.parse(t) for t in validate.accelerator_types(accelerator_type)]
     max_conc = max_concurrent or sweep.max_concurrent or 1
     sweep_id = new_sweep_id()
     # the pool's names must be valid cluster names: checked now, before anything is created
-    ClusterSpec(name=cluster_name(sweep_id, max_conc), accelerator_type=acc.name, zones=tuple(zones),
+    ClusterSpec(name=cluster_name(sweep_id, max_conc), accelerator_type=accs[0].name,
+                accelerator_types=tuple(a.name for a in accs), zones=tuple(zones),
                 provider=provider, project=project, arch=Arch.VM, preemptible=preemptible, spot=spot,
                 machine_type=None, labels={SWEEP_LABEL: sweep_id})
-    # the budget counts every trial at the dearest of the sweep's zones: it is never overspent
+    # the budget counts every trial at the dearest of the sweep's types and zones: it is never overspent
     tier = prices.tier_of(preemptible or spot)
-    price = max(((book or prices.BUNDLED).tpu_price(acc, z, tier) for z in zones or [None]),
+    price = max(((book or prices.BUNDLED).tpu_price(acc, z, tier) for acc in accs for z in zones or [None]),
                 key=lambda p: p.usd_per_hour)
     rec = SweepRecord(sweep_id=sweep_id, provider=provider, project=project or "", bucket=bucket, zones=list(zones),
-                      accelerator_type=acc.name, preemptible=preemptible, spot=spot, max_concurrent=max_conc,
+                      accelerator_type=",".join(a.name for a in accs), preemptible=preemptible, spot=spot,
+                      max_concurrent=max_conc,
                       max_trials=sweep.max_trials, spec=sweep.to_dict(), budget_usd=budget_usd,
                       hourly_usd=price.usd_per_hour, price=price.to_dict(),
                       eval_every_steps=eval_every if "eval_every_steps" in keys else None, num_train_steps=num_steps,

@@ -70,7 +70,7 @@ class SweepRecord:
     project: str
     bucket: str
     zones: list[str]
-    accelerator_type: str
+    accelerator_type: str               # one type, or several comma-separated (any of them would do)
     preemptible: bool
     spot: bool
     max_concurrent: int

@@ -80,12 +80,21 @@ def test_a_regional_quota_blocks_its_generation_in_the_region_not_other_generati
     assert names([plan.next()]) == [("v5litepod-8", "us-east5-a")]
 
 
-def test_a_zone_not_served_blocks_every_type_there_and_a_cloud_failure_stops():
+def test_a_zone_that_does_not_offer_a_type_blocks_that_type_only_and_a_cloud_failure_stops():
     plan = plan_of(("v6e-8", "us-east5-b"), ("v5litepod-8", "us-east5-b"), ("v3-8", "europe-west4-a"))
-    plan.record(plan.next(), failure(Kind.ZONE_UNAVAILABLE, "Location us-east5-b is not found or access is "
-                                                            "unauthorized."))
-    assert names([plan.next()]) == [("v3-8", "europe-west4-a")]
+    plan.record(plan.next(), failure(Kind.ZONE_UNAVAILABLE, 'FLEX_START provisioning model is not supported for '
+                                                            'accelerator type "v6e-8" in location us-east5-b'))
+    assert names([plan.next()]) == [("v5litepod-8", "us-east5-b")]
     plan.record(plan.next(), failure(Kind.PERMISSION, "Permission 'tpu.nodes.create' denied"))
     assert plan.next() is None and plan.stopped is not None
-    assert "us-east5-b: zone_unavailable" in plan.explain()
-    assert names(plan.tried) == [("v6e-8", "us-east5-b"), ("v3-8", "europe-west4-a")]
+    assert plan.explain() == "v6e-8 in us-east5-b: zone_unavailable; v5litepod-8 in us-east5-b: permission"
+    assert names(plan.tried) == [("v6e-8", "us-east5-b"), ("v5litepod-8", "us-east5-b")]
+    assert names(plan.untried()) == [("v3-8", "europe-west4-a")]
+
+
+def test_one_type_reads_as_zone_failover():
+    plan = plan_of(("v2-8", "us-central1-b"), ("v2-8", "us-central1-c"), ("v2-8", "europe-west4-a"))
+    plan.record(plan.next(), failure(Kind.STOCKOUT, "There is no more capacity in the zone"))
+    plan.record(plan.next(), failure(Kind.QUOTA, "Limit 32 in region us-central1"))
+    assert plan.explain() == "us-central1-b: stockout; region us-central1: quota"
+    assert names([plan.next()]) == [("v2-8", "europe-west4-a")]
