@@ -2,8 +2,9 @@
 
 Training reads one *epoch stream*: epoch after epoch, every record of the TFRecord shards once
 per epoch, in an order fixed by the seed and the epoch number. Global batch N is the records
-at stream positions ``[N * B, (N + 1) * B)``; a host takes its slice of every global batch by
-its ``input_context``. The position is an integer kept in the checkpoint (examples consumed), so
+at stream positions ``[N * B, (N + 1) * B)``; host h of H reads only its slice of every global
+batch (:meth:`EpochStream.host_records`: each record at its byte offset, which the index keeps),
+so per-host input I/O falls as 1/H. The position is an integer kept in the checkpoint (examples consumed), so
 a resumed run reads exactly what the uninterrupted run would have read next, whether it was
 killed, stopped or moved to another number of hosts or replicas. No iterator state, shuffle
 buffer or RNG state has to be saved.
@@ -17,10 +18,11 @@ The order of epoch ``e`` (all stateless functions of ``(seed, e)``):
    permuted by its own key ``(seed, e, group, window)``.
 
 To start at position p the pipeline skips whole epochs and groups arithmetically (the index
-knows every shard's record count) and reads through at most one group. TFRecord files cannot
-be seeked into by record number, so that one group is the price of a resume: seconds for the
-shards of create_pretraining_data.py. The record counts are counted once and kept in
-``<model_dir>/input_index.json`` (rebuilt if a file's size changes).
+knows every shard's record count). The record counts are counted once and kept in
+``<model_dir>/input_index.json`` (rebuilt if a file's size changes), the records' byte offsets
+beside it (``input_index.json.offsets/``); reading by offset starts at p's window. Without
+offsets (an index built without a cache) a host reads the whole stream, through at most one
+group on a resume, and keeps its slice (:meth:`EpochStream.records`, :func:`host_batches`).
 
 Why not ``tf.train.Checkpoint(iterator=...)``: an iterator checkpoint replays exactly only on
 the same number of input pipelines (it stores each host's shuffle buffer and file offsets), it
