@@ -94,18 +94,25 @@ def record_offsets(path: str) -> np.ndarray:
     """The byte offset of every record of a TFRecord file (int64), from the framing alone: a
     record is an 8-byte little-endian length, a 4-byte CRC of it, the data and a 4-byte CRC."""
     offsets = []
+    at = 0          # the next record's offset
+    pos, chunk = 0, b""   # chunk: the file's bytes from pos on, read in large pieces (gs://)
     with tf.io.gfile.GFile(path, "rb") as f:
         size = f.size()
-        at = 0
         while at < size:
-            header = f.read(8)
-            if len(header) < 8:
-                raise ConfigError(f"{path} is truncated at byte {at}; recreate the data")
+            if at + 8 > pos + len(chunk):
+                if at > pos + len(chunk):  # past a record longer than a piece
+                    f.seek(at)
+                    pos, chunk = at, b""
+                else:
+                    pos, chunk = at, chunk[at - pos:]
+                chunk += f.read(8 * _READ_BUFFER)
+                if at + 8 > pos + len(chunk):
+                    break
             offsets.append(at)
-            at += 12 + int.from_bytes(header, "little") + 4
-            if at > size:
-                raise ConfigError(f"{path} is truncated at byte {size}; recreate the data")
-            f.seek(at)
+            at += 16 + int.from_bytes(chunk[at - pos:at - pos + 8], "little")
+    if at != size:
+        raise ConfigError(f"{path} is truncated (a record at byte {offsets[-1] if offsets else 0} "
+                          f"ends past its {size} bytes); recreate the data")
     return np.asarray(offsets, np.int64)
 
 

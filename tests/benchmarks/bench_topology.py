@@ -121,29 +121,42 @@ def final_weights(model_dir: Path) -> dict:
     return {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map() if k.startswith("model/")}
 
 
-# The attention key biases: softmax does not change when every logit of a query moves by the
-# same q.b_k, so the loss has no gradient for them; they start at 0 and only float noise moves
-# them (Adam scales that noise up to steps of ~lr * 1e-3), so their difference between any two
-# runs is noise of a noise-sized tensor.
-NO_GRADIENT = "Sattention.Sself.Skey.Sbias"
+def no_gradient(kind: str, names) -> set[str]:
+    """The variables the job's loss has no gradient for, which start at 0 and are moved only by
+    float noise (Adam scales it up to steps of up to lr * 1e-3), so their difference between any
+    two runs is noise of a noise-sized tensor (norms 1e-8..1e-5 after 150 steps, against ~1):
+
+    - every attention key bias: softmax over the keys does not change when all logits of a
+      query move by the same ``q.b_k``;
+    - for SQuAD, ``cls/squad/output_bias`` and the last layer's output LayerNorm beta: the start
+      and end logits are softmaxed over the positions, and both add the same amount to every
+      position's logit.
+    """
+    names = list(names)
+    found = {n for n in names if "Sattention.Sself.Skey.Sbias" in n}
+    if kind == "squad":
+        last = max(int(n.split("Slayer_")[1].split(".")[0]) for n in names if "Slayer_" in n)
+        found |= {n for n in names if "cls.Ssquad.Soutput_bias" in n
+                  or f"Slayer_{last}.Soutput.SLayerNorm.Sbeta" in n}
+    return found
 
 
-def distance(a: dict, b: dict) -> dict:
+def distance(a: dict, b: dict, kind: str = "pretrain") -> dict:
     """Relative weight distance of b from a: ``|a - b| / |a|`` per variable, the largest over the
-    variables the loss has a gradient for ("max", and which), over all variables
-    ("all"), and the largest including the key biases ("max_with_no_gradient", with the key
-    biases' largest norm in ``a``, "no_gradient_norm")."""
+    variables the loss has a gradient for ("max", and which), over all variables ("all"), the
+    largest including those without a gradient ("max_with_no_gradient"), and their largest norm
+    in ``a`` ("no_gradient_norm")."""
     import numpy as np
 
     per = {k: float(np.linalg.norm(a[k] - b[k]) / max(float(np.linalg.norm(a[k])), 1e-30)) for k in a}
     total = (sum(float(np.sum((a[k] - b[k]) ** 2)) for k in a)
              / sum(float(np.sum(a[k] ** 2)) for k in a)) ** 0.5
-    trained = {k: v for k, v in per.items() if NO_GRADIENT not in k}
+    excluded = no_gradient(kind, a)
+    trained = {k: v for k, v in per.items() if k not in excluded}
     worst = max(trained, key=trained.get)
     return {"max": trained[worst], "max_variable": worst.split("/.ATTRIBUTES")[0], "all": total,
             "max_with_no_gradient": max(per.values()),
-            "no_gradient_norm": max((float(np.linalg.norm(a[k])) for k in a if NO_GRADIENT in k),
-                                    default=0.0)}
+            "no_gradient_norm": max((float(np.linalg.norm(a[k])) for k in excluded), default=0.0)}
 
 
 def compare(kind: str, tiny: Path, work: Path, steps: int, hosts: int) -> dict:
@@ -158,8 +171,8 @@ def compare(kind: str, tiny: Path, work: Path, steps: int, hosts: int) -> dict:
     pod, resumed = final_weights(dirs["pod"]), final_weights(dirs["pod-resumed"])
     import numpy as np
 
-    other = distance(one, final_weights(dirs["seed"]))
-    same = distance(one, pod)
+    other = distance(one, final_weights(dirs["seed"]), kind)
+    same = distance(one, pod, kind)
     return {"steps": steps, "hosts": hosts,
             f"{hosts}_hosts_vs_1": same, "other_seed_vs_1": other,
             "ratio_max": same["max"] / other["max"], "ratio_all": same["all"] / other["all"],
