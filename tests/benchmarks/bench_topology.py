@@ -124,7 +124,7 @@ def final_weights(model_dir: Path) -> dict:
 def no_gradient(kind: str, names) -> set[str]:
     """The variables the job's loss has no gradient for, which start at 0 and are moved only by
     float noise (Adam scales it up to steps of up to lr * 1e-3), so their difference between any
-    two runs is noise of a noise-sized tensor (norms 1e-8..1e-5 after 150 steps, against ~1):
+    two runs is noise of a noise-sized tensor (norms 1e-8..4e-4 after 150 steps, against ~1):
 
     - every attention key bias: softmax over the keys does not change when all logits of a
       query move by the same ``q.b_k``;
