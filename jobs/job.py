@@ -32,7 +32,8 @@ class Job:
         self.spec = spec
 
     def batch_sizes(self) -> dict[str, int]:
-        """Global batch sizes that must divide by the replica count, by spec key."""
+        """Global batch sizes that must divide by the replica count, by spec key (evaluation
+        and prediction batches need not: jobs pad them, see ``Runner.fitted_batch``)."""
         return {"train_batch_size": self.spec.train_batch_size}
 
     def prepare(self, runner: Any) -> None:
@@ -48,11 +49,22 @@ class Job:
         function of (data, seed, N) alone: see :mod:`jobs.data`."""
         raise NotImplementedError
 
-    def loss(self, model, features, training: bool,
-             seed: tf.Tensor | None = None) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
-        """Mean loss over this replica's batch, and scalar metrics named in ``metric_names``.
-        ``seed`` (``[key0, key1, first_example]``) keys the dropout masks of this step and
-        replica (:func:`jobs.runner.dropout_seed`)."""
+    def loss_counts(self, features) -> dict[str, tf.Tensor]:
+        """The denominators of the loss's means over this replica's batch (float32 scalars
+        from the input alone): by default its number of examples. The runner sums them over
+        the global batch (:func:`jobs.runner.loss_totals`) and passes them to :meth:`loss`."""
+        import tensorflow as tf
+
+        first = next(iter(features.values()))
+        return {"examples": tf.cast(tf.shape(first)[0], tf.float32)}
+
+    def loss(self, model, features, training: bool, seed: tf.Tensor | None = None,
+             totals: dict[str, tf.Tensor] | None = None) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+        """This replica's share of the mean loss over the global batch (sums over its examples
+        divided by ``totals``, the global sums of :meth:`loss_counts`; None: this batch's own),
+        and its shares of the scalar metrics named in ``metric_names``: summed over replicas
+        they are the global means. ``seed`` (``[key0, key1, first_example]``) keys the dropout
+        masks of this step and replica (:func:`jobs.runner.dropout_seed`)."""
         raise NotImplementedError
 
     def init_variables(self, variables: dict) -> tuple[dict, Callable[[str], bool]]:

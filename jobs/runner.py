@@ -33,6 +33,7 @@ paths), so they load on any Keras version and straight into ``init_checkpoint`` 
 
 from __future__ import annotations
 
+import math
 import os
 import time
 import traceback
@@ -51,7 +52,7 @@ from .preemption import StopSignal
 from .spec import JobSpec
 from .summaries import ScalarWriter
 
-__all__ = ["Job", "Runner", "dropout_seed", "log", "unwrap"]
+__all__ = ["Job", "Runner", "dropout_seed", "log", "loss_totals", "unwrap"]
 
 INPUT_POSITION = "input_position"  # the checkpoint key of the examples consumed
 
@@ -74,6 +75,23 @@ def dropout_seed(seed: int, step, first_example) -> tf.Tensor:
     key = tf.constant([seed, 0], tf.int64)
     key = tf.cast(tf.random.experimental.stateless_fold_in(key, tf.cast(step, tf.int64)), tf.int64)
     return tf.concat([key, tf.reshape(tf.cast(first_example, tf.int64), [1])], 0)
+
+
+def loss_totals(ctx, counts: dict, normalization: str = "global") -> dict:
+    """The denominators of the loss's means, from this replica's ``counts`` (sums over its own
+    examples: examples, weights of masked-LM predictions ...). ``global``: their sums over the
+    global batch (one small all-reduce), so the loss is a mean over the global batch and its
+    gradient the same function of the global batch on any number of replicas. ``replica``: the
+    original per-core normalisation (each replica's mean, averaged over replicas): the replica's
+    own counts times the replica count."""
+    replicas = ctx.num_replicas_in_sync
+    if replicas == 1:
+        return dict(counts)
+    if normalization == "replica":
+        return {k: v * float(replicas) for k, v in counts.items()}
+    names = sorted(counts)
+    summed = ctx.all_reduce(tf.distribute.ReduceOp.SUM, [counts[k] for k in names])
+    return dict(zip(names, summed))
 
 
 class Runner:
@@ -204,6 +222,16 @@ class Runner:
                 num_warmup_steps=spec.warmup_steps, weight_decay_rate=spec.weight_decay_rate,
                 jit_compile=self.device.xla and self.strategy.num_replicas_in_sync > 1)
         self.position = tf.Variable(0, dtype=tf.int64, trainable=False, name=INPUT_POSITION)
+
+    def fitted_batch(self, size: int) -> int:
+        """The global batch to evaluate or predict ``size`` examples at a time: ``size`` rounded
+        up to a whole number of per-replica batches (of the emulated slice's cores too, so a
+        laptop pads as the TPU would). Jobs pad their data with weight-0 examples to whole fitted
+        batches, so an eval or predict batch size never has to divide over a slice."""
+        cores = os.environ.get("TPUCTL_SLICE_CORES", "").strip()
+        multiple = math.lcm(self.strategy.num_replicas_in_sync,
+                            int(cores) if cores.isdigit() and int(cores) > 0 else 1)
+        return -(-size // multiple) * multiple
 
     def _check_batch_sizes(self, replicas: int) -> None:
         slice_cores = os.environ.get("TPUCTL_SLICE_CORES", "").strip()
@@ -354,6 +382,7 @@ class Runner:
         xla = self.device.xla
         whole_step = xla and strategy.num_replicas_in_sync == 1
         agree = self.device.hosts > 1 and self.device.type != "tpu"
+        normalization = self.spec.loss_normalization
 
         def stop_requested():
             """Whether to stop before the next step. Workers that each run this loop must stop at
@@ -364,9 +393,9 @@ class Runner:
             votes = strategy.run(lambda: tf.cast(stop_flag.read_value(), tf.int32))
             return strategy.reduce(tf.distribute.ReduceOp.SUM, votes, axis=None) > 0
 
-        def forward_backward(features, key):
+        def forward_backward(features, key, totals):
             with tf.GradientTape() as tape:
-                loss, metrics = job.loss(model, features, training=True, seed=key)
+                loss, metrics = job.loss(model, features, training=True, seed=key, totals=totals)
             # Dense gradients (embedding lookups give IndexedSlices): the update touches every
             # row anyway (weight decay), and XLA wants plain tensors out of a compiled function.
             grads = [tf.convert_to_tensor(g) for g in tape.gradient(loss, train_vars)]
@@ -376,18 +405,21 @@ class Runner:
             forward_backward = tf.function(forward_backward, jit_compile=True)
 
         def step_fn(features):
-            replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+            ctx = tf.distribute.get_replica_context()
             # replica r holds examples [r * b, (r + 1) * b) of the global batch (jobs.data)
-            key = dropout_seed(seed, optimizer.step.read_value(), replica * per_replica)
-            loss, metrics, grads = forward_backward(features, key)
-            optimizer.apply_gradients(grads)
+            key = dropout_seed(seed, optimizer.step.read_value(),
+                               ctx.replica_id_in_sync_group * per_replica)
+            # the denominators of the global means (outside XLA: a collective cannot be compiled)
+            totals = loss_totals(ctx, job.loss_counts(features), normalization)
+            loss, metrics, grads = forward_backward(features, key, totals)
+            optimizer.apply_gradients(grads)  # sums the replicas' shares: the global gradient
             return loss, metrics
 
         if whole_step:
             step_fn = tf.function(step_fn, jit_compile=True)
 
-        def mean(value):
-            return strategy.reduce(tf.distribute.ReduceOp.MEAN, value, axis=None)
+        def total(value):  # the replicas' shares of a global mean add up to it
+            return strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)
 
         @tf.function
         def train_loop(iterator, steps):
@@ -398,8 +430,8 @@ class Runner:
                 if stop_requested():
                     break
                 loss, metrics = strategy.run(step_fn, args=(next(iterator),))
-                loss_sum += mean(loss)
-                metric_sums = [s + mean(m) for s, m in zip(metric_sums, metrics)]
+                loss_sum += total(loss)
+                metric_sums = [s + total(m) for s, m in zip(metric_sums, metrics)]
                 done += 1
                 position.assign_add(global_batch)
                 loop_steps.assign_add(1)

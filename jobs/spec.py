@@ -34,6 +34,7 @@ import yaml
 from .errors import ConfigError
 
 PRECISIONS = ("auto", "float32", "bfloat16")
+LOSS_NORMALIZATIONS = ("global", "replica")
 MAX_INT = 1 << 53   # integers beyond this are typos (and floats cannot hold them exactly)
 
 
@@ -78,6 +79,10 @@ class JobSpec:
     steps_per_execution: int = _opt(1000, "steps per host call (TPUEstimator's iterations_per_loop)")
     precision: str = _opt("auto", "auto (bfloat16 on TPUs and bf16-capable GPUs), float32 or bfloat16")
     seed: int = _opt(12345, "seed for initialisation, shuffling and dropout")
+    loss_normalization: str = _opt(
+        "global", "global: every loss and metric is a mean over the global batch, so a spec "
+                  "trains the same model on any number of replicas or hosts; replica: each "
+                  "replica's own mean, averaged (the original per-TPU-core normalisation)")
     eval_every_steps: int = _opt(0, "evaluate every this many steps during training, into "
                                     "progress.json's evals (for sweeps' pruners); 0: only at the end")
     hparams: list[str] | None = _opt(  # noqa: RUF009 - _opt returns a dataclasses.field
@@ -156,6 +161,9 @@ class JobSpec:
             raise SpecError("num_warmup_steps must be >= 0")
         if self.weight_decay_rate < 0:
             raise SpecError("weight_decay_rate must be >= 0 (--set weight_decay_rate=0.01)")
+        if self.loss_normalization not in LOSS_NORMALIZATIONS:
+            raise SpecError(f"loss_normalization {_show(self.loss_normalization)} is not one of "
+                            f"{', '.join(LOSS_NORMALIZATIONS)}; use --set loss_normalization=global")
         if self.precision not in PRECISIONS:
             raise SpecError(f"precision {_show(self.precision)} is not one of {', '.join(PRECISIONS)}; "
                             "use --set precision=auto")

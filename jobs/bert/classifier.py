@@ -12,7 +12,8 @@ As run_classifier.py writes ``train.tf_record``, the job tokenizes the files onc
 TFRecord shards in ``<model_dir>/finetune_data`` (deterministically: a restart writes the same
 bytes) and trains from them through tf.data (:mod:`jobs.data`: the epoch stream, so a resumed
 run continues with the very examples the uninterrupted run would have seen). The dev set is
-written padded to whole eval batches (weight-0 rows) and evaluated in one device loop.
+written padded to whole eval batches (weight-0 rows; ``eval_batch_size`` rounded up to whole
+per-replica batches of the slice, so any value fits any slice) and evaluated in one device loop.
 
 File format: tab-separated for ``.tsv``/``.txt``, comma-separated (quoted as CSV) for ``.csv``.
 Either a header row naming the columns (``text`` or ``sentence``/``text_a``/``sentence1``,
@@ -132,12 +133,6 @@ class ClassifierJob(Job):
         super().__init__(spec)
         self.spec: FinetuneSpec = spec
 
-    def batch_sizes(self) -> dict[str, int]:
-        sizes = {"train_batch_size": self.spec.train_batch_size}
-        if self.spec.dev_file:
-            sizes["eval_batch_size"] = self.spec.eval_batch_size
-        return sizes
-
     def prepare(self, runner) -> None:
         s = self.spec
         self.config = read_config(s.bert_dir)
@@ -167,10 +162,11 @@ class ClassifierJob(Job):
         self.dev_file = self.dev_examples = None
         if dev is not None:
             self.dev_examples = len(dev["label"])
-            padded = pad_to_batches(dev, s.eval_batch_size)
+            self.eval_batch = runner.fitted_batch(s.eval_batch_size)
+            padded = pad_to_batches(dev, self.eval_batch)
             self.dev_file = f"{out_dir}/dev.tfrecord"
             data.write_records(self.dev_file, padded, range(len(padded["label"])))
-            self.dev_batches = len(padded["label"]) // s.eval_batch_size
+            self.dev_batches = len(padded["label"]) // self.eval_batch
         log(f"{n} training examples ({n / s.train_batch_size:.1f} steps per epoch), labels "
             f"{self.labels}" + (f", {self.dev_examples} dev examples" if dev is not None else ""))
 
@@ -185,18 +181,24 @@ class ClassifierJob(Job):
         return {k: (v if v.dtype == tf.float32 else tf.cast(v, tf.int32)) for k, v in ex.items()}
 
     def dataset(self, ctx: tf.distribute.InputContext, position: int) -> tf.data.Dataset:
-        return data.host_batches(self.stream.records(position), ctx, self.spec.train_batch_size,
-                                 self.parse)
+        return data.stream_batches(self.stream, position, ctx, self.spec.train_batch_size,
+                                   self.parse)
 
     def build_model(self):
         return ClassifierModel(self.config, len(self.labels), self.spec.classifier_dropout)
 
-    def loss(self, model, features, training: bool, seed=None):
+    def loss_counts(self, features):
+        return {"examples": tf.reduce_sum(features["weight"])}
+
+    def loss(self, model, features, training: bool, seed=None, totals=None):
+        """Mean cross-entropy over the global batch (this replica's share)."""
+        examples = (totals or self.loss_counts(features))["examples"]
         logits = model(features, training=training, seed=seed)["logits"]
-        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-            labels=features["label"], logits=logits))
+        w = features["weight"]
+        loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=features["label"], logits=logits) * w) / examples
         correct = tf.equal(tf.argmax(logits, -1, output_type=tf.int32), features["label"])
-        return loss, {"accuracy": tf.reduce_mean(tf.cast(correct, tf.float32))}
+        return loss, {"accuracy": tf.reduce_sum(tf.cast(correct, tf.float32) * w) / examples}
 
     def init_variables(self, variables):
         encoder_only = {k: v for k, v in variables.items() if k.startswith("bert/")}
@@ -226,8 +228,7 @@ class ClassifierJob(Job):
                 "eval_examples": totals["count"], "global_step": float(runner.optimizer.step.numpy())}
 
     def eval_dataset(self, ctx: tf.distribute.InputContext) -> tf.data.Dataset:
-        return data.host_batches(data.in_order([self.dev_file]), ctx, self.spec.eval_batch_size,
-                                 self.parse)
+        return data.host_batches(data.in_order([self.dev_file]), ctx, self.eval_batch, self.parse)
 
     def eval_sums(self, model, batch) -> dict[str, tf.Tensor]:
         logits = model(batch, training=False)["logits"]

@@ -13,10 +13,11 @@ parameters and biases:
     w -= lr * (m / (sqrt(v) + eps) + wd * w)
 
 Gradients are clipped to a global norm of 1.0 first. One deliberate difference: the original on
-TPU clipped each core's gradient and then *summed* across cores (it called CrossShardOptimizer's
-apply_gradients on raw gradients); we average across replicas and clip the averaged gradient,
-so a run means the same thing on 1 CPU, 8 GPUs or a v3-8. Adam is invariant to the constant
-factor except through epsilon.
+TPU clipped each core's gradient of its own mean loss and then *summed* across cores (it called
+CrossShardOptimizer's apply_gradients on raw gradients); here each replica's loss is its share of
+the mean over the global batch (:func:`jobs.runner.loss_totals`), the shares' gradients are
+summed across replicas into the gradient of the global mean, and that is clipped, so a run
+means the same thing on 1 CPU, 8 GPUs, a v3-8 or a pod slice.
 
 The moments are stored as ``<variable>/adam_m`` and ``<variable>/adam_v``, the original names.
 """
@@ -50,7 +51,7 @@ class AdamWeightDecay(tf.Module):
 
     Create it inside ``strategy.scope()`` (its moments and step mirror the model's variables).
     Call :meth:`apply_gradients` in replica context, i.e. inside ``strategy.run``, with each
-    replica's gradient of its own mean loss; it averages them across replicas.
+    replica's gradient of its share of the global mean loss; it sums them across replicas.
     """
 
     def __init__(self, variables: Mapping[str, tf.Variable], *, init_lr: float,
@@ -87,12 +88,12 @@ class AdamWeightDecay(tf.Module):
         return learning_rate(self.step, self.init_lr, self.num_train_steps, self.num_warmup_steps)
 
     def apply_gradients(self, grads: Sequence[tf.Tensor]) -> tf.Tensor:
-        """Average, clip and apply; returns the learning rate used. Replica context."""
+        """Sum across replicas, clip and apply; returns the learning rate used. Replica context."""
         ctx = tf.distribute.get_replica_context()
         # Embedding lookups give IndexedSlices; the update touches every row anyway (decay).
         grads = [tf.cast(tf.convert_to_tensor(g), tf.float32) for g in grads]
         if ctx.num_replicas_in_sync > 1:
-            grads = ctx.all_reduce(tf.distribute.ReduceOp.MEAN, grads)
+            grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
         new_w, new_m, new_v, lr = self._updates(grads)
         # Every replica computed the same values; each assigns its own copy of the variables.
         ctx.merge_call(self._assign, args=(new_w, new_m, new_v))

@@ -7,8 +7,9 @@ Input: TFRecord shards with the original features (``input_ids``, ``input_mask``
 The shards are read as one epoch stream (:mod:`jobs.data`): step N trains on the same examples
 whether or not the run was interrupted before it.
 
-Loss: masked-LM cross-entropy averaged over the real (weight 1) predictions, plus the
-next-sentence cross-entropy averaged over the batch. The heads use the original variables
+Loss: masked-LM cross-entropy averaged over the real (weight 1) predictions of the global
+batch, plus the next-sentence cross-entropy averaged over the global batch (whatever the number
+of replicas; run_pretraining.py normalised per TPU core). The heads use the original variables
 (``cls/predictions/*``, ``cls/seq_relationship/*``), so an original checkpoint continues training
 with its heads, and at the end the run exports an original-layout BERT directory
 (``<model_dir>/export``) that ``load_encoder``, ``bert-finetune`` and google-research's own
@@ -42,10 +43,6 @@ class PretrainJob(Job):
         self.spec: PretrainSpec = spec
         self.files: list[str] = []
         self.stream: data.EpochStream | None = None
-
-    def batch_sizes(self) -> dict[str, int]:
-        return {"train_batch_size": self.spec.train_batch_size,
-                "eval_batch_size": self.spec.eval_batch_size}
 
     # -- data ---------------------------------------------------------------------------------
     def prepare(self, runner) -> None:
@@ -117,10 +114,10 @@ class PretrainJob(Job):
             return
         raise ConfigError(f"{path} has no examples; recreate the pretraining data")
 
-    def parse(self, records):
+    def schema(self) -> dict:
         s = self.spec
         n, p = s.max_seq_length, s.max_predictions_per_seq
-        schema = {
+        return {
             "input_ids": tf.io.FixedLenFeature([n], tf.int64),
             "input_mask": tf.io.FixedLenFeature([n], tf.int64),
             "segment_ids": tf.io.FixedLenFeature([n], tf.int64),
@@ -129,7 +126,9 @@ class PretrainJob(Job):
             "masked_lm_weights": tf.io.FixedLenFeature([p], tf.float32),
             "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
         }
-        ex = tf.io.parse_example(records, schema)
+
+    def parse(self, records):
+        ex = tf.io.parse_example(records, self.schema())
         # TPUs want int32; names follow the encoder's inputs.
         return {"token_ids": tf.cast(ex["input_ids"], tf.int32),
                 "padding_mask": tf.cast(ex["input_mask"], tf.int32),
@@ -140,16 +139,20 @@ class PretrainJob(Job):
                 "next_sentence_labels": tf.cast(ex["next_sentence_labels"][:, 0], tf.int32)}
 
     def dataset(self, ctx: tf.distribute.InputContext, position: int) -> tf.data.Dataset:
-        return data.host_batches(self.stream.records(position), ctx, self.spec.train_batch_size,
-                                 self.parse)
+        return data.stream_batches(self.stream, position, ctx, self.spec.train_batch_size,
+                                   self.parse)
 
     # -- model and loss -----------------------------------------------------------------------
     def build_model(self):
         return PretrainingModel(self.config)
 
-    def loss(self, model, features, training: bool, seed=None):
+    def loss_counts(self, features):
+        return {"examples": tf.cast(tf.shape(features["next_sentence_labels"])[0], tf.float32),
+                "masked_lm_weight": tf.reduce_sum(features["masked_lm_weights"])}
+
+    def loss(self, model, features, training: bool, seed=None, totals=None):
         out = model(features, training=training, seed=seed)
-        return pretraining_loss(out, features)
+        return pretraining_loss(out, features, totals or self.loss_counts(features))
 
     def init_variables(self, variables):
         # An original checkpoint has the heads; one exported by bert-finetune does not: then the
@@ -175,10 +178,18 @@ class PretrainJob(Job):
     def eval_metrics(self, runner) -> dict[str, float]:
         """run_pretraining.py's do_eval: masked-LM and next-sentence accuracy and loss on a
         fixed slice of the data, the first ``max_eval_steps`` x ``eval_batch_size`` examples in
-        file order (pretraining data has no held-out split); the same slice at every step, so
+        file order (pretraining data has no held-out split), padded with blank examples to whole
+        batches of the slice (:meth:`Runner.fitted_batch`); the same slice at every step, so
         the numbers are comparable along the run and across a sweep's trials."""
-        totals = runner.evaluate_sums(self.eval_dataset, self.eval_sums, EVAL_SUMS,
-                                      self.eval_batches())
+        batch = runner.fitted_batch(self.spec.eval_batch_size)
+        examples = self.eval_batches() * self.spec.eval_batch_size
+        blank = data.blank_record(self.schema())
+
+        def dataset(ctx):  # repeat: data smaller than one batch still fills it (static shapes)
+            records = data.padded(data.in_order(self.files).repeat(), examples, batch, blank)
+            return data.host_batches(records, ctx, batch, self.parse)
+
+        totals = runner.evaluate_sums(dataset, self.eval_sums, EVAL_SUMS, -(-examples // batch))
         predictions, examples = max(totals["mlm_weight"], 1e-5), max(totals["count"], 1.0)
         return {"masked_lm_accuracy": totals["mlm_correct"] / predictions,
                 "masked_lm_loss": totals["mlm_loss"] / predictions,
@@ -190,11 +201,6 @@ class PretrainJob(Job):
         return max(1, min(self.spec.max_eval_steps,
                           self.stream.index.total // self.spec.eval_batch_size))
 
-    def eval_dataset(self, ctx: tf.distribute.InputContext) -> tf.data.Dataset:
-        # repeat: data smaller than one batch still fills it (static shapes)
-        return data.host_batches(data.in_order(self.files).repeat(), ctx,
-                                 self.spec.eval_batch_size, self.parse)
-
     def eval_sums(self, model, batch) -> dict[str, tf.Tensor]:
         out = model(batch, training=False)
         w = batch["masked_lm_weights"]
@@ -202,32 +208,39 @@ class PretrainJob(Job):
         mlm_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids, logits=out["mlm_logits"])
         nsp_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=nsp, logits=out["nsp_logits"])
 
+        # padding rows (data.blank_record) have no [CLS]: weight 0
+        real = tf.cast(tf.reduce_max(batch["padding_mask"], axis=-1) > 0, tf.float32)
+
         def correct(logits, labels):
             return tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), labels), tf.float32)
 
         return {"mlm_correct": tf.reduce_sum(correct(out["mlm_logits"], ids) * w),
                 "mlm_loss": tf.reduce_sum(mlm_loss * w), "mlm_weight": tf.reduce_sum(w),
-                "nsp_correct": tf.reduce_sum(correct(out["nsp_logits"], nsp)),
-                "nsp_loss": tf.reduce_sum(nsp_loss),
-                "count": tf.cast(tf.shape(nsp)[0], tf.float32)}
+                "nsp_correct": tf.reduce_sum(correct(out["nsp_logits"], nsp) * real),
+                "nsp_loss": tf.reduce_sum(nsp_loss * real), "count": tf.reduce_sum(real)}
 
 
-def pretraining_loss(outputs, features):
-    """(total loss, metrics) of one replica's batch, as run_pretraining.py computes them."""
+def pretraining_loss(outputs, features, totals):
+    """(total loss, metrics) as run_pretraining.py computes them, but over the global batch:
+    this replica's sums divided by ``totals`` (the global batch's ``masked_lm_weight`` and
+    ``examples``), so the replicas' results add up to the global means. run_pretraining.py
+    divided each TPU core's masked-LM sum by that core's own weights instead (``--set
+    loss_normalization=replica``)."""
     labels = features["masked_lm_ids"]
     weights_ = features["masked_lm_weights"]
     logits = outputs["mlm_logits"]
     per_prediction = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
-    denominator = tf.reduce_sum(weights_) + 1e-5
+    denominator = totals["masked_lm_weight"] + 1e-5
     mlm_loss = tf.reduce_sum(per_prediction * weights_) / denominator
     mlm_correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), labels), tf.float32)
     mlm_accuracy = tf.reduce_sum(mlm_correct * weights_) / denominator
 
     nsp_labels = features["next_sentence_labels"]
     nsp_logits = outputs["nsp_logits"]
-    nsp_loss = tf.reduce_mean(
-        tf.nn.sparse_softmax_cross_entropy_with_logits(labels=nsp_labels, logits=nsp_logits))
-    nsp_accuracy = tf.reduce_mean(tf.cast(
-        tf.equal(tf.argmax(nsp_logits, -1, output_type=tf.int32), nsp_labels), tf.float32))
+    examples = totals["examples"]
+    nsp_loss = tf.reduce_sum(
+        tf.nn.sparse_softmax_cross_entropy_with_logits(labels=nsp_labels, logits=nsp_logits)) / examples
+    nsp_accuracy = tf.reduce_sum(tf.cast(
+        tf.equal(tf.argmax(nsp_logits, -1, output_type=tf.int32), nsp_labels), tf.float32)) / examples
     return mlm_loss + nsp_loss, {"mlm_loss": mlm_loss, "mlm_accuracy": mlm_accuracy,
                                  "nsp_loss": nsp_loss, "nsp_accuracy": nsp_accuracy}

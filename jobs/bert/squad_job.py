@@ -8,8 +8,8 @@ start/end layer under the original names ``cls/squad/output_weights`` / ``output
 checkpoint fine-tuned by run_squad.py initialises it unchanged (``init_checkpoint``); the loss is
 the mean of the start and end cross-entropies.
 
-When training ends the job predicts ``predict_file`` (its windows padded to whole batches, in
-order), decodes the n-best spans and writes ``<model_dir>/predictions.json`` (question id ->
+When training ends the job predicts ``predict_file`` (its windows padded to whole batches of
+``predict_batch_size`` rounded up to whole per-replica batches of the slice, in order), decodes the n-best spans and writes ``<model_dir>/predictions.json`` (question id ->
 answer text), ``nbest_predictions.json``, ``null_odds.json`` (v2.0) and ``eval_results.json``
 with the official ``exact_match`` and ``f1`` (percent), which also go to progress.json (also
 computed every ``eval_every_steps``, without the files); and it
@@ -57,12 +57,6 @@ class SquadJob(Job):
         self.predict_loop = None  # the compiled prediction loop, once built
         self.gold = None          # predict_file's JSON, once read
 
-    def batch_sizes(self) -> dict[str, int]:
-        sizes = {"train_batch_size": self.spec.train_batch_size}
-        if self.spec.predict_file:
-            sizes["predict_batch_size"] = self.spec.predict_batch_size
-        return sizes
-
     def _features(self, path: str, training: bool):
         s = self.spec
         try:
@@ -92,11 +86,12 @@ class SquadJob(Job):
         self.predict_records = None
         if s.predict_file:
             self.predict_examples, self.predict_features = self._features(s.predict_file, False)
-            padded = pad_to_batches(feature_arrays(self.predict_features), s.predict_batch_size)
+            self.predict_batch = runner.fitted_batch(s.predict_batch_size)
+            padded = pad_to_batches(feature_arrays(self.predict_features), self.predict_batch)
             padded["feature_index"][len(self.predict_features):] = -1
             self.predict_records = f"{out_dir}/predict.tfrecord"
             data.write_records(self.predict_records, padded, range(len(padded["weight"])))
-            self.predict_batches = len(padded["weight"]) // s.predict_batch_size
+            self.predict_batches = len(padded["weight"]) // self.predict_batch
         log(f"{len(train_examples)} training questions, {n} windows "
             f"({n / s.train_batch_size:.1f} steps per epoch)"
             + (f"; {len(self.predict_examples)} questions to predict" if s.predict_file else ""))
@@ -113,19 +108,22 @@ class SquadJob(Job):
         return {k: tf.cast(v, tf.int32) for k, v in ex.items()}
 
     def dataset(self, ctx: tf.distribute.InputContext, position: int) -> tf.data.Dataset:
-        return data.host_batches(self.stream.records(position), ctx, self.spec.train_batch_size,
-                                 self.parse)
+        return data.stream_batches(self.stream, position, ctx, self.spec.train_batch_size,
+                                   self.parse)
 
     def build_model(self):
         return SquadModel(self.config)
 
-    def loss(self, model, features, training: bool, seed=None):
+    def loss(self, model, features, training: bool, seed=None, totals=None):
+        """The mean of the start and end cross-entropies over the global batch (this replica's
+        share)."""
+        examples = (totals or self.loss_counts(features))["examples"]
         out = model(features, training=training, seed=seed)
         start = tf.nn.sparse_softmax_cross_entropy_with_logits(
             labels=features["start_positions"], logits=out["start_logits"])
         end = tf.nn.sparse_softmax_cross_entropy_with_logits(
             labels=features["end_positions"], logits=out["end_logits"])
-        return (tf.reduce_mean(start) + tf.reduce_mean(end)) / 2.0, {}
+        return (tf.reduce_sum(start) + tf.reduce_sum(end)) / (2.0 * examples), {}
 
     def init_variables(self, variables):
         # The encoder must be there; cls/squad/* loads too when the checkpoint has it (a model
@@ -157,8 +155,8 @@ class SquadJob(Job):
         return found
 
     def predict_dataset(self, ctx: tf.distribute.InputContext) -> tf.data.Dataset:
-        return data.host_batches(data.in_order([self.predict_records]), ctx,
-                                 self.spec.predict_batch_size, self.parse)
+        return data.host_batches(data.in_order([self.predict_records]), ctx, self.predict_batch,
+                                 self.parse)
 
     def make_predict_loop(self, runner):
         num_batches = self.predict_batches

@@ -126,13 +126,18 @@ def _local(acc: AcceleratorType, common: dict[str, str], device: str,
     return LaunchPlan(acc, "TF_CONFIG", tuple(workers))
 
 
+# The batches that must split evenly over the slice. Evaluation and prediction batches need not:
+# the job pads them to whole per-replica batches with weight-0 rows (jobs.runner fitted_batch).
+SPLIT_BATCHES = ("train_batch_size",)
+
+
 def check_batches(resolved: Mapping[str, Any], accelerator_type: str) -> None:
-    """Every global batch of the spec must split evenly over the slice's cores (and so over its
+    """The training batch of the spec must split evenly over the slice's cores (and so over its
     hosts): say so before a run is created, in the words of the fix."""
     acc = parse(accelerator_type)
-    for key in sorted(resolved, key=lambda k: (k != "train_batch_size", k)):
-        size = resolved[key]
-        if not key.endswith("_batch_size") or not isinstance(size, int) or isinstance(size, bool):
+    for key in SPLIT_BATCHES:
+        size = resolved.get(key)
+        if not isinstance(size, int) or isinstance(size, bool):
             continue
         if size % acc.cores:
             fits = (size // acc.cores + 1) * acc.cores

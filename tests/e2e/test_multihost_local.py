@@ -1,7 +1,9 @@
 """A multi-host TPU VM slice, emulated on the local provider: `up --accelerator-type v2-32` gives a
 "TPU" of 4 hosts (4 processes here, joined by MultiWorkerMirroredStrategy through TF_CONFIG), and
-the tiny pretraining spec trained on it, preempted mid-run, ends with (nearly) the weights of the
-same spec trained on one host -- far nearer than a run with another seed."""
+the tiny pretraining spec trained on it, preempted mid-run, ends with the weights of the same spec
+trained on one host up to float noise: every loss is a mean over the global batch, so the
+gradient does not depend on the number of replicas (1/100 of another seed's distance at most).
+Its eval_batch_size is the default 8, which 32 cores cannot split: the job pads it."""
 
 from __future__ import annotations
 
@@ -11,9 +13,9 @@ import subprocess
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
+from tests.benchmarks.bench_topology import distance, final_weights
 from tests.conftest import REPO, TPUCTL_BIN, run_tpuctl_process
 
 pytestmark = [pytest.mark.tf, pytest.mark.slow, pytest.mark.xdist_group("tf-e2e")]
@@ -23,24 +25,12 @@ STEPS = 30
 
 def _spec(tiny: Path, *extra: str) -> list[str]:
     sets = {"bert_dir": tiny, "corpus_files": f"{tiny}/corpus.txt", "num_train_steps": STEPS,
-            "train_batch_size": 32, "eval_batch_size": 32, "max_eval_steps": 1,
+            "train_batch_size": 32, "max_eval_steps": 1,
             "save_checkpoints_steps": 10, "steps_per_execution": 5}
     args = ["templates/bert-pretrain-tiny.yaml"]
     for key, value in sets.items():
         args += ["--set", f"{key}={value}"]
     return args + list(extra)
-
-
-def _weights(prefix: str) -> dict[str, np.ndarray]:
-    import tensorflow as tf
-
-    reader = tf.train.load_checkpoint(prefix)
-    return {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map() if k.startswith("model/")}
-
-
-def _distance(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> float:
-    num = sum(float(np.sum((a[k] - b[k]) ** 2)) for k in a)
-    return (num / sum(float(np.sum(a[k] ** 2)) for k in a)) ** 0.5
 
 
 def _progress(model_dir: Path) -> dict:
@@ -105,7 +95,8 @@ def test_an_emulated_v2_32_trains_on_four_hosts_survives_a_preemption_and_matche
                 cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "TPUCTL_DEVICE": "cpu"})
     for name, proc in singles.items():
         assert proc.wait(timeout=300) == 0, (tmp_path / f"{name}.log").read_text()[-2000:]
-    pod = _weights(str(model_dir / f"ckpt-{STEPS}"))
-    same = _distance(pod, _weights(str(tmp_path / "one-host" / f"ckpt-{STEPS}")))
-    other = _distance(pod, _weights(str(tmp_path / "other-seed" / f"ckpt-{STEPS}")))
-    assert same < other / 4, (same, other)
+    one = final_weights(tmp_path / "one-host")
+    same = distance(one, final_weights(model_dir))
+    other = distance(one, final_weights(tmp_path / "other-seed"))
+    # per variable (those the loss has a gradient for) and over all of them
+    assert same["max"] < other["max"] / 100 and same["all"] < other["all"] / 100, (same, other)

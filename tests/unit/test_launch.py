@@ -15,10 +15,14 @@ resolver from this environment).
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from pathlib import Path
 
 import pytest
+import yaml
 
+from jobs import spec as jobspec
 from provision.basics.errors import UsageError
 from provision.cloud.base import Arch, Endpoint, TpuNode, TpuState
 from provision.host.agent import FIXED_ENV_VALUES, JOB_ENV_KEYS
@@ -135,5 +139,22 @@ def test_a_batch_that_the_slice_cannot_split_is_refused_in_the_words_of_the_fix(
         check_batches({"train_batch_size": 16, "eval_batch_size": 8}, "v2-32")
     assert "train_batch_size 16 does not divide over the 32 cores of a v2-32 (4 hosts)" in err.value.one_line()
     assert "--set train_batch_size=32" in err.value.one_line()
-    with pytest.raises(UsageError, match="predict_batch_size 4 does not divide over the 8 cores of a v3-8"):
-        check_batches({"train_batch_size": 8, "predict_batch_size": 4}, "v3-8")
+    # evaluation and prediction batches are padded by the job to whole per-core batches: the
+    # templates' 8 runs on a 32-core slice
+    check_batches({"train_batch_size": 256, "eval_batch_size": 8, "predict_batch_size": 8}, "v2-32")
+
+
+@pytest.mark.parametrize("template", sorted(p.name for p in (Path(__file__).parents[2] / "templates").glob("bert-*.yaml")))
+def test_every_template_fits_a_v2_8_as_is_and_the_pods_with_the_readme_pod_batch(template):
+    """The README's pod example (`--set train_batch_size=256`) passes the check on a v3-32 and an
+    emulated v2-32 for every job template, whatever eval_batch_size and predict_batch_size it
+    keeps (the templates' 8 and 16 included: the job pads them); every template runs on a v2-8
+    unchanged."""
+    raw = yaml.safe_load((Path(__file__).parents[2] / "templates" / template).read_text())
+    defaults = {f.name: f.default for f in dataclasses.fields(jobspec.JOBS[raw["job"]])
+                if f.name.endswith("_batch_size")}
+    resolved = {**defaults, **{k: v for k, v in raw.items() if v is not None}}
+    assert any(k in resolved for k in ("eval_batch_size", "predict_batch_size"))
+    check_batches(resolved, "v2-8")
+    for pod in ("v3-32", "v2-32"):
+        check_batches({**resolved, "train_batch_size": 256}, pod)
