@@ -27,13 +27,15 @@ from typing import Any
 
 from ..basics import statefile
 from ..basics.config import home
-from ..basics.errors import NotFound, UsageError
+from ..basics.errors import NotFound, TpuctlError, UsageError
 from ..cloud.storage import LOCAL_DEFAULT_BUCKET
 
 RUNS_PREFIX = "tpuctl/runs"
 # A host agent refreshes an attempt's alive record this often; the supervisor reads it.
 ALIVE_EVERY_S = 5.0
 CLUSTERS_PREFIX = "tpuctl/clusters"
+# Conditional appends to events.jsonl before giving up (a lost race costs one retry, with backoff).
+EVENT_ATTEMPTS = 40
 
 LIVE = ("starting", "running", "recovering")
 ENDED = ("finished", "failed", "gave_up", "stopped")
@@ -124,16 +126,27 @@ class RunStore:
         self.bucket.write_bytes(f"{self.prefix}/run.json", _dumps(redact_data(rec.to_dict())))
 
     def event(self, kind: str, **data: Any) -> dict[str, Any]:
+        """Append one event: a read, then a write conditioned on the generation read, again on a lost
+        race, so concurrent writers (a supervisor and a ``train`` stopping it) never drop one."""
         from ..basics.redact import redact_data
+        from ..cloud.storage import PreconditionFailed
 
         entry = redact_data({"time": round(time.time(), 3), "event": kind, **data})
+        line = json.dumps(entry, sort_keys=True).encode() + b"\n"
         name = f"{self.prefix}/events.jsonl"
-        try:
-            old = self.bucket.read_bytes(name)
-        except NotFound:
-            old = b""
-        self.bucket.write_bytes(name, old + json.dumps(entry, sort_keys=True).encode() + b"\n")
-        return entry
+        delay = 0.01
+        for _ in range(EVENT_ATTEMPTS):
+            old, gen = self.bucket.read_versioned(name) or (b"", 0)
+            if old and not old.endswith(b"\n"):
+                old += b"\n"
+            try:
+                self.bucket.write_if_generation(name, old + line, gen)
+                return entry
+            except PreconditionFailed:
+                time.sleep(delay * (0.5 + secrets.randbelow(1000) / 1000))
+                delay = min(delay * 2, 1.0)
+        raise TpuctlError(f"could not append to {self.bucket.url}/{name}: it kept changing "
+                          f"({EVENT_ATTEMPTS} tries)", hint="is something else rewriting it?")
 
     def events(self) -> list[dict[str, Any]]:
         try:

@@ -8,7 +8,9 @@ preempted, recreated, resumed at step N, steps and seconds lost.
 Exactly one supervisor drives a run. It holds a lease in ``supervisor.json`` (separate from
 run.json, so the heartbeat thread never races the main loop's writes), renewed every few seconds;
 another supervisor takes over only when the lease is released (a handover to the host VM) or
-stale. The same code runs in the foreground of ``tpuctl train`` on a laptop, detached on the
+stale. The lease is taken and renewed by compare-and-swap (:mod:`.lease`): of supervisors started at
+the same moment exactly one holds it, and a holder whose lease was taken learns so at its next
+renewal or poll and stops. The same code runs in the foreground of ``tpuctl train`` on a laptop, detached on the
 host VM, and on the local provider.
 """
 
@@ -19,13 +21,13 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from .. import cluster as clusters
 from ..basics.errors import TpuctlError
 from ..cloud.base import ClusterSpec, Health, Provider, TpuNode
 from .executors import Executor
+from .lease import Lease
 from .policy import Action, Decision, JobPhase, Observed, decide, poll_interval
 from .store import RunRecord, RunStore, current_name, supervisor_identity
 
@@ -35,58 +37,39 @@ LEASE_STALE_S = 30.0
 LEASE_NAME = "supervisor.json"
 
 
-class LeaseLost(TpuctlError):
-    pass
+class RunLease(Lease):
+    """The run's lease, ``supervisor.json``: free when never taken, released, or stale."""
 
+    def __init__(self, store: RunStore, identity: dict[str, Any]):
+        super().__init__(store.bucket, f"{store.prefix}/{LEASE_NAME}", identity)
+        self.store = store
 
-@dataclass
-class Lease:
-    store: RunStore
-    identity: dict[str, Any]
-
-    @property
-    def name(self) -> str:
-        return f"{self.store.prefix}/{LEASE_NAME}"
-
-    def holder(self) -> dict[str, Any] | None:
-        return self.store.read_json(self.name)
-
-    def acquire(self, *, force: bool = False, wait: float = 0.0, log: Callable[[str], None] | None = None) -> None:
+    def acquire(self, *, force: bool = False, wait: float = 0.0,  # type: ignore[override]
+                log: Callable[[str], None] | None = None) -> None:
         """Take the lease: free, released, stale, or ``force``; ``wait`` for a lease that may be a dead one's."""
-        deadline = time.time() + wait
-        told = False
-        while True:
-            cur = self.holder()
-            if not cur or force or cur.get("released") or cur.get("owner") == self.identity["owner"]:
-                break
-            age = time.time() - cur.get("heartbeat_at", 0)
-            if age >= LEASE_STALE_S:
-                break
-            if time.time() < deadline:
-                if log and not told:
-                    log(f"run {self.store.run_id} was supervised by {cur.get('where')} on {cur.get('host')} "
-                        f"{int(age)}s ago; waiting up to {int(LEASE_STALE_S - age)}s to be sure it is gone")
-                    told = True
-                time.sleep(1.0)
-                continue
-            raise TpuctlError(
-                f"run {self.store.run_id} is already supervised by {cur.get('where')} on {cur.get('host')} "
-                f"(pid {cur.get('pid')}, heartbeat {int(age)}s ago)",
-                hint=f"follow it with tpuctl logs {self.store.run_id} -f")
-        self.renew()
+        run_id = self.store.run_id
 
-    def renew(self) -> None:
-        self.identity["heartbeat_at"] = time.time()
-        self.identity.pop("released", None)
-        self.store.write_json(self.name, self.identity)
+        def age(cur: dict[str, Any]) -> float:
+            return time.time() - float(cur.get("heartbeat_at") or 0)
+
+        super().acquire(
+            free_run_lease, force=force, wait=wait, log=log,
+            busy=lambda cur: (f"run {run_id} is already supervised by {cur.get('where')} on {cur.get('host')} "
+                              f"(pid {cur.get('pid')}, heartbeat {int(age(cur))}s ago)"),
+            waiting=lambda cur: (f"run {run_id} was supervised by {cur.get('where')} on {cur.get('host')} "
+                                 f"{int(age(cur))}s ago; waiting up to {int(LEASE_STALE_S - age(cur))}s "
+                                 f"to be sure it is gone"),
+            hint=f"follow it with tpuctl logs {run_id} -f")
 
     def still_ours(self) -> bool:
-        cur = self.holder()
-        return cur is None or cur.get("owner") == self.identity["owner"]
+        return self.held()
 
-    def release(self, note: str = "") -> None:
-        data = dict(self.identity, released=True, released_at=time.time(), note=note)
-        self.store.write_json(self.name, data)
+
+def free_run_lease(cur: dict[str, Any] | None, now: float | None = None) -> bool:
+    """A run's lease may be taken: never taken, released, or not renewed for LEASE_STALE_S."""
+    if not cur or cur.get("released"):
+        return True
+    return (now or time.time()) - float(cur.get("heartbeat_at") or 0) >= LEASE_STALE_S
 
 
 def read_progress(model_dir: str, provider_name: str, project: str) -> dict[str, Any] | None:
@@ -142,7 +125,7 @@ class Supervisor:
         self.poll_s = poll_s
         self.log = log
         self.rand = rand
-        self.lease = Lease(store, supervisor_identity(where))
+        self.lease = RunLease(store, supervisor_identity(where))
         self.rec = store.load()
         self._stop = threading.Event()
         # set to look again before the poll interval is up: by an executor that sees its job die,
@@ -177,10 +160,11 @@ class Supervisor:
     def _heartbeat(self) -> None:
         while not self._stop.wait(LEASE_RENEW_S):
             try:
-                if not self.lease.still_ours():
+                if not self.lease.renew():
+                    self.log(f"run {self.rec.run_id} was taken over by another supervisor; stopping here")
                     self._stop.set()
+                    self._wake.set()
                     return
-                self.lease.renew()
             except Exception as exc:  # noqa: BLE001 - a missed heartbeat is retried next tick
                 self.log(f"supervisor heartbeat failed: {exc}")
 
