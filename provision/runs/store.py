@@ -72,8 +72,13 @@ class RunRecord:
     max_failures: int = 3
     # the attempt on the current TPU: {"n", "tpu_created_at", "started_at", "zone"}
     attempt: dict[str, Any] | None = None
-    # an outage being recovered from: {"detected_at", "step", "checkpoint_step", "cause"}
+    # an outage being recovered from: {"detected_at", "step", "checkpoint_step", "cause",
+    # "preemptions": [the ordinals of the preemptions it covers: more than one when they overlapped]}
     recovering: dict[str, Any] | None = None
+    # outages already counted, by what they hit (policy.outage_key), newest last; and the creation
+    # time of the TPU incarnation last seen (what a TPU found gone was)
+    outages: list[str] = field(default_factory=list)
+    tpu_seen: float | None = None
     # the supervisor holding the lease: {"owner", "host", "pid", "where", "heartbeat_at"}
     supervisor: dict[str, Any] | None = None
     last_progress: dict[str, Any] | None = None
