@@ -158,10 +158,7 @@ class Controller:
                 self.pool.setdefault(node.cluster, None)
 
     def _cluster_spec(self, name: str) -> ClusterSpec:
-        r = self.rec
-        return ClusterSpec(name=name, accelerator_type=r.accelerator_type, zones=tuple(r.zones), provider=r.provider,
-                           project=r.project or None, arch=Arch.VM, preemptible=r.preemptible, spot=r.spot,
-                           machine_type=None, bucket=r.bucket, labels={SWEEP_LABEL: r.sweep_id})
+        return pool_spec(self.rec, name)
 
     def _take_cluster(self) -> tuple[str, Any] | None:
         from .. import cluster as clusters
@@ -464,6 +461,14 @@ class Controller:
         self._finish()
         self.lease.release(reason)
         return self.rec
+
+
+def pool_spec(r: SweepRecord, name: str) -> ClusterSpec:
+    """A pool TPU of the sweep: a TPU VM labelled with the sweep, running as its service account."""
+    return ClusterSpec(name=name, accelerator_type=r.accelerator_type, zones=tuple(r.zones), provider=r.provider,
+                       project=r.project or None, arch=Arch.VM, preemptible=r.preemptible, spot=r.spot,
+                       machine_type=None, bucket=r.bucket, labels={SWEEP_LABEL: r.sweep_id},
+                       service_account=r.service_account)
 
 
 def controller_lease(store: SweepStore, identity: dict[str, Any]) -> Lease:

@@ -86,7 +86,8 @@ def reported_metrics(job: Any) -> tuple[str, ...]:
 
 def plan(spec_path: str, *, provider: str, project: str | None, bucket: str, zones: Sequence[str],
          accelerator_type: str, preemptible: bool, spot: bool, max_concurrent: int | None,
-         max_trials: int | None, budget_usd: float | None, poll_s: float, max_failures: int) -> Plan:
+         max_trials: int | None, budget_usd: float | None, poll_s: float, max_failures: int,
+         service_account: str | None = None) -> Plan:
     from jobs import spec as jobspec
 
     from ..catalog import accelerators, prices
@@ -137,13 +138,13 @@ def plan(spec_path: str, *, provider: str, project: str | None, bucket: str, zon
     # the pool's names must be valid cluster names: checked now, before anything is created
     ClusterSpec(name=cluster_name(sweep_id, max_conc), accelerator_type=acc.name, zones=tuple(zones),
                 provider=provider, project=project, arch=Arch.VM, preemptible=preemptible, spot=spot,
-                machine_type=None, labels={SWEEP_LABEL: sweep_id})
+                machine_type=None, labels={SWEEP_LABEL: sweep_id}, service_account=service_account)
     rec = SweepRecord(sweep_id=sweep_id, provider=provider, project=project or "", bucket=bucket, zones=list(zones),
                       accelerator_type=acc.name, preemptible=preemptible, spot=spot, max_concurrent=max_conc,
                       max_trials=sweep.max_trials, spec=sweep.to_dict(), budget_usd=budget_usd,
                       hourly_usd=prices.tpu_hourly(acc, preemptible=preemptible or spot),
                       eval_every_steps=eval_every if "eval_every_steps" in keys else None, num_train_steps=num_steps,
-                      max_failures=max_failures, poll_s=poll_s)
+                      max_failures=max_failures, poll_s=poll_s, service_account=service_account)
     return Plan(record=rec, spec=sweep, spec_text=text, job={**base, **extras})
 
 

@@ -92,6 +92,7 @@ class SweepRecord:
     best: dict[str, Any] | None = None
     detached: bool = False
     host: str | None = None                   # the cluster whose host VM's agent drives it (GCP --detach)
+    service_account: str | None = None        # of the pool's TPU VMs (None: the Compute Engine default)
 
     @property
     def live(self) -> bool:

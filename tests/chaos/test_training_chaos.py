@@ -88,7 +88,6 @@ def test_training_chaos(seed, tiny_bert, tmp_path):
     # one resume ends every preemption of its outage: two when the second came during the recovery
     resumed = [e["step"] for e in events if e["event"] == "resumed" for _ in e.get("preemptions") or [0]]
     assert len(resumed) == len(done_ckpt_at_preemption) == run["preemptions"], (events, done_ckpt_at_preemption)
-    assert [e["preemption"] for e in events if e["event"] == "preempted"] == [1, 2], events
     for reported_done, resumed_at in zip(done_ckpt_at_preemption, resumed):
         assert resumed_at >= reported_done, f"checkpoint {reported_done} was lost: resumed at {resumed_at}"
     final = _progress(model / "progress.json")

@@ -518,20 +518,20 @@ class GcsBucket(Bucket):
         raise ChecksumMismatch(f"{self.url}/{name}: stored copy failed CRC32C verification {ATTEMPTS} times")
 
     def read_versioned(self, name: str) -> tuple[bytes, int] | None:
-        """The newest generation's metadata, then that generation's bytes (pinned): a write in between
-        makes the pinned read fail or the CRC32C differ, and the pair is read again."""
-        for _ in range(ATTEMPTS * 3):
-            with translate(f"read {self.url}/{name}"):
-                blob = self._bucket.get_blob(name, retry=_retry())
-            if blob is None:
-                return None
+        """One download: Cloud Storage sends the generation and CRC32C of the bytes it serves in
+        ``x-goog-generation`` and ``x-goog-hash``, which the client puts on the blob. (Metadata first
+        and then a read pinned to that generation would lose, again and again, to busy writers.)"""
+        for _ in range(ATTEMPTS):
+            blob = self.blob(name)
             try:
                 with translate(f"read {self.url}/{name}"):
-                    data = self.blob(name, generation=blob.generation).download_as_bytes(
-                        raw_download=True, checksum=None, retry=_retry())
-            except ObjectNotFound:  # replaced (and that generation gone) between the two calls
-                continue
-            if crc.value(data) == crc.from_b64(blob.crc32c):
+                    data = blob.download_as_bytes(raw_download=True, checksum=None, retry=_retry())
+            except ObjectNotFound:
+                return None
+            if blob.generation is None:
+                raise CloudError(f"{endpoint()} did not say which generation of {self.url}/{name} it sent "
+                                 f"(no x-goog-generation header)", kind="unsupported")
+            if blob.crc32c is None or crc.value(data) == crc.from_b64(blob.crc32c):
                 return data, int(blob.generation)
         raise ChecksumMismatch(f"{self.url}/{name}: content does not match its CRC32C")
 
