@@ -11,8 +11,9 @@ A run's directory holds everything needed to resume it from anywhere (the laptop
                                              log-<worker>.txt, stop.json
     tpuctl/clusters/<cluster>/current.json   which run (and attempt) the cluster's hosts should run
 
-The supervisor is the only writer of run.json and events.jsonl; hosts write only under
-attempts/. A small index under ``$TPUCTL_HOME/runs`` lets ``logs``, ``status`` and ``cost`` find a
+The supervisor holding the run's lease (supervisor.json) is the only writer of run.json; events
+are appended to events.jsonl by compare-and-swap, so no writer drops another's; hosts write only
+under attempts/. A small index under ``$TPUCTL_HOME/runs`` lets ``logs``, ``status`` and ``cost`` find a
 run's bucket from its id; the bucket stays the source of truth.
 """
 
