@@ -91,6 +91,11 @@ def start(spec: str, zone: str | None, accelerator_type: str, preemptible: bool,
     target = resolve_target(provider, project, zone.split(",")[0] if zone else None)
     zones = validate.zones(zone) if zone else validate.zones(target.zone or cluster.default_zone(target))
     host = _check_host(target, detach, host_name)
+    if host and not service_account and host.service_account:
+        # the host attaches the pool's account to every TPU VM it creates: its own needs no more roles
+        service_account = host.service_account
+        say(f"the pool's TPU VMs run as host {host.cluster}'s service account {service_account} "
+            f"(--service-account chooses another)")
     bucket_url = runs.check_bucket_for(target.provider, bucket or (host.bucket if host else None))
     plan = create.plan(spec, provider=target.provider, project=target.project, bucket=bucket_url, zones=zones,
                        accelerator_type=accelerator_type, preemptible=preemptible, spot=spot,

@@ -121,6 +121,11 @@ def test_sweep_pool_tpus_run_as_the_service_account_given(cloud, tmp_path):
 
     rec = SweepStore(b, sweep).load()
     assert rec.service_account == SA
+    # without --service-account the pool takes the host's own account, which the host may attach
+    r = run_tpuctl_process("sweep", spec, "--provider", "gcp", "--zone", "us-central1-b", "--bucket", bucket,
+                           "--detach", "--host", "hostc", "--json")
+    assert r.code == 0 and "default service account" not in r.err and f"host hostc's service account {SA}" in r.err
+    assert SweepStore(b, r.json()["sweep"]).load().service_account == SA
     # what the controller on the host does to grow its pool
     up(GcpProvider(PROJECT), pool_spec(rec, cluster_name(sweep, 1)))
     pool = [n for n in fake.resources()["nodes"] if n["name"].endswith(cluster_name(sweep, 1))]
