@@ -80,6 +80,11 @@ def say(message: str) -> None:
         click.echo(redact(message), err=True)
 
 
+DEFAULT_ACCOUNT_NOTE = ("note: {what} run as the Compute Engine default service account, which is often a "
+                        "project Editor; pass --service-account with an account that has only the roles in "
+                        "docs/reliability.md")
+
+
 def acting_on(target: Target, verb: str, zone: str | None = None) -> None:
     """Every command says which provider, project and zone it acts on (DESIGN.md)."""
     if zone:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from .common import (
+    DEFAULT_ACCOUNT_NOTE,
     acting_on,
     dry_run_option,
     emit_json,
@@ -50,6 +51,7 @@ def command() -> None:
               help="TPU type of the pool; several that would all do are tried cheapest first, as tpuctl up does.")
 @click.option("--preemptible", is_flag=True, help="Preemptible pool TPUs.")
 @click.option("--spot", is_flag=True, help="Spot pool TPUs.")
+@click.option("--service-account", metavar="EMAIL", help="Service account of the pool's TPU VMs.")
 @click.option("--bucket", metavar="gs://BUCKET", help="Where the sweep and its trials live (local: a local bucket).")
 @click.option("--max-concurrent", type=click.IntRange(min=1, max=64), default=None,
               help="At most this many TPUs (trials at once); default: the spec's, else 1.")
@@ -68,7 +70,8 @@ def command() -> None:
 @provider_options
 @dry_run_option
 @json_option
-def start(spec: str, zone: str | None, accelerator_type: str, preemptible: bool, spot: bool, bucket: str | None,
+def start(spec: str, zone: str | None, accelerator_type: str, preemptible: bool, spot: bool,
+          service_account: str | None, bucket: str | None,
           max_concurrent: int | None, max_trials: int | None, budget_usd: float | None, max_failures: int,
           poll_s: float, detach: bool, host_name: str | None, provider: str | None, project: str | None,
           dry_run: bool, as_json: bool) -> None:
@@ -82,18 +85,28 @@ def start(spec: str, zone: str | None, accelerator_type: str, preemptible: bool,
 
     if preemptible and spot:
         raise UsageError("--preemptible and --spot both given", hint="choose one of them")
+    if service_account:
+        validate.service_account(service_account)
     if bucket:
         bucket = str(validate.bucket_url(bucket))
     target = resolve_target(provider, project, zone.split(",")[0] if zone else None)
     zones = validate.zones(zone) if zone else validate.zones(target.zone or cluster.default_zone(target))
     host = _check_host(target, detach, host_name)
+    if host and not service_account and host.service_account:
+        # the host attaches the pool's account to every TPU VM it creates: its own needs no more roles
+        service_account = host.service_account
+        say(f"the pool's TPU VMs run as host {host.cluster}'s service account {service_account} "
+            f"(--service-account chooses another)")
     bucket_url = runs.check_bucket_for(target.provider, bucket or (host.bucket if host else None))
     plan = create.plan(spec, provider=target.provider, project=target.project, bucket=bucket_url, zones=zones,
                        accelerator_type=accelerator_type, preemptible=preemptible, spot=spot,
                        max_concurrent=max_concurrent, max_trials=max_trials, budget_usd=budget_usd,
-                       poll_s=poll_s, max_failures=max_failures, book=open_provider(target).price_book())
+                       poll_s=poll_s, max_failures=max_failures, book=open_provider(target).price_book(),
+                       service_account=service_account)
     rec = plan.record
     acting_on(target, "sweep", zone=",".join(zones))
+    if target.provider == "gcp" and not service_account and not dry_run:
+        say(DEFAULT_ACCOUNT_NOTE.format(what="the sweep's pool TPU VMs"))
     if dry_run:
         doc = {"ok": True, "dry_run": True, "sweep": rec.sweep_id, "bucket": bucket_url, "spec": plan.spec.to_dict(),
                "max_trials": rec.max_trials, "max_concurrent": rec.max_concurrent,

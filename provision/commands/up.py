@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from .common import (
+    DEFAULT_ACCOUNT_NOTE,
     acting_on,
     dry_run_option,
     emit_json,
@@ -118,9 +119,7 @@ def command(name: str, zone: str | None, accelerator_type: str, in_order: bool, 
     )
     acting_on(target, "up", zone=",".join(zones))
     if target.provider == "gcp" and not service_account and not dry_run:
-        say("note: the host VM and TPU VM run as the Compute Engine default service account, which is often a "
-            "project Editor; pass --service-account with an account that has only the roles in "
-            "docs/reliability.md")
+        say(DEFAULT_ACCOUNT_NOTE.format(what="the host VM and TPU VM"))
     prov = open_provider(target)
     grant = target.provider == "gcp" and arch == "node" and bool(bucket)
     if grant:

@@ -15,6 +15,12 @@ this module decides. The rules, in order:
 
 Preemptions are expected on preemptible TPUs, so their budget is unbounded unless the user sets
 ``--max-preemptions``; job errors have a small budget of their own.
+
+An outage is counted once. While a recovery is in progress the TPU may still be missing or dead
+because of the outage already counted (the recreate failed, or was cut short): that is recovered
+from again but not counted again (``outage_counted``). A second preemption that overlaps the first
+recovery (the recreated TPU preempted before the job resumed) is a TPU incarnation of its own and
+counts: the supervisor keys each outage by the incarnation it hit (:func:`outage_key`).
 """
 
 from __future__ import annotations
@@ -62,6 +68,8 @@ class Observed:
     max_failures: int = 3
     # why no attempt can ever start on this TPU as it is (a host's bootstrap failed), or None
     blocked: str | None = None
+    # the infrastructure problem seen is an outage already counted (a recovery still in progress)
+    outage_counted: bool = False
 
 
 @dataclass(frozen=True)
@@ -75,7 +83,14 @@ def decide(o: Observed) -> Decision:
     if o.job == JobPhase.EXITED and o.exit_code == EXIT_FINISHED:
         return Decision(Action.FINISH, "the job finished (exit 0)")
 
+    if o.max_preemptions is not None and o.preemptions > o.max_preemptions:
+        # counted while recovering (the recreated TPU was preempted too)
+        return Decision(Action.GIVE_UP, f"{o.preemptions} preemptions, and --max-preemptions "
+                                        f"{o.max_preemptions} is used up")
+
     infra = _infrastructure_problem(o)
+    if infra is not None and o.outage_counted:
+        return Decision(Action.RECREATE_TPU, f"{infra}; still recovering from the outage already counted")
     if infra is not None:
         if o.max_preemptions is not None and o.preemptions + 1 > o.max_preemptions:
             return Decision(Action.GIVE_UP, f"{infra}, and --max-preemptions {o.max_preemptions} is used up",
@@ -131,6 +146,18 @@ def _infrastructure_problem(o: Observed) -> str | None:
     if o.job == JobPhase.EXITED and o.exit_code == EXIT_RETRY:
         return "the job exited 42 (preempted or lost its TPU)"
     return None
+
+
+def outage_key(*, tpu_state: TpuState | None, tpu_health: Health, tpu_created_at: float | None,
+               last_tpu_created_at: float | None, attempt: int | None) -> str:
+    """What an infrastructure problem hit, so that it is counted once: the TPU incarnation (its
+    creation time) when the TPU is dead, unhealthy or gone (gone: the incarnation last seen),
+    otherwise the attempt (its job exited 42 or vanished on a healthy TPU)."""
+    if tpu_state is None:
+        return f"tpu:{last_tpu_created_at}"
+    if tpu_state in DEAD_TPU_STATES or (tpu_state == TpuState.READY and tpu_health in UNHEALTHY):
+        return f"tpu:{tpu_created_at}"
+    return f"attempt:{attempt}"
 
 
 def poll_interval(base_s: float, rand: float) -> float:

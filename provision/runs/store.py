@@ -11,8 +11,9 @@ A run's directory holds everything needed to resume it from anywhere (the laptop
                                              log-<worker>.txt, stop.json
     tpuctl/clusters/<cluster>/current.json   which run (and attempt) the cluster's hosts should run
 
-The supervisor is the only writer of run.json and events.jsonl; hosts write only under
-attempts/. A small index under ``$TPUCTL_HOME/runs`` lets ``logs``, ``status`` and ``cost`` find a
+The supervisor holding the run's lease (supervisor.json) is the only writer of run.json; events
+are appended to events.jsonl by compare-and-swap, so no writer drops another's; hosts write only
+under attempts/. A small index under ``$TPUCTL_HOME/runs`` lets ``logs``, ``status`` and ``cost`` find a
 run's bucket from its id; the bucket stays the source of truth.
 """
 
@@ -27,13 +28,15 @@ from typing import Any
 
 from ..basics import statefile
 from ..basics.config import home
-from ..basics.errors import NotFound, UsageError
+from ..basics.errors import NotFound, TpuctlError, UsageError
 from ..cloud.storage import LOCAL_DEFAULT_BUCKET
 
 RUNS_PREFIX = "tpuctl/runs"
 # A host agent refreshes an attempt's alive record this often; the supervisor reads it.
 ALIVE_EVERY_S = 5.0
 CLUSTERS_PREFIX = "tpuctl/clusters"
+# Conditional appends to events.jsonl before giving up (a lost race costs one retry, with backoff).
+EVENT_ATTEMPTS = 40
 
 LIVE = ("starting", "running", "recovering")
 ENDED = ("finished", "failed", "gave_up", "stopped")
@@ -70,8 +73,13 @@ class RunRecord:
     max_failures: int = 3
     # the attempt on the current TPU: {"n", "tpu_created_at", "started_at", "zone"}
     attempt: dict[str, Any] | None = None
-    # an outage being recovered from: {"detected_at", "step", "checkpoint_step", "cause"}
+    # an outage being recovered from: {"detected_at", "step", "checkpoint_step", "cause",
+    # "preemptions": [the ordinals of the preemptions it covers: more than one when they overlapped]}
     recovering: dict[str, Any] | None = None
+    # outages already counted, by what they hit (policy.outage_key), newest last; and the creation
+    # time of the TPU incarnation last seen (what a TPU found gone was)
+    outages: list[str] = field(default_factory=list)
+    tpu_seen: float | None = None
     # the supervisor holding the lease: {"owner", "host", "pid", "where", "heartbeat_at"}
     supervisor: dict[str, Any] | None = None
     last_progress: dict[str, Any] | None = None
@@ -124,16 +132,27 @@ class RunStore:
         self.bucket.write_bytes(f"{self.prefix}/run.json", _dumps(redact_data(rec.to_dict())))
 
     def event(self, kind: str, **data: Any) -> dict[str, Any]:
+        """Append one event: a read, then a write conditioned on the generation read, again on a lost
+        race, so concurrent writers (a supervisor and a ``train`` stopping it) never drop one."""
         from ..basics.redact import redact_data
+        from ..cloud.storage import PreconditionFailed
 
         entry = redact_data({"time": round(time.time(), 3), "event": kind, **data})
+        line = json.dumps(entry, sort_keys=True).encode() + b"\n"
         name = f"{self.prefix}/events.jsonl"
-        try:
-            old = self.bucket.read_bytes(name)
-        except NotFound:
-            old = b""
-        self.bucket.write_bytes(name, old + json.dumps(entry, sort_keys=True).encode() + b"\n")
-        return entry
+        delay = 0.01
+        for _ in range(EVENT_ATTEMPTS):
+            old, gen = self.bucket.read_versioned(name) or (b"", 0)
+            if old and not old.endswith(b"\n"):
+                old += b"\n"
+            try:
+                self.bucket.write_if_generation(name, old + line, gen)
+                return entry
+            except PreconditionFailed:
+                time.sleep(delay * (0.5 + secrets.randbelow(1000) / 1000))
+                delay = min(delay * 2, 1.0)
+        raise TpuctlError(f"could not append to {self.bucket.url}/{name}: it kept changing "
+                          f"({EVENT_ATTEMPTS} tries)", hint="is something else rewriting it?")
 
     def events(self) -> list[dict[str, Any]]:
         try:

@@ -8,7 +8,9 @@ preempted, recreated, resumed at step N, steps and seconds lost.
 Exactly one supervisor drives a run. It holds a lease in ``supervisor.json`` (separate from
 run.json, so the heartbeat thread never races the main loop's writes), renewed every few seconds;
 another supervisor takes over only when the lease is released (a handover to the host VM) or
-stale. The same code runs in the foreground of ``tpuctl train`` on a laptop, detached on the
+stale. The lease is taken and renewed by compare-and-swap (:mod:`.lease`): of supervisors started at
+the same moment exactly one holds it, and a holder whose lease was taken learns so at its next
+renewal or poll and stops. The same code runs in the foreground of ``tpuctl train`` on a laptop, detached on the
 host VM, and on the local provider.
 """
 
@@ -19,74 +21,87 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from .. import cluster as clusters
 from ..basics.errors import TpuctlError
 from ..cloud.base import ClusterSpec, Health, Provider, TpuNode
 from .executors import Executor
-from .policy import Action, Decision, JobPhase, Observed, decide, poll_interval
+from .lease import Lease
+from .policy import Action, Decision, JobPhase, Observed, decide, outage_key, poll_interval
 from .store import RunRecord, RunStore, current_name, supervisor_identity
 
 LEASE_RENEW_S = 5.0
 # a lease not renewed for this long belongs to a dead supervisor (it renews every 5 s)
 LEASE_STALE_S = 30.0
 LEASE_NAME = "supervisor.json"
+# outage keys a run record keeps (to count each once); only the current recovery's matter
+OUTAGES_KEPT = 16
 
 
-class LeaseLost(TpuctlError):
-    pass
+class RunLease(Lease):
+    """The run's lease, ``supervisor.json``: free when never taken, released, or stale."""
 
+    def __init__(self, store: RunStore, identity: dict[str, Any]):
+        super().__init__(store.bucket, f"{store.prefix}/{LEASE_NAME}", identity)
+        self.store = store
 
-@dataclass
-class Lease:
-    store: RunStore
-    identity: dict[str, Any]
-
-    @property
-    def name(self) -> str:
-        return f"{self.store.prefix}/{LEASE_NAME}"
-
-    def holder(self) -> dict[str, Any] | None:
-        return self.store.read_json(self.name)
-
-    def acquire(self, *, force: bool = False, wait: float = 0.0, log: Callable[[str], None] | None = None) -> None:
+    def acquire(self, *, force: bool = False, wait: float = 0.0,  # type: ignore[override]
+                log: Callable[[str], None] | None = None) -> None:
         """Take the lease: free, released, stale, or ``force``; ``wait`` for a lease that may be a dead one's."""
-        deadline = time.time() + wait
-        told = False
-        while True:
-            cur = self.holder()
-            if not cur or force or cur.get("released") or cur.get("owner") == self.identity["owner"]:
-                break
-            age = time.time() - cur.get("heartbeat_at", 0)
-            if age >= LEASE_STALE_S:
-                break
-            if time.time() < deadline:
-                if log and not told:
-                    log(f"run {self.store.run_id} was supervised by {cur.get('where')} on {cur.get('host')} "
-                        f"{int(age)}s ago; waiting up to {int(LEASE_STALE_S - age)}s to be sure it is gone")
-                    told = True
-                time.sleep(1.0)
-                continue
-            raise TpuctlError(
-                f"run {self.store.run_id} is already supervised by {cur.get('where')} on {cur.get('host')} "
-                f"(pid {cur.get('pid')}, heartbeat {int(age)}s ago)",
-                hint=f"follow it with tpuctl logs {self.store.run_id} -f")
-        self.renew()
+        run_id = self.store.run_id
 
-    def renew(self) -> None:
-        self.identity["heartbeat_at"] = time.time()
-        self.identity.pop("released", None)
-        self.store.write_json(self.name, self.identity)
+        def age(cur: dict[str, Any]) -> float:
+            return time.time() - float(cur.get("heartbeat_at") or 0)
+
+        super().acquire(
+            free_run_lease, force=force, wait=wait, log=log,
+            busy=lambda cur: (f"run {run_id} is already supervised by {cur.get('where')} on {cur.get('host')} "
+                              f"(pid {cur.get('pid')}, heartbeat {int(age(cur))}s ago)"),
+            waiting=lambda cur: (f"run {run_id} was supervised by {cur.get('where')} on {cur.get('host')} "
+                                 f"{int(age(cur))}s ago; waiting up to {int(LEASE_STALE_S - age(cur))}s "
+                                 f"to be sure it is gone"),
+            hint=f"follow it with tpuctl logs {run_id} -f")
 
     def still_ours(self) -> bool:
-        cur = self.holder()
-        return cur is None or cur.get("owner") == self.identity["owner"]
+        return self.held()
 
-    def release(self, note: str = "") -> None:
-        data = dict(self.identity, released=True, released_at=time.time(), note=note)
-        self.store.write_json(self.name, data)
+
+def free_run_lease(cur: dict[str, Any] | None, now: float | None = None) -> bool:
+    """A run's lease may be taken: never taken, released, or not renewed for LEASE_STALE_S."""
+    if not cur or cur.get("released"):
+        return True
+    return (now or time.time()) - float(cur.get("heartbeat_at") or 0) >= LEASE_STALE_S
+
+
+class _Watching:
+    """The provider as a recreate sees it, noting every incarnation of the cluster's TPU that it
+    found dead: one preempted while being created makes the recreate fail (and roll it back), and
+    would otherwise never be seen by the supervisor."""
+
+    def __init__(self, provider: Provider, cluster: str):
+        self._provider = provider
+        self._cluster = cluster
+        self.dead: list[TpuNode] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._provider, name)
+
+    def _note(self, node: TpuNode | None) -> None:
+        if node is not None and node.dead and node.name == self._cluster and \
+                all(n.created_at != node.created_at for n in self.dead):
+            self.dead.append(node)
+
+    def get_tpu(self, zone: str, name: str) -> TpuNode | None:
+        node = self._provider.get_tpu(zone, name)
+        self._note(node)
+        return node
+
+    def list_tpus(self, *args: Any, **kwargs: Any) -> list[TpuNode]:
+        nodes = self._provider.list_tpus(*args, **kwargs)
+        for node in nodes:
+            self._note(node)
+        return nodes
 
 
 def read_progress(model_dir: str, provider_name: str, project: str) -> dict[str, Any] | None:
@@ -142,7 +157,7 @@ class Supervisor:
         self.poll_s = poll_s
         self.log = log
         self.rand = rand
-        self.lease = Lease(store, supervisor_identity(where))
+        self.lease = RunLease(store, supervisor_identity(where))
         self.rec = store.load()
         self._stop = threading.Event()
         # set to look again before the poll interval is up: by an executor that sees its job die,
@@ -177,10 +192,11 @@ class Supervisor:
     def _heartbeat(self) -> None:
         while not self._stop.wait(LEASE_RENEW_S):
             try:
-                if not self.lease.still_ours():
+                if not self.lease.renew():
+                    self.log(f"run {self.rec.run_id} was taken over by another supervisor; stopping here")
                     self._stop.set()
+                    self._wake.set()
                     return
-                self.lease.renew()
             except Exception as exc:  # noqa: BLE001 - a missed heartbeat is retried next tick
                 self.log(f"supervisor heartbeat failed: {exc}")
 
@@ -211,10 +227,16 @@ class Supervisor:
         now = time.time()
         self._unhealthy_since = (self._unhealthy_since or now) if sick else None
         rec = self.rec
+        self._outage = outage_key(tpu_state=tpu.state if tpu else None, tpu_health=health,
+                                  tpu_created_at=tpu.created_at if tpu else None,
+                                  last_tpu_created_at=rec.tpu_seen, attempt=(rec.attempt or {}).get("n"))
+        if tpu is not None:
+            rec.tpu_seen = tpu.created_at
         obs = Observed(tpu_state=tpu.state if tpu else None, tpu_health=health,
                        unhealthy_for_s=now - self._unhealthy_since if self._unhealthy_since else 0.0,
                        job=phase, exit_code=code, preemptions=rec.preemptions, failures=rec.failures,
-                       max_preemptions=rec.max_preemptions, max_failures=rec.max_failures)
+                       max_preemptions=rec.max_preemptions, max_failures=rec.max_failures,
+                       outage_counted=self._outage in rec.outages)
         if phase in (JobPhase.RUNNING, JobPhase.LOST):
             # started: can a host that has not taken it up yet never do so?
             obs = dataclasses.replace(obs, blocked=self.executor.blocked(rec))
@@ -227,7 +249,7 @@ class Supervisor:
     def _act(self, d: Decision, tpu: TpuNode | None, code: int | None) -> bool:
         rec = self.rec
         if d.counts_as == "preemption":
-            rec.preemptions += 1
+            self._count_outage(self._outage)
         elif d.counts_as == "failure":
             rec.failures += 1
         if d.action == Action.FINISH:
@@ -250,21 +272,29 @@ class Supervisor:
             self.store.save(rec)
             return True
         if d.action == Action.RECREATE_TPU:
-            self._begin_recovery(d.reason, tpu)
+            if d.counts_as == "preemption":
+                self._begin_recovery(d.reason, tpu)
+            # the incarnation deleted now is this outage's, whatever hit it (the job's exit 42)
+            self._remember_outage(f"tpu:{rec.tpu_seen}")
             if rec.attempt:
                 self.executor.stop(rec, rec.attempt["n"], grace=30)
             rec.attempt = None
             self.store.save(rec)
             started = time.time()
+            watched = _Watching(self.provider, rec.cluster)
             try:
-                result = clusters.recreate_tpu(self.provider, self.spec.with_zone(rec.zone),
+                result = clusters.recreate_tpu(watched, self.spec.with_zone(rec.zone),
                                                log=lambda m: self.log(f"  {m}"))
             except TpuctlError as exc:
                 # stockouts in every zone, quota: keep the run and try again next poll
+                self._count_overlapping(watched)
                 self._event("recreate_failed", error=exc.one_line())
                 self.log(f"recreating the TPU failed: {exc.one_line()}; retrying")
                 self.store.save(rec)
                 return False
+            self._count_overlapping(watched)
+            if result.tpu is not None:
+                rec.tpu_seen = result.tpu.created_at
             rec.zone = result.zone or rec.zone
             self._event("recreated", zone=rec.zone, cidr=result.cidr, seconds=round(time.time() - started, 1))
             self.store.save(rec)
@@ -293,15 +323,38 @@ class Supervisor:
             return False
         return False
 
+    def _count_outage(self, key: str) -> None:
+        self.rec.preemptions += 1
+        self._remember_outage(key)
+
+    def _remember_outage(self, key: str) -> None:
+        if key not in self.rec.outages:
+            self.rec.outages = [*self.rec.outages, key][-OUTAGES_KEPT:]
+
+    def _count_overlapping(self, watched: _Watching) -> None:
+        """A TPU incarnation that the recreate made and saw die (preempted while it was created)
+        is one more preemption, overlapping the recovery in progress."""
+        for node in watched.dead:
+            key = f"tpu:{node.created_at}"
+            if node.created_at is None or key in self.rec.outages:
+                continue
+            self._count_outage(key)
+            self._begin_recovery(f"the TPU was {node.state.value} while it was being recreated", node)
+
     def _begin_recovery(self, reason: str, tpu: TpuNode | None) -> None:
+        """Open an outage (or add a preemption to the one in progress: they overlap)."""
         rec = self.rec
         p = rec.last_progress or {}
+        overlapping = rec.recovering is not None
         if rec.recovering is None:
             rec.recovering = {"detected_at": time.time(), "step": p.get("step") or 0,
-                              "checkpoint_step": p.get("checkpoint_step") or 0, "cause": reason}
+                              "checkpoint_step": p.get("checkpoint_step") or 0, "cause": reason,
+                              "preemptions": []}
+        rec.recovering["preemptions"] = [*rec.recovering.get("preemptions", []), rec.preemptions]
         rec.status = "recovering"
-        self._event("preempted", cause=reason, tpu_state=tpu.state.value if tpu else "missing",
-                    step=p.get("step"), checkpoint_step=p.get("checkpoint_step"))
+        self._event("preempted", preemption=rec.preemptions, cause=reason,
+                    tpu_state=tpu.state.value if tpu else "missing", step=p.get("step"),
+                    checkpoint_step=p.get("checkpoint_step"), during_recovery=True if overlapping else None)
 
     def _read_progress(self) -> None:
         rec = self.rec
@@ -334,7 +387,9 @@ class Supervisor:
         rec.seconds_lost += lost_s
         rec.recovering = None
         rec.status = "running"
-        self._event("resumed", step=resumed, steps_lost=lost_steps, seconds_lost=round(lost_s, 1))
+        # one resume ends every preemption of an outage (more than one when they overlapped)
+        self._event("resumed", step=resumed, steps_lost=lost_steps, seconds_lost=round(lost_s, 1),
+                    preemptions=r.get("preemptions"))
 
     def _account(self, tpu: TpuNode | None, phase: JobPhase) -> None:
         now = time.time()

@@ -28,11 +28,13 @@ from ..basics.errors import TpuctlError
 from ..cloud.base import Arch, ClusterSpec, Provider
 from ..runs import store as runs
 from ..runs import training
+from ..runs.lease import Lease
 from ..runs.supervisor import Supervisor, read_progress
 from . import budget, pool
 from . import spec as sweepspec
 from .create import local_job_file
 from .store import (
+    CONTROLLER_LEASE,
     HEARTBEAT_S,
     SWEEP_LABEL,
     SweepRecord,
@@ -61,9 +63,6 @@ class Active:
         return self.thread is None or not self.thread.is_alive()
 
 
-class SweepBusy(TpuctlError):
-    pass
-
 
 class Controller:
     def __init__(self, provider: Provider, target: Target, store: SweepStore, *, where: str, log: Log):
@@ -76,6 +75,7 @@ class Controller:
         self.rec: SweepRecord = store.load()
         self.spec = sweepspec.from_dict(self.rec.spec)
         self.identity = controller_identity(where)
+        self.lease = controller_lease(store, self.identity)
         self.study = Study(store, self.spec, eval_every=self.rec.eval_every_steps or 0,
                            num_train_steps=self.rec.num_train_steps)
         self.trials: dict[int, TrialRecord] = {t.trial: t for t in store.trials()}
@@ -88,26 +88,15 @@ class Controller:
 
     # ---- the lease ------------------------------------------------------------------------------
     def _acquire(self) -> None:
-        cur = self.store.controller()
-        if controller_alive(cur) and cur.get("owner") != self.identity["owner"]:
-            raise SweepBusy(f"sweep {self.rec.sweep_id} already has a controller ({cur.get('where')} on "
-                            f"{cur.get('host')}, pid {cur.get('pid')})",
-                            hint=f"follow it with tpuctl sweep status {self.rec.sweep_id}")
-        self._renew()
-
-    def _renew(self) -> None:
-        self.identity["heartbeat_at"] = time.time()
-        self.store.write_json("controller.json", self.identity)
+        take_controller_lease(self.lease, self.rec.sweep_id)
 
     def _heartbeat(self) -> None:
         while not self._stop.wait(HEARTBEAT_S):
             try:
-                cur = self.store.controller()
-                if cur and cur.get("owner") != self.identity["owner"]:
+                if not self.lease.renew():
                     self.log("another controller took the sweep over; stopping here")
                     self._stop.set()
                     return
-                self._renew()
             except Exception as exc:  # noqa: BLE001 - a missed heartbeat is retried next tick
                 self.log(f"sweep heartbeat failed: {exc}")
 
@@ -148,8 +137,7 @@ class Controller:
             if rec.state in ("finished", "stopped", "failed"):
                 self._finish()
             self._stop.set()
-            self.identity["released"] = True
-            self.store.write_json("controller.json", self.identity)
+            self.lease.release(rec.reason or rec.state)
         return rec
 
     def _finish(self) -> None:
@@ -170,12 +158,7 @@ class Controller:
                 self.pool.setdefault(node.cluster, None)
 
     def _cluster_spec(self, name: str) -> ClusterSpec:
-        r = self.rec
-        types = tuple(r.accelerator_type.split(","))
-        return ClusterSpec(name=name, accelerator_type=types[0], accelerator_types=types, zones=tuple(r.zones),
-                           provider=r.provider,
-                           project=r.project or None, arch=Arch.VM, preemptible=r.preemptible, spot=r.spot,
-                           machine_type=None, bucket=r.bucket, labels={SWEEP_LABEL: r.sweep_id})
+        return pool_spec(self.rec, name)
 
     def _take_cluster(self) -> tuple[str, Any] | None:
         from .. import cluster as clusters
@@ -476,9 +459,31 @@ class Controller:
                 self.study.fail(n)
         self.rec.state, self.rec.reason = "stopped", reason
         self._finish()
-        self.identity["released"] = True
-        self.store.write_json("controller.json", self.identity)
+        self.lease.release(reason)
         return self.rec
+
+
+def pool_spec(r: SweepRecord, name: str) -> ClusterSpec:
+    """A pool TPU of the sweep: a TPU VM labelled with the sweep, running as its service account."""
+    types = tuple(r.accelerator_type.split(","))        # one type, or several that would all do
+    return ClusterSpec(name=name, accelerator_type=types[0], accelerator_types=types, zones=tuple(r.zones),
+                       provider=r.provider,
+                       project=r.project or None, arch=Arch.VM, preemptible=r.preemptible, spot=r.spot,
+                       machine_type=None, bucket=r.bucket, labels={SWEEP_LABEL: r.sweep_id},
+                       service_account=r.service_account)
+
+
+def controller_lease(store: SweepStore, identity: dict[str, Any]) -> Lease:
+    return Lease(store.bucket, store.name(CONTROLLER_LEASE), identity)
+
+
+def take_controller_lease(lease: Lease, sweep_id: str) -> None:
+    """Hold the sweep's lease, or LeaseBusy naming the live controller that does."""
+    lease.acquire(
+        lambda cur: not controller_alive(cur),
+        busy=lambda cur: (f"sweep {sweep_id} already has a controller ({cur.get('where')} on "
+                          f"{cur.get('host')}, pid {cur.get('pid')})"),
+        hint=f"follow it with tpuctl sweep status {sweep_id}")
 
 
 def _as_set(value: Any) -> str:

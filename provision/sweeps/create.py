@@ -87,7 +87,7 @@ def reported_metrics(job: Any) -> tuple[str, ...]:
 def plan(spec_path: str, *, provider: str, project: str | None, bucket: str, zones: Sequence[str],
          accelerator_type: str, preemptible: bool, spot: bool, max_concurrent: int | None,
          max_trials: int | None, budget_usd: float | None, poll_s: float, max_failures: int,
-         book: Any = None) -> Plan:
+         book: Any = None, service_account: str | None = None) -> Plan:
     from jobs import spec as jobspec
 
     from ..basics import validate
@@ -140,7 +140,7 @@ def plan(spec_path: str, *, provider: str, project: str | None, bucket: str, zon
     ClusterSpec(name=cluster_name(sweep_id, max_conc), accelerator_type=accs[0].name,
                 accelerator_types=tuple(a.name for a in accs), zones=tuple(zones),
                 provider=provider, project=project, arch=Arch.VM, preemptible=preemptible, spot=spot,
-                machine_type=None, labels={SWEEP_LABEL: sweep_id})
+                machine_type=None, labels={SWEEP_LABEL: sweep_id}, service_account=service_account)
     # the budget counts every trial at the dearest of the sweep's types and zones: it is never overspent
     tier = prices.tier_of(preemptible or spot)
     price = max(((book or prices.BUNDLED).tpu_price(acc, z, tier) for acc in accs for z in zones or [None]),
@@ -151,7 +151,7 @@ def plan(spec_path: str, *, provider: str, project: str | None, bucket: str, zon
                       max_trials=sweep.max_trials, spec=sweep.to_dict(), budget_usd=budget_usd,
                       hourly_usd=price.usd_per_hour, price=price.to_dict(),
                       eval_every_steps=eval_every if "eval_every_steps" in keys else None, num_train_steps=num_steps,
-                      max_failures=max_failures, poll_s=poll_s)
+                      max_failures=max_failures, poll_s=poll_s, service_account=service_account)
     return Plan(record=rec, spec=sweep, spec_text=text, job={**base, **extras})
 
 

@@ -28,6 +28,8 @@ class Host:
     cluster: str
     zone: str
     bucket: str | None            # the bucket its agent watches (its metadata); None: not told yet
+    # the host VM's service account, as `up` made it on this machine (None: the default, or unknown)
+    service_account: str | None = None
 
 
 def check_host(provider: Provider, name: str) -> Host:
@@ -45,7 +47,8 @@ def check_host(provider: Provider, name: str) -> Host:
                          hint=f"start it (gcloud compute instances start {vm.name} --zone {vm.zone}) or pass "
                               f"another --host")
     bucket = provider.metadata_of("vm", vm.zone, vm.name).get(BUCKET_KEY) or None
-    return Host(cluster=name, zone=vm.zone, bucket=bucket)
+    cached = clusters.cached_spec(provider, name) or {}
+    return Host(cluster=name, zone=vm.zone, bucket=bucket, service_account=cached.get("service_account") or None)
 
 
 def check_bucket(host: Host, bucket: str) -> None:

@@ -34,6 +34,8 @@ SWEEP_LABEL = "tpuctl-sweep"
 # The controller renews its heartbeat this often; one older than CONTROLLER_STALE_S is a dead one's.
 HEARTBEAT_S = 5.0
 CONTROLLER_STALE_S = 30.0
+# The controller's lease, in the sweep's directory (taken by compare-and-swap: provision.runs.lease).
+CONTROLLER_LEASE = "controller.json"
 
 LIVE = ("starting", "running")
 ENDED = ("finished", "stopped", "failed")
@@ -91,6 +93,7 @@ class SweepRecord:
     best: dict[str, Any] | None = None
     detached: bool = False
     host: str | None = None                   # the cluster whose host VM's agent drives it (GCP --detach)
+    service_account: str | None = None        # of the pool's TPU VMs (None: the Compute Engine default)
 
     @property
     def live(self) -> bool:
@@ -189,7 +192,7 @@ class SweepStore:
 
     # -- the controller's lease -----------------------------------------------------------------
     def controller(self) -> dict[str, Any] | None:
-        return self.read_json("controller.json")
+        return self.read_json(CONTROLLER_LEASE)
 
     def stop_requested(self) -> dict[str, Any] | None:
         return self.read_json("stop.json")

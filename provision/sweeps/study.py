@@ -11,8 +11,8 @@ trial records would need ``add_trial`` with hand-made distributions and loses in
 and sampler state the records never held.
 
 Each append is one new object ``study/journal/<n>.json`` (a batch of log entries), never a
-rewrite: an append is atomic on GCS and on a local directory, and a killed controller leaves at
-worst a batch it never wrote. Only the controller holding the sweep's lease writes, so the
+rewrite: an append is atomic on GCS and on a local directory, and create-only
+(``ifGenerationMatch=0``); a killed controller leaves at worst a batch it never wrote. Only the controller holding the sweep's lease writes, so the
 in-memory copy of the log is authoritative while it runs.
 
 This is the only module that imports Optuna (and through it numpy): ``tpuctl sweep`` imports it
@@ -59,8 +59,10 @@ class BucketJournal(BaseJournalBackend):
 
     def append_logs(self, logs: list[dict[str, Any]]) -> None:
         with self._lock:
-            self.store.bucket.write_bytes(self.store.name(f"{JOURNAL}{self._batches:08d}.json"),
-                                          json.dumps(logs).encode())
+            # create-only: a controller that lost the sweep's lease cannot overwrite a batch the
+            # new holder wrote (PreconditionFailed stops it instead)
+            self.store.bucket.write_if_generation(self.store.name(f"{JOURNAL}{self._batches:08d}.json"),
+                                                  json.dumps(logs).encode(), 0)
             self._batches += 1
             self._logs.extend(logs)
 

@@ -1,9 +1,13 @@
-"""`python -m tests.chaos --seeds 0-99`: run many control-plane chaos scenarios, print a JSON report."""
+"""`python -m tests.chaos --seeds 0-99`: run many control-plane chaos scenarios, print a JSON report.
+
+`python -m tests.chaos --leases 50`: instead, 50 rounds of every lease race (tests/chaos/leases.py)
+on a local directory bucket and on fake-gcs-server."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -25,7 +29,11 @@ def _seeds(text: str) -> list[int]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.chaos")
     parser.add_argument("--seeds", default="0-19")
+    parser.add_argument("--leases", type=int, default=0, metavar="ROUNDS",
+                        help="run the lease races instead: ROUNDS rounds of each kind and start state")
     args = parser.parse_args(argv)
+    if args.leases:
+        return _leases(args.leases)
     seeds = _seeds(args.seeds)
     failed, kills, commands = [], 0, 0
     start = time.time()
@@ -44,6 +52,20 @@ def main(argv: list[str] | None = None) -> int:
                       "tpuctl_commands": commands, "tpuctl_killed": kills,
                       "seconds": round(time.time() - start, 1)}, indent=2))
     return 1 if failed else 0
+
+
+def _leases(rounds: int) -> int:
+    from tests.chaos import leases
+    from tests.gcs_fixture import FakeGcs
+
+    start = time.time()
+    reports = []
+    with tempfile.TemporaryDirectory() as tmp, FakeGcs() as gcs:
+        reports.append(leases.campaign(f"dir:{tmp}/bucket", rounds))
+        os.environ.update(gcs.env())
+        reports.append(leases.campaign(f"gs://{gcs.create_bucket()}", rounds, env=gcs.env()))
+    print(json.dumps({"campaigns": reports, "seconds": round(time.time() - start, 1)}, indent=2))
+    return 1 if any(r["violations"] for r in reports) else 0
 
 
 if __name__ == "__main__":

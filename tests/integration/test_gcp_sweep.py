@@ -55,6 +55,7 @@ def test_detached_sweep_is_handed_to_the_host_vm_and_read_back_from_the_bucket(c
     doc = r.json()
     sweep = doc["sweep"]
     assert doc["detached"] is True and time.time() - began < 60
+    assert "Compute Engine default service account" in r.err     # the pool has no --service-account
     assert fake.call_counts().get("tpu.v2.nodes.create", 0) == 1     # only hostc's: the pool is the controller's
     # the host's agent finds its work: the request, its bucket in the VM's metadata, a tpuctl to install
     assert json.loads(b.read_bytes(f"tpuctl/clusters/hostc/sweeps/{sweep}.json"))["sweep"] == sweep
@@ -89,3 +90,43 @@ def test_detached_sweep_is_handed_to_the_host_vm_and_read_back_from_the_bucket(c
     agent.agent_loop("hostc", bucket, PROJECT, "hostc", "host", once=True)
     assert started == [[sys.executable, "-m", "provision", "sweep", "resume", sweep, "--where", "host",
                         "--provider", "gcp", "--project", PROJECT, "--bucket", bucket]]
+
+
+SA = "tpuctl-runs@tpuctl-test.iam.gserviceaccount.com"
+
+
+def test_sweep_pool_tpus_run_as_the_service_account_given(cloud, tmp_path):
+    """`sweep --service-account`: checked as `up` checks it, before anything is written; the pool's
+    TPU VMs are created with it (the create body's serviceAccount, as the fake cloud stored it)."""
+    fake, bucket = cloud
+    spec = _spec(tmp_path, bucket)
+    b = open_bucket(bucket, Target(provider="gcp", project=PROJECT, zone=None))
+    for bad in ("evil; rm -rf /", "user@gmail.com"):
+        r = run_tpuctl_process("sweep", spec, "--provider", "gcp", "--zone", "us-central1-b", "--bucket", bucket,
+                               "--service-account", bad)
+        assert r.code == 2 and "invalid service account" in r.err and len(r.err.strip().splitlines()) == 1, r.err
+    assert list(b.list("tpuctl/sweeps/")) == [] and fake.call_counts().get("tpu.v2.nodes.create", 0) == 0
+
+    assert run_tpuctl_process("up", "hostc", "--zone", "us-central1-b", "--service-account", SA).code == 0
+    r = run_tpuctl_process("sweep", spec, "--provider", "gcp", "--zone", "us-central1-b", "--bucket", bucket,
+                           "--detach", "--host", "hostc", "--service-account", SA, "--json")
+    assert r.code == 0, r.err
+    assert "default service account" not in r.err
+    sweep = r.json()["sweep"]
+    from provision.cloud.gcp import GcpProvider
+    from provision.cluster import up
+    from provision.sweeps.controller import pool_spec
+    from provision.sweeps.pool import cluster_name
+    from provision.sweeps.store import SweepStore
+
+    rec = SweepStore(b, sweep).load()
+    assert rec.service_account == SA
+    # without --service-account the pool takes the host's own account, which the host may attach
+    r = run_tpuctl_process("sweep", spec, "--provider", "gcp", "--zone", "us-central1-b", "--bucket", bucket,
+                           "--detach", "--host", "hostc", "--json")
+    assert r.code == 0 and "default service account" not in r.err and f"host hostc's service account {SA}" in r.err
+    assert SweepStore(b, r.json()["sweep"]).load().service_account == SA
+    # what the controller on the host does to grow its pool
+    up(GcpProvider(PROJECT), pool_spec(rec, cluster_name(sweep, 1)))
+    pool = [n for n in fake.resources()["nodes"] if n["name"].endswith(cluster_name(sweep, 1))]
+    assert len(pool) == 1 and pool[0]["serviceAccount"]["email"] == SA, pool

@@ -11,6 +11,7 @@ from provision.runs.policy import (
     JobPhase,
     Observed,
     decide,
+    outage_key,
     poll_interval,
 )
 
@@ -123,3 +124,25 @@ def test_a_host_that_cannot_bootstrap_ends_a_waiting_run():
     # a job that already ended says more than a host's old bootstrap status
     assert decide(obs(job=JobPhase.EXITED, exit_code=0, blocked=why)).action == Action.FINISH
     assert decide(obs(job=JobPhase.EXITED, exit_code=42, blocked=why)).action == Action.RECREATE_TPU
+
+
+@pytest.mark.parametrize("state", [None, TpuState.PREEMPTED, TpuState.TERMINATED])
+def test_an_outage_already_counted_is_recovered_from_again_but_not_counted_again(state):
+    d = decide(obs(tpu_state=state, preemptions=1, max_preemptions=1, outage_counted=True))
+    assert (d.action, d.counts_as) == (Action.RECREATE_TPU, None)      # not given up: nothing new happened
+
+
+def test_preemptions_counted_during_a_recovery_beyond_the_budget_give_up():
+    d = decide(obs(tpu_state=None, preemptions=2, max_preemptions=1, outage_counted=True))
+    assert d.action == Action.GIVE_UP and "--max-preemptions 1" in d.reason
+
+
+def test_an_outage_is_keyed_by_the_tpu_incarnation_it_hit_or_else_by_the_attempt():
+    def key(state, health=Health.HEALTHY, created=2.0, last=1.0, attempt=3):
+        return outage_key(tpu_state=state, tpu_health=health, tpu_created_at=created, last_tpu_created_at=last,
+                          attempt=attempt)
+
+    assert key(TpuState.PREEMPTED) == "tpu:2.0"
+    assert key(None) == "tpu:1.0"                                  # gone: the incarnation last seen
+    assert key(TpuState.READY, Health.UNHEALTHY_MAINTENANCE) == "tpu:2.0"
+    assert key(TpuState.READY) == "attempt:3"                      # exit 42 or a vanished job

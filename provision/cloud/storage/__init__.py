@@ -25,6 +25,7 @@ from .base import (
     ChecksumMismatch,
     ObjectInfo,
     ObjectNotFound,
+    PreconditionFailed,
     TransferJob,
 )
 from .local import LocalBucket
@@ -43,6 +44,7 @@ __all__ = [
     "LocalBucket",
     "ObjectInfo",
     "ObjectNotFound",
+    "PreconditionFailed",
     "TransferJob",
     "local_bucket",
     "local_buckets_dir",

@@ -64,6 +64,14 @@ class ChecksumMismatch(CloudError):
         super().__init__(message, kind="checksum", hint=hint)
 
 
+class PreconditionFailed(CloudError):
+    """A conditional write lost: the object's generation was not the one it was conditioned on
+    (another writer got there first). GCS answers 412; the local bucket checks under a lock."""
+
+    def __init__(self, message: str, *, hint: str | None = None):
+        super().__init__(message, kind="precondition", hint=hint)
+
+
 class TransferJob(abc.ABC):
     """One file's transfer, split so that a shared bounded pool can run its pieces.
 
@@ -158,6 +166,17 @@ class Bucket(abc.ABC):
     @abc.abstractmethod
     def write_bytes(self, name: str, data: bytes) -> ObjectInfo:
         """Replace the object atomically with ``data`` and verify it."""
+
+    # -- compare-and-swap: leases and append-only logs that several processes may write at once
+    @abc.abstractmethod
+    def read_versioned(self, name: str) -> tuple[bytes, int] | None:
+        """The object's bytes and the generation they belong to (read together); None if absent."""
+
+    @abc.abstractmethod
+    def write_if_generation(self, name: str, data: bytes, if_generation_match: int) -> ObjectInfo:
+        """Write ``data`` only if the object's generation is ``if_generation_match`` (0: only if it
+        does not exist); raise :class:`PreconditionFailed` otherwise. Among writers that all use
+        this method exactly one of a racing set wins; the returned generation is the new one."""
 
     @abc.abstractmethod
     def delete(self, name: str) -> bool:

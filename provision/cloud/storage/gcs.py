@@ -35,6 +35,7 @@ from .base import (
     ChecksumMismatch,
     ObjectInfo,
     ObjectNotFound,
+    PreconditionFailed,
     Progress,
     TransferJob,
     no_progress,
@@ -515,6 +516,52 @@ class GcsBucket(Bucket):
                 return info
             self.delete_generation(name, info.generation)
         raise ChecksumMismatch(f"{self.url}/{name}: stored copy failed CRC32C verification {ATTEMPTS} times")
+
+    def read_versioned(self, name: str) -> tuple[bytes, int] | None:
+        """One download: Cloud Storage sends the generation and CRC32C of the bytes it serves in
+        ``x-goog-generation`` and ``x-goog-hash``, which the client puts on the blob. (Metadata first
+        and then a read pinned to that generation would lose, again and again, to busy writers.)"""
+        for _ in range(ATTEMPTS):
+            blob = self.blob(name)
+            try:
+                with translate(f"read {self.url}/{name}"):
+                    data = blob.download_as_bytes(raw_download=True, checksum=None, retry=_retry())
+            except ObjectNotFound:
+                return None
+            if blob.generation is None:
+                raise CloudError(f"{endpoint()} did not say which generation of {self.url}/{name} it sent "
+                                 f"(no x-goog-generation header)", kind="unsupported")
+            if blob.crc32c is None or crc.value(data) == crc.from_b64(blob.crc32c):
+                return data, int(blob.generation)
+        raise ChecksumMismatch(f"{self.url}/{name}: content does not match its CRC32C")
+
+    def write_if_generation(self, name: str, data: bytes, if_generation_match: int) -> ObjectInfo:
+        """One upload with ``ifGenerationMatch`` (``0``: only if absent): Cloud Storage decides the
+        race and answers 412 to the losers. A retried request whose first try did land also gets 412;
+        then the object holds exactly these bytes, which is a win (callers' bytes are unique)."""
+        from google.api_core import exceptions as api_exc
+
+        want = crc.value(data)
+        blob = self.blob(name)
+        try:
+            with translate(f"write {self.url}/{name}"):
+                try:
+                    blob.upload_from_string(data, content_type=content_type(name), checksum=None,
+                                            crc32c_checksum_value=crc.to_b64(want),
+                                            if_generation_match=if_generation_match, retry=_retry())
+                except api_exc.PreconditionFailed:
+                    raise PreconditionFailed(f"{self.url}/{name} is no longer at generation "
+                                             f"{if_generation_match}") from None
+        except PreconditionFailed:
+            now = self.read_versioned(name)
+            if now is None or now[0] != data:
+                raise
+            return ObjectInfo(name, len(data), want, now[1])
+        info = _info(blob)
+        if info.crc32c != want or info.size != len(data):
+            self.delete_generation(name, info.generation)
+            raise ChecksumMismatch(f"{self.url}/{name}: stored copy failed CRC32C verification")
+        return info
 
     def delete(self, name: str) -> bool:
         try:

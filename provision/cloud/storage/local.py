@@ -9,9 +9,11 @@ stage re-verifies every file by CRC32C); small records written with ``write_byte
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,6 +26,7 @@ from .base import (
     Bucket,
     ChecksumMismatch,
     ObjectInfo,
+    PreconditionFailed,
     Progress,
     TransferJob,
     no_progress,
@@ -230,6 +233,47 @@ class LocalBucket(Bucket):
         st = dest.stat()
         return ObjectInfo(name, st.st_size, want, st.st_mtime_ns)
 
+    def read_versioned(self, name: str) -> tuple[bytes, int] | None:
+        # one open file: the bytes and the mtime are the same inode's (writes replace, never modify)
+        try:
+            fh = open(self.path(name), "rb")  # noqa: SIM115 - closed below
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+        with fh:
+            gen = os.fstat(fh.fileno()).st_mtime_ns
+            return fh.read(), gen
+
+    def write_if_generation(self, name: str, data: bytes, if_generation_match: int) -> ObjectInfo:
+        """Compare and swap under an exclusive lock of the object's directory. The generation is the
+        file's mtime in nanoseconds, set here to at least one more than the one it replaces, so it
+        changes with every conditional write even within one tick of the filesystem's clock."""
+        dest = self.path(name)
+        want = crc.value(data)
+        with _locked_dir(dest.parent):
+            try:
+                current = dest.stat().st_mtime_ns
+            except FileNotFoundError:
+                current = 0
+            if current != if_generation_match:
+                raise PreconditionFailed(f"{self.url}/{name} is at generation {current}, "
+                                         f"not {if_generation_match}")
+            tmp = partial_path(dest)
+            try:
+                with open(tmp, "wb") as fh:
+                    fh.write(data)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                if crc.of_file(tmp) != want:
+                    raise ChecksumMismatch(f"{self.url}/{name}: written file does not match")
+                gen = max(time.time_ns(), current + 1)
+                os.utime(tmp, ns=(gen, gen))
+                gen = tmp.stat().st_mtime_ns
+                os.replace(tmp, dest)
+            finally:
+                if tmp.exists():
+                    tmp.unlink()
+        return ObjectInfo(name, len(data), want, gen)
+
     def delete(self, name: str) -> bool:
         path = self.path(name)
         try:
@@ -272,6 +316,29 @@ class LocalBucket(Bucket):
                     except FileNotFoundError:
                         pass
         return removed
+
+
+@contextlib.contextmanager
+def _locked_dir(directory: Path):
+    """Hold an exclusive ``flock`` on ``directory``: every process and thread that opens it for a
+    conditional write queues here. Retried when the directory was pruned and made again while
+    waiting (a lock on the old inode would exclude nobody)."""
+    import fcntl
+
+    while True:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                same = os.stat(directory).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                yield
+                return
+        finally:
+            os.close(fd)
 
 
 def _is_regular(st: os.stat_result) -> bool:
