@@ -27,7 +27,7 @@ from typing import Any
 # ones ("key", "code", ...) only as URL query parameters (tpuctl's own text says "key=value").
 _DISTINCT = (r"access_token|refresh_token|id_token|client_secret|private_key_id|private_key|assertion|"
              r"x-goog-signature|x-goog-credential|x-amz-signature|x-amz-credential|googleaccessid|"
-             r"api_key|apikey|password|passwd")
+             r"api_key|apikey|password|passwd|upload_id")
 _GENERIC = r"token|key|code|signature|sig|secret|credential"
 
 _PATTERNS: list[tuple[re.Pattern[str], str]] = [
