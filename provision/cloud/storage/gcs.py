@@ -373,7 +373,10 @@ class _CompositeUpload(_Job):
             self.bucket.delete_many(self.names)
             raise ChecksumMismatch(f"{self.name}: composed object's CRC32C {crc.to_b64(info.crc32c or 0)} "
                                    f"differs from the file's {crc.to_b64(whole)}")
-        self.bucket.delete_many(self.names + self.stale)
+        try:
+            self.bucket.delete_many(self.names + self.stale)
+        except CloudError:  # the object is published and verified; the next stage removes the parts
+            pass
         return info
 
 
