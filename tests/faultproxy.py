@@ -17,6 +17,8 @@ upstream server, except that a seeded share of them meets one fault:
 - ``latency``: the answer is delayed (a fraction of a second), then sent whole;
 - ``410`` (scripted only): a resumable session that is gone.
 
+``hot`` names requests faulted at ``hot_rate`` rather than ``rate`` (the campaign gives the
+requests of resumable sessions, rare but where a lost answer hurts, a higher rate).
 ``script`` picks a fault for given requests (say, the last PUT of every resumable session)
 ahead of the seeded draw, for tests that need one exact fault.
 
@@ -63,7 +65,8 @@ class FaultProxy:
 
     def __init__(self, upstream: str, *, seed: int = 0, rate: float = 0.0, kinds: tuple[str, ...] = KINDS,
                  max_requests: int = 50_000, timeout: float = 30.0, max_latency: float = 0.3,
-                 script: Callable[[str, str], str | None] | None = None):
+                 script: Callable[[str, str], str | None] | None = None,
+                 hot: Callable[[str, str], bool] | None = None, hot_rate: float = 0.0):
         parts = urlsplit(upstream)
         self.upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
         self.upstream_url = f"{parts.scheme}://{parts.netloc}"
@@ -72,9 +75,11 @@ class FaultProxy:
         self.max_requests, self.timeout, self.max_latency = max_requests, timeout, max_latency
         self.lock = threading.Lock()
         self.requests = 0
+        self.exposed = 0  # requests while faults were on
         self.faults: Counter[str] = Counter()
         self.enabled = True
         self.script = script  # (method, path) -> a fault kind (or "410"), ahead of the seeded draw
+        self.hot, self.hot_rate = hot, hot_rate  # requests faulted at hot_rate instead of rate
         self.server: ThreadingHTTPServer | None = None
         self.url = ""
 
@@ -87,7 +92,10 @@ class FaultProxy:
             if kind is not None:
                 self.faults[kind] += 1
                 return kind, 0.0
-            if not self.enabled or self.rng.random() >= self.rate:
+            if self.enabled:
+                self.exposed += 1
+            rate = self.hot_rate if self.hot is not None and self.hot(method, path) else self.rate
+            if not self.enabled or self.rng.random() >= rate:
                 return None, 0.0
             kind = self.rng.choice(self.kinds)
             self.faults[kind] += 1

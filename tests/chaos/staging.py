@@ -6,8 +6,9 @@ through the installed ``tpuctl`` with a share of its requests faulted, and check
 
 - nothing visible in the bucket or the local tree is wrong or partial (every object or file
   is absent or byte-identical to a version that was staged; no partial file is visible);
-- exit 0 means every file is there, byte for byte;
-- a failure is one error line, no traceback, naming every file that did not arrive;
+- exit 0 means every file is there, byte for byte; at these fault rates every run should exit 0
+  (an exit 1 is counted as a violation, and must still be one error line, no traceback, naming
+  every file that did not arrive);
 - no run hangs (each has a time limit), and no resumable-session URI appears in any output;
 - a re-run without faults exits 0, and one more is a no-op.
 """
@@ -28,7 +29,14 @@ from tests.faultproxy import FaultProxy
 
 TPUCTL = Path(sys.executable).with_name("tpuctl")
 TIME_LIMIT = 300.0
-PART = "256K"
+# The requests of a resumable session (a few per seed, where a lost answer leaves the session
+# finished behind the client's back) are faulted at this rate, the rest at the seed's rate.
+HOT_RATE = 0.5
+RESUMABLE_SIZE = 9 << 20  # above google-cloud-storage's 8 MiB multipart limit, below two 5M parts
+
+
+def session_request(method: str, path: str) -> bool:
+    return method == "PUT" and "upload_id=" in path
 
 
 @dataclass
@@ -36,12 +44,13 @@ class Size:
     """How big a seed's trees are: ``small`` for ``make test``, ``full`` for the campaign."""
 
     small_files: int = 12
-    large: int = 1_100_000  # in parts of 256 KiB
-    resumable: int = 0  # one file above the 8 MiB multipart limit: a resumable upload
+    large: int = 1_100_000  # sent in parts (at least twice ``part``)
+    resumable: int = 0  # files above the 8 MiB multipart limit and below two parts: resumable uploads
+    part: str = "256K"
 
 
 SMALL = Size()
-FULL = Size(small_files=60, large=3_000_000, resumable=9 << 20)
+FULL = Size(small_files=60, large=11_000_000, resumable=2, part="5M")
 
 
 @dataclass
@@ -52,6 +61,7 @@ class Result:
     runs: int = 0
     failed_runs: int = 0  # tpuctl exited 1 under faults (allowed when it says what did not arrive)
     requests: int = 0
+    exposed: int = 0  # requests while faults were on
     faults: Counter = field(default_factory=Counter)
     violations: list[str] = field(default_factory=list)
 
@@ -70,8 +80,8 @@ def make_tree(root: Path, rng: random.Random, size: Size) -> dict[str, bytes]:
     }
     for i in range(size.small_files):
         files[f"small/f {i:03d}.txt"] = rng.randbytes(rng.randint(1, 4000))
-    if size.resumable:
-        files["model/big single.bin"] = rng.randbytes(size.resumable)
+    for i in range(size.resumable):
+        files[f"model/big single {i}.bin"] = rng.randbytes(RESUMABLE_SIZE)
     for rel, data in files.items():
         p = root / rel
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -112,7 +122,7 @@ class Campaign:
         bucket = self.fake.create_bucket()
         prefix = "data/"
         url = f"gs://{bucket}/{prefix}"
-        with FaultProxy(self.fake.url, seed=seed, rate=rate) as proxy:
+        with FaultProxy(self.fake.url, seed=seed, rate=rate, hot=session_request, hot_rate=HOT_RATE) as proxy:
             env = {**os.environ, **self.fake.env(), "STORAGE_EMULATOR_HOST": proxy.url}
             env.pop("TPUCTL_CONFIG", None)
 
@@ -138,7 +148,7 @@ class Campaign:
                 (src / rel).parent.mkdir(parents=True, exist_ok=True)
                 (src / rel).write_bytes(changed[rel])
             self._scenario(res, proxy, env, "--delete", [str(src), url, "--delete"], changed, bucket_view, old)
-            res.requests = proxy.requests
+            res.requests, res.exposed = proxy.requests, proxy.exposed
             res.faults = proxy.faults
         shutil.rmtree(home, ignore_errors=True)
         return res
@@ -148,7 +158,7 @@ class Campaign:
         """One scenario under faults, then re-runs without faults until it converges."""
         res.scenarios += 1
         tag = f"seed {res.seed} {name}"
-        argv = ["stage", *args, "--part-size", PART, "--json"]
+        argv = ["stage", *args, "--part-size", self.size.part, "--json"]
         proxy.enabled = True
         code, out, err = _run(argv, env)
         res.runs += 1
@@ -162,8 +172,9 @@ class Campaign:
         missing = sorted(rel for rel in want if seen.get(rel) != want[rel])
         if code == 0 and missing:
             res.violations.append(f"{tag}: exit 0 but {missing[:3]} did not arrive")
-        if code == 1:
-            res.failed_runs += 1
+        if code == 1:  # allowed only as one line naming what did not arrive, and still counted:
+            res.failed_runs += 1  # at these fault rates a stage is expected to end with exit 0
+            res.violations.append(f"{tag}: exit 1 under faults: {_error_line(err)[:300]}")
             named = self._named(out)
             unnamed = [rel for rel in missing if rel not in named]
             if named is not None and unnamed:
@@ -207,6 +218,10 @@ class Campaign:
             res.violations.append(f"{tag}: --json printed no document")
 
 
+def _error_line(err: str) -> str:
+    return next((line for line in err.splitlines() if line.startswith("tpuctl: error:")), err.strip()[-300:])
+
+
 def _json(out: str) -> dict:
     try:
         doc = json.loads(out)
@@ -222,6 +237,7 @@ def summarize(results: list[Result]) -> dict:
     return {"seeds": len(results), "scenarios": sum(r.scenarios for r in results),
             "tpuctl_runs": sum(r.runs for r in results),
             "runs_exit_1_under_faults": sum(r.failed_runs for r in results),
-            "requests": sum(r.requests for r in results), "faults": dict(sorted(faults.items())),
+            "requests": sum(r.requests for r in results),
+            "requests_under_faults": sum(r.exposed for r in results), "faults": dict(sorted(faults.items())),
             "faults_total": sum(faults.values()),
             "violations": [v for r in results for v in r.violations]}
