@@ -77,6 +77,7 @@ class FaultProxy:
         self.requests = 0
         self.exposed = 0  # requests while faults were on
         self.faults: Counter[str] = Counter()
+        self.hot_faults: Counter[str] = Counter()  # the share of ``faults`` on ``hot`` requests
         self.enabled = True
         self.script = script  # (method, path) -> a fault kind (or "410"), ahead of the seeded draw
         self.hot, self.hot_rate = hot, hot_rate  # requests faulted at hot_rate instead of rate
@@ -94,11 +95,13 @@ class FaultProxy:
                 return kind, 0.0
             if self.enabled:
                 self.exposed += 1
-            rate = self.hot_rate if self.hot is not None and self.hot(method, path) else self.rate
-            if not self.enabled or self.rng.random() >= rate:
+            hot = self.hot is not None and self.hot(method, path)
+            if not self.enabled or self.rng.random() >= (self.hot_rate if hot else self.rate):
                 return None, 0.0
             kind = self.rng.choice(self.kinds)
             self.faults[kind] += 1
+            if hot:
+                self.hot_faults[kind] += 1
             return kind, self.rng.uniform(0.02, self.max_latency)
 
     def start(self) -> FaultProxy:

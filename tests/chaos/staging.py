@@ -63,6 +63,7 @@ class Result:
     requests: int = 0
     exposed: int = 0  # requests while faults were on
     faults: Counter = field(default_factory=Counter)
+    session_faults: Counter = field(default_factory=Counter)
     violations: list[str] = field(default_factory=list)
 
     @property
@@ -149,7 +150,7 @@ class Campaign:
                 (src / rel).write_bytes(changed[rel])
             self._scenario(res, proxy, env, "--delete", [str(src), url, "--delete"], changed, bucket_view, old)
             res.requests, res.exposed = proxy.requests, proxy.exposed
-            res.faults = proxy.faults
+            res.faults, res.session_faults = proxy.faults, proxy.hot_faults
         shutil.rmtree(home, ignore_errors=True)
         return res
 
@@ -232,12 +233,15 @@ def _json(out: str) -> dict:
 
 def summarize(results: list[Result]) -> dict:
     faults: Counter = Counter()
+    session: Counter = Counter()
     for r in results:
         faults.update(r.faults)
+        session.update(r.session_faults)
     return {"seeds": len(results), "scenarios": sum(r.scenarios for r in results),
             "tpuctl_runs": sum(r.runs for r in results),
             "runs_exit_1_under_faults": sum(r.failed_runs for r in results),
             "requests": sum(r.requests for r in results),
             "requests_under_faults": sum(r.exposed for r in results), "faults": dict(sorted(faults.items())),
             "faults_total": sum(faults.values()),
+            "of_which_on_resumable_session_requests": dict(sorted(session.items())),
             "violations": [v for r in results for v in r.violations]}
