@@ -346,7 +346,7 @@ def predict(examples: Sequence[Example], features: Sequence[Feature],
         totals = [s + e for _, s, e in nbest]
         top = max(totals)
         exps = [math.exp(t - top) for t in totals]
-        norm = sum(exps)
+        norm = math.fsum(exps)  # exact: the same on every Python (3.12 changed sum() of floats)
         out.nbest[example.qas_id] = [
             {"text": t, "probability": x / norm, "start_logit": s, "end_logit": e}
             for (t, s, e), x in zip(nbest, exps)]
@@ -432,8 +432,10 @@ def evaluate_v2(dataset: list, predictions: dict[str, str],
     has_ans, exact, f1 = {}, {}, {}
     for qa in _questions(dataset):
         qid = qa["id"]
+        # evaluate-v2.0.py: answerable when it has any gold answer, even one that normalises
+        # to empty text (qid_to_has_ans[qid] = bool(qa['answers'])); such a gold scores as "".
+        has_ans[qid] = bool(qa.get("answers"))
         golds = [a["text"] for a in qa.get("answers", []) if normalize_answer(a["text"])]
-        has_ans[qid] = bool(golds)
         if not golds:
             golds = [""]
         if qid not in predictions:
@@ -473,13 +475,91 @@ def evaluate_v2(dataset: list, predictions: dict[str, str],
 
 
 def evaluate(data: dict, predictions: dict[str, str],
-             na_probs: dict[str, float] | None = None) -> dict[str, float]:
-    """The official metrics for the file's version; v2.0 results also carry ``exact_match``
-    (= ``exact``) so both versions share the keys the run summary reads."""
-    if is_v2(data):
+             na_probs: dict[str, float] | None = None, version: str | None = None) -> dict[str, float]:
+    """The official metrics for the file's version (``version`` "1.1" or "2.0" as
+    :func:`eval_version` decides; by default v2.0 if the file looks like it); v2.0 results also
+    carry ``exact_match`` (= ``exact``) so both versions share the keys the run summary reads."""
+    if (version == "2.0") if version else is_v2(data):
         result = evaluate_v2(data["data"], predictions, na_probs)
         return {"exact_match": result["exact"], "f1": result["f1"], **result}
     return evaluate_v1(data["data"], predictions)
+
+
+_KIND = {bool: "true/false", int: "a number", float: "a number", type(None): "null", list: "a list",
+         dict: "an object"}
+
+
+def _kind(value: object) -> str:
+    return _KIND.get(type(value), type(value).__name__)
+
+
+def eval_version(data: dict, path: str) -> str:
+    """"1.1" or "2.0": the version ``evaluate`` scores ``data`` as, or a SquadError naming the fix.
+
+    The official scripts disagree on files of other versions (evaluate-v1.1.py warns and scores
+    any version as v1.1, and fails on a file without one; evaluate-v2.0.py ignores the version),
+    so a version other than 1.1 or 2.0 is refused; a file without a version is v2.0 only if it
+    has ``is_impossible`` questions, and otherwise refused (v1.1 and v2.0 score differently)."""
+    version = data.get("version")
+    text = str(version).strip().lower().lstrip("v") if version is not None else None
+    if text in ("1.1", "2.0", "2"):
+        return "1.1" if text == "1.1" else "2.0"
+    if version is None and is_v2(data):
+        return "2.0"
+    if version is None:
+        raise SquadError(f'{path} has no "version"; add "version": "1.1" (or "v2.0" for a file with '
+                         "unanswerable questions) so that it is scored by the right rules")
+    raise SquadError(f"{path} has version {version!r}; evaluate scores SQuAD 1.1 and v2.0 files: "
+                     'set "version" to "1.1" or "v2.0" if the file follows one of them')
+
+
+def check_eval_inputs(data: dict, predictions: object, na_probs: object, paths: tuple[str, str, str | None]) -> str:
+    """Everything ``evaluate`` would trip on, as one SquadError naming the file and the fix;
+    returns the version (see :func:`eval_version`)."""
+    data_path, pred_path, na_path = paths
+    version = eval_version(data, data_path)
+    questions = _questions(data["data"])
+    if not questions:
+        raise SquadError(f"{data_path} has no questions; pass a SQuAD dev file")
+    for qa in questions:
+        answers = qa.get("answers", [])
+        if not all(isinstance(a, dict) and isinstance(a.get("text"), str) for a in answers):
+            raise SquadError(f"{data_path}: question {qa['id']!r} has an answer without text; every "
+                             'answer needs {"text": ...}; fix the file')
+        if version == "1.1" and not answers:
+            raise SquadError(f"{data_path}: v1.1 question {qa['id']!r} has no answers; a v1.1 file gives "
+                             'every question one at least (unanswerable questions need "version": "v2.0")')
+    if not isinstance(predictions, dict):
+        raise SquadError(f"{pred_path} is {_kind(predictions)}; it must map question ids to answer text, "
+                         'such as {"56be4db0acb8001400a502ec": "Denver Broncos"}')
+    for qid, text in predictions.items():
+        if not isinstance(text, str):
+            raise SquadError(f"{pred_path}: the prediction for question {qid!r} is {_kind(text)}, not text; "
+                             'map every question id to its answer text ("" to abstain)')
+    ids = {qa["id"] for qa in questions}
+    answered = [q for q in predictions if q in ids]
+    if not answered:
+        sample = next(iter(predictions), None)
+        raise SquadError(f"{pred_path}: none of its {len(predictions)} predictions answers a question of "
+                         f"{data_path}" + (f" (such as {sample!r})" if sample is not None else "")
+                         + "; pass the predictions made for this file")
+    if na_probs is None:
+        return version
+    if version != "2.0":
+        raise SquadError(f"--na-prob-file {na_path}: null odds are for SQuAD v2.0, and {data_path} is v1.1; "
+                         "leave the option out")
+    if not isinstance(na_probs, dict):
+        raise SquadError(f"{na_path} is {_kind(na_probs)}; it must map question ids to null odds (numbers), "
+                         "as null_odds.json does")
+    for qid, value in na_probs.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise SquadError(f"{na_path}: the null odds of question {qid!r} are {_kind(value)} ({value!r:.20}); "
+                             "every value must be a number")
+    missing = [q for q in answered if q not in na_probs]
+    if missing:
+        raise SquadError(f"{na_path} has no null odds for {len(missing)} answered question(s), such as "
+                         f"{missing[0]!r}; pass the null_odds.json written with {pred_path}")
+    return version
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -493,20 +573,30 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         data = load_json(args.data_file)
-        with open_text(args.pred_file) as f:
-            predictions = json.load(f)
+        predictions = _read_json(args.pred_file, "a predictions file (question id -> answer text)")
         na_probs = None
         if args.na_prob_file:
-            with open_text(args.na_prob_file) as f:
-                na_probs = json.load(f)
-    except (SquadError, OSError, ValueError) as exc:
+            na_probs = _read_json(args.na_prob_file, "null odds (question id -> number), as null_odds.json")
+        version = check_eval_inputs(data, predictions, na_probs, (args.data_file, args.pred_file, args.na_prob_file))
+    except (SquadError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if not isinstance(predictions, dict):
-        print(f"error: {args.pred_file} must map question ids to answer text", file=sys.stderr)
-        return 2
-    print(json.dumps(evaluate(data, predictions, na_probs)))
+    print(json.dumps(evaluate(data, predictions, na_probs, version)))
     return 0
+
+
+def _read_json(path: str, what: str) -> object:
+    try:
+        with open_text(path) as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise SquadError(f"{path} not found; pass {what}") from None
+    except UnicodeDecodeError:
+        raise SquadError(f"{path} is not UTF-8 JSON; pass {what}") from None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise SquadError(f"{path} is not JSON ({str(exc).splitlines()[0][:80]}); pass {what}") from None
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ Everything that leaves tpuctl as text (errors, progress lines, ``--json``, run e
 through :func:`redact`, which removes two kinds of secret:
 
 - anything that *looks* like one: OAuth access and refresh tokens, ``Authorization`` headers,
-  signed-URL parameters (``X-Goog-Signature``, ``X-Goog-Credential``, V2 ``Signature``), token,
+  signed-URL parameters (``X-Goog-Signature``, ``X-Goog-Credential``, V2 ``Signature``), the
+  ``upload_id`` of resumable-upload session URIs (a credential for that upload), token,
   secret and assertion fields in JSON, Python reprs and form bodies, PEM private keys, API keys;
 - the exact secrets tpuctl itself holds, whatever they look like: the tokens of the credential
   objects the providers built (:func:`remember_credentials`) and the secret fields of the
@@ -27,7 +28,7 @@ from typing import Any
 # ones ("key", "code", ...) only as URL query parameters (tpuctl's own text says "key=value").
 _DISTINCT = (r"access_token|refresh_token|id_token|client_secret|private_key_id|private_key|assertion|"
              r"x-goog-signature|x-goog-credential|x-amz-signature|x-amz-credential|googleaccessid|"
-             r"api_key|apikey|password|passwd")
+             r"api_key|apikey|password|passwd|upload_id")
 _GENERIC = r"token|key|code|signature|sig|secret|credential"
 
 _PATTERNS: list[tuple[re.Pattern[str], str]] = [

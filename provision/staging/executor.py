@@ -3,8 +3,9 @@
 Every piece of work — a small file, one part of a large file, a compose, a rename — is a task
 on the same pool of ``workers`` threads, so the number of requests in flight (and the memory
 they buffer, a few MiB each) stays bounded whatever the number and size of files. The main
-thread only sequences: prepare -> pieces -> finish per job. A checksum mismatch restarts the
-job (bounded); any other error fails just that file, which is reported, never silently kept.
+thread only sequences: prepare -> pieces -> finish per job. A checksum mismatch or a transient
+network failure restarts the job (bounded); any other error fails just that file, which is
+reported, never silently kept.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
-from ..basics.errors import TpuctlError
+from ..basics.errors import CloudError, TpuctlError
 from ..basics.redact import redact
 from ..cloud.storage.base import ChecksumMismatch, ObjectInfo, TransferJob
 
@@ -49,6 +50,12 @@ def describe_error(exc: BaseException) -> str:
     if isinstance(exc, TpuctlError):
         return redact(exc.one_line())
     return redact(" ".join(f"{type(exc).__name__}: {exc}".split()))[:300]
+
+
+def retryable(exc: BaseException) -> bool:
+    """Worth starting the file over: a copy that failed verification, or a network failure the
+    client library's own retries did not get past (a re-start reuses the parts already stored)."""
+    return isinstance(exc, ChecksumMismatch) or (isinstance(exc, CloudError) and exc.kind == "transient")
 
 
 class Executor:
@@ -105,7 +112,7 @@ class Executor:
                 if exc is not None:
                     st.job.cancelled = True
                     st.job.abort()
-                    if isinstance(exc, ChecksumMismatch) and st.attempt < self.attempts:
+                    if retryable(exc) and st.attempt < self.attempts:
                         if not start(index):
                             active -= 1
                         continue

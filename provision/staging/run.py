@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..basics.errors import UsageError
-from ..cloud.storage import BucketNotFound, LocalBucket, ObjectInfo, crc
+from ..basics.errors import CloudError, UsageError
+from ..cloud.storage import PARTS_PREFIX, BucketNotFound, LocalBucket, ObjectInfo, crc
 from . import plan as planning
 from .endpoints import Endpoint
 from .executor import Executor, Outcome
@@ -225,7 +225,10 @@ def stage(src: Endpoint, dest: Endpoint, opts: StageOptions, *, say: Say, show_p
             report.deletions = executor.run_tasks(
                 [(s.path, _deleter(dest, s.path)) for s in the_plan.deletes])
     if not report.failures and src.single is None:
-        report.cleaned = dest.bucket.clean_internal(dest.prefix)
+        try:
+            report.cleaned = dest.bucket.clean_internal(dest.prefix)
+        except CloudError as exc:  # every file arrived and is verified; leftovers wait for the next run
+            say(f"left parts of earlier runs under {PARTS_PREFIX} for the next stage to remove ({exc.one_line()})")
     report.seconds = time.monotonic() - started
     return report
 

@@ -1,7 +1,11 @@
 """`python -m tests.chaos --seeds 0-99`: run many control-plane chaos scenarios, print a JSON report.
 
 `python -m tests.chaos --leases 50`: instead, 50 rounds of every lease race (tests/chaos/leases.py)
-on a local directory bucket and on fake-gcs-server."""
+on a local directory bucket and on fake-gcs-server.
+
+`python -m tests.chaos staging --seeds 0-19 --rate 0.15`: the staging campaign (tests/chaos/staging.py):
+`tpuctl stage` through a fault-injecting proxy to fake-gcs-server, large trees, many seeds.
+"""
 
 from __future__ import annotations
 
@@ -26,7 +30,37 @@ def _seeds(text: str) -> list[int]:
     return out
 
 
+def staging_main(argv: list[str]) -> int:
+    from tests.chaos.staging import FULL, SMALL, Campaign, summarize
+    from tests.gcs_fixture import FakeGcs
+
+    parser = argparse.ArgumentParser(prog="python -m tests.chaos staging")
+    parser.add_argument("--seeds", default="0-19")
+    parser.add_argument("--rate", default="0.10,0.15,0.20",
+                        help="fault rates, cycled over the seeds (default 0.10,0.15,0.20)")
+    parser.add_argument("--small", action="store_true", help="the small trees make test uses")
+    args = parser.parse_args(argv)
+    rates = [float(r) for r in args.rate.split(",")]
+    start = time.time()
+    results = []
+    with FakeGcs() as fake, tempfile.TemporaryDirectory() as tmp:
+        campaign = Campaign(fake, Path(tmp), SMALL if args.small else FULL)
+        for i, seed in enumerate(_seeds(args.seeds)):
+            res = campaign.run_seed(seed, rates[i % len(rates)])
+            results.append(res)
+            print(f"{'ok' if res.ok else 'FAILED'} seed {seed} rate {res.rate:.2f}: {res.requests} requests, "
+                  f"{sum(res.faults.values())} faulted, {res.failed_runs} of {res.runs} runs exit 1"
+                  + "".join(f"\n  {v}" for v in res.violations), file=sys.stderr, flush=True)
+    doc = summarize(results)
+    doc["seconds"] = round(time.time() - start, 1)
+    print(json.dumps(doc, indent=2))
+    return 1 if doc["violations"] else 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["staging"]:
+        return staging_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m tests.chaos")
     parser.add_argument("--seeds", default="0-19")
     parser.add_argument("--leases", type=int, default=0, metavar="ROUNDS",

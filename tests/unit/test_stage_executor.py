@@ -138,3 +138,31 @@ def test_interrupt_cancels_and_aborts():
         pass
     assert all(j.cancelled and j.aborted for j in jobs)
     assert sum(j.sent for j in jobs) < 800
+
+
+class FlakyNetworkJob(FakeJob):
+    """Finish fails with what translate() raises when the client library's retries ran out."""
+
+    def __init__(self, *args, kind="transient", **kw):
+        super().__init__(*args, **kw)
+        self.kind = kind
+
+    def finish(self):
+        from provision.basics.errors import CloudError
+
+        if self.attempts[0] <= self.fail_finish:
+            raise CloudError(f"upload gs://b/{self.label}: cannot reach Cloud Storage", kind=self.kind)
+        return super().finish()
+
+
+def test_a_transient_network_failure_starts_the_file_over_and_others_do_not():
+    attempts = [0]
+    out = Executor(2).run([("x", lambda: FlakyNetworkJob("x", 1, [], fail_finish=2, attempts=attempts))])
+    assert out[0].ok and attempts[0] == 3
+    attempts = [0]
+    out = Executor(2).run([("x", lambda: FlakyNetworkJob("x", 1, [], fail_finish=9, attempts=attempts))])
+    assert not out[0].ok and attempts[0] == 3 and "gs://b/x: cannot reach Cloud Storage" in out[0].error
+    attempts = [0]
+    out = Executor(2).run([("x", lambda: FlakyNetworkJob("x", 1, [], fail_finish=9, attempts=attempts,
+                                                         kind="permission"))])
+    assert not out[0].ok and attempts[0] == 1  # permission denied is not retried

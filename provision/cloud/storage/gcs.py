@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import mimetypes
 import os
+import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -113,15 +114,28 @@ def translate(what: str):
     except auth_exc.GoogleAuthError as exc:
         raise UsageError(f"{what}: Google Cloud credentials failed ({_short(exc)})",
                          hint="run gcloud auth application-default login") from None
-    except requests.exceptions.RequestException as exc:
-        raise CloudError(f"{what}: cannot reach Cloud Storage at {endpoint()} ({type(exc).__name__})",
-                         kind="transient", hint="check the network (or STORAGE_EMULATOR_HOST) and re-run; "
-                                                "finished files are not sent again") from None
+    except (requests.exceptions.RequestException, api_exc.RetryError, ConnectionError) as exc:
+        raise unreachable(what, exc) from None
+
+
+def unreachable(what: str, exc: BaseException) -> CloudError:
+    """The one line for a request that failed even after the client library's own retries."""
+    cause = getattr(exc, "cause", None) or exc
+    gave_up = " after retrying" if type(exc).__name__ == "RetryError" else ""
+    return CloudError(f"{what}: cannot reach Cloud Storage at {endpoint()}{gave_up} ({type(cause).__name__})",
+                      kind="transient", hint="check the network (or STORAGE_EMULATOR_HOST) and re-run; "
+                                             "finished files are not sent again")
+
+
+# A resumable-upload session URI is a bearer credential for that upload (Google: "treat the
+# session URI as you would an authentication token"): never quote one.
+_SESSION_URI = re.compile(r"https?://\S*[?&]upload_id=\S*")
 
 
 def _short(exc: BaseException) -> str:
     text = getattr(exc, "message", None) or str(exc)
-    return redact(" ".join(str(text).split()))[:300]
+    text = _SESSION_URI.sub("(upload session)", " ".join(str(text).split()))
+    return redact(text)[:300]
 
 
 def _retry(timeout: float | None = None):
@@ -231,10 +245,55 @@ class _Job(TransferJob):
         self.bucket = bucket
         self._lock = threading.Lock()
 
-    def _count(self, sent: int = 0, reused: int = 0) -> None:
+    def _count(self, sent: int = 0, reused: int = 0, retries: int = 0) -> None:
         with self._lock:
             self.sent += sent
             self.reused += reused
+            self.retries += retries
+
+    def _upload(self, path: Path, name: str, offset: int, length: int, want: int, ctype: str,
+                what: str) -> ObjectInfo:
+        """Send ``length`` bytes of ``path`` to object ``name`` and return the stored copy, whose
+        size and CRC32C match. A transient failure left after the client library's own retries
+        (a reply lost after the last request of an upload, so that the resent request finds the
+        session finished: 404/410; the retry deadline running out) is recovered as the resumable
+        upload protocol allows: if the object is stored with the expected CRC32C, the upload
+        arrived; otherwise a new session sends it again (bounded)."""
+        failure: CloudError | None = None
+        for attempt in range(1, ATTEMPTS + 1):
+            self.check_cancelled()
+            blob = self.bucket.blob(name)
+            blob.chunk_size = UPLOAD_CHUNK
+            try:
+                with open(path, "rb", buffering=0) as fh, translate(what):
+                    stream = FileSlice(fh.fileno(), offset, length, self.progress if attempt == 1 else no_progress,
+                                       self.check_cancelled)
+                    self.bucket.put(blob, stream, length, want, ctype)
+                self._count(sent=length)
+                info = _info(blob)
+                if info.crc32c == want and info.size == length:
+                    return info
+                self.bucket.delete_generation(name, info.generation)
+                failure = ChecksumMismatch(f"{what}: stored CRC32C {crc.to_b64(info.crc32c or 0)} differs from "
+                                           f"the file's {crc.to_b64(want)}")
+            except ChecksumMismatch as exc:  # Cloud Storage refused bytes that did not match the CRC32C sent
+                self._count(sent=length)
+                failure = exc
+            except (ObjectNotFound, CloudError) as exc:
+                if not isinstance(exc, ObjectNotFound) and exc.kind != "transient":
+                    raise
+                failure = exc
+                stored = self.bucket.stat_quietly(name)
+                if stored is not None and stored.crc32c == want and stored.size == length:
+                    self._count(sent=length)
+                    return stored
+            if attempt < ATTEMPTS:
+                self._count(retries=1)
+        assert failure is not None
+        if isinstance(failure, ObjectNotFound):  # the session vanished every time
+            raise CloudError(f"{what}: the upload session was lost {ATTEMPTS} times", kind="transient",
+                             hint="re-run; finished files are not sent again") from None
+        raise failure
 
 
 class _SingleUpload(_Job):
@@ -243,7 +302,7 @@ class _SingleUpload(_Job):
     def __init__(self, bucket: GcsBucket, path: Path, name: str, progress: Progress):
         super().__init__(bucket, name, path.stat().st_size, progress)
         self.path, self.name = path, name
-        self.result: Any = None
+        self.result: ObjectInfo | None = None
 
     def prepare(self) -> list[Callable[[], None]]:
         return [self._send]
@@ -252,18 +311,14 @@ class _SingleUpload(_Job):
         before = _source_state(self.path)
         self.size = before[0]
         self.crc = crc.of_file(self.path)
-        blob = self.bucket.blob(self.name)
-        blob.chunk_size = UPLOAD_CHUNK
-        with open(self.path, "rb", buffering=0) as fh, translate(f"upload {self.bucket.url}/{self.name}"):
-            stream = FileSlice(fh.fileno(), 0, self.size, self.progress, self.check_cancelled)
-            self.bucket.put(blob, stream, self.size, self.crc, content_type(self.name))
-        self._count(sent=self.size)
-        self.result = blob
+        self.result = self._upload(self.path, self.name, 0, self.size, self.crc, content_type(self.name),
+                                   f"upload {self.bucket.url}/{self.name}")
         if _source_state(self.path) != before:
             raise ChecksumMismatch(f"{self.path} changed while it was being uploaded")
 
     def finish(self) -> ObjectInfo:
-        info = _info(self.result)
+        info = self.result
+        assert info is not None
         if info.crc32c != self.crc or info.size != self.size:
             self.bucket.delete_generation(self.name, info.generation)
             raise ChecksumMismatch(f"{self.name}: stored CRC32C {crc.to_b64(info.crc32c or 0)} differs from "
@@ -301,25 +356,9 @@ class _CompositeUpload(_Job):
             self._count(reused=length)
             self.progress(length)
             return
-        for attempt in range(1, ATTEMPTS + 1):
-            self.check_cancelled()
-            blob = self.bucket.blob(name)
-            blob.chunk_size = UPLOAD_CHUNK
-            try:
-                with open(self.path, "rb", buffering=0) as fh, \
-                        translate(f"upload part of {self.bucket.url}/{self.name}"):
-                    stream = FileSlice(fh.fileno(), offset, length, self.progress if attempt == 1 else no_progress,
-                                       self.check_cancelled)
-                    self.bucket.put(blob, stream, length, want)
-                self._count(sent=length)
-                if crc.from_b64(blob.crc32c) == want and int(blob.size or 0) == length:
-                    self.crcs[index] = want
-                    return
-            except ChecksumMismatch:  # Cloud Storage refused bytes that did not match the CRC32C sent
-                self._count(sent=length)
-            with self._lock:
-                self.retries += 1
-        raise ChecksumMismatch(f"{self.name}: part {index} failed CRC32C verification {ATTEMPTS} times")
+        self._upload(self.path, name, offset, length, want, "application/octet-stream",
+                     f"upload part {index} of {self.bucket.url}/{self.name}")
+        self.crcs[index] = want
 
     def finish(self) -> ObjectInfo:
         if _source_state(self.path) != self.before:
@@ -335,7 +374,10 @@ class _CompositeUpload(_Job):
             self.bucket.delete_many(self.names)
             raise ChecksumMismatch(f"{self.name}: composed object's CRC32C {crc.to_b64(info.crc32c or 0)} "
                                    f"differs from the file's {crc.to_b64(whole)}")
-        self.bucket.delete_many(self.names + self.stale)
+        try:
+            self.bucket.delete_many(self.names + self.stale)
+        except CloudError:  # the object is published and verified; the next stage removes the parts
+            pass
         return info
 
 
@@ -492,6 +534,13 @@ class GcsBucket(Bucket):
         with translate(f"look up {self.url}/{name}"):
             blob = self._bucket.get_blob(name, retry=_retry())
         return None if blob is None else _info(blob)
+
+    def stat_quietly(self, name: str) -> ObjectInfo | None:
+        """``stat``, or None when even that fails: for deciding whether to send again."""
+        try:
+            return self.stat(name)
+        except (CloudError, ObjectNotFound):
+            return None
 
     def read_bytes(self, name: str) -> bytes:
         for _ in range(ATTEMPTS):
