@@ -82,7 +82,7 @@ def write_shards(instances: Sequence[Instance], tokenizer: FullTokenizer, opts: 
             features = to_features(instance, tokenizer, opts)
             example = tf.train.Example(features=tf.train.Features(
                 feature={k: feature(features[k]) for k in FEATURES}))
-            writers[i % len(writers)].write(example.SerializeToString())
+            writers[i % len(writers)].write(example.SerializeToString(deterministic=True))  # map keys sorted
     finally:
         for w in writers:
             w.close()
