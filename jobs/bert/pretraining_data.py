@@ -138,11 +138,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     opts = DataOptions(**{k: getattr(args, k) for k in vars(DataOptions())})
     try:
-        plan, total = make(args, opts)
+        plan, made = make(args, opts)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps({"output_dir": args.output_dir, "instances": total, "shards": len(plan.shards()),
+    print(json.dumps({"output_dir": args.output_dir, "instances": sum(plan.counts.values()),
+                      "shards": len(plan.shards()), "made_parts": made,
                       "input_files": f"{args.output_dir.rstrip('/')}/"
                                      f"{'pretraining' if args.exact else 'part'}-*.tfrecord"}))
     return 0
@@ -185,13 +186,12 @@ def make(args, opts: DataOptions):
                     mode="exact" if args.exact else "parallel")
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     if not args.exact:
-        plan = par.run(plan, args.vocab_file, args.output_dir, args.workers, log)
-        return plan, sum(plan.counts.values())
+        return par.run(plan, args.vocab_file, args.output_dir, args.workers, log)
     os.makedirs(args.output_dir, exist_ok=True)
     existing = par.reconcile(args.output_dir, plan)
     if existing is not None and existing.complete:
         log(f"{args.output_dir} is complete: nothing to do")
-        return existing, sum(existing.counts.values())
+        return existing, 0
     par.write_manifest(args.output_dir, plan)
     outputs = [os.path.join(args.output_dir, name) for name in plan.shards()]
     partial = [f"{o}.partial" for o in outputs]
@@ -200,7 +200,7 @@ def make(args, opts: DataOptions):
         os.replace(src, dst)
     plan.counts, plan.complete = {"0": count}, True
     par.write_manifest(args.output_dir, plan)
-    return plan, count
+    return plan, 1
 
 
 if __name__ == "__main__":

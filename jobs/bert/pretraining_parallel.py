@@ -263,15 +263,15 @@ def reconcile(out_dir: str, plan: Plan) -> Plan | None:
     return existing
 
 
-def run(plan: Plan, vocab_file: str, out_dir: str, workers: int, log=print) -> Plan:
+def run(plan: Plan, vocab_file: str, out_dir: str, workers: int, log=print) -> tuple[Plan, int]:
     """Make the missing parts with ``workers`` processes; the manifest is rewritten as each part
-    finishes and marked complete at the end."""
+    finishes and marked complete at the end. Returns the manifest and the parts made now."""
     os.makedirs(out_dir, exist_ok=True)
     existing = reconcile(out_dir, plan)
     if existing is not None:
         if existing.complete:
             log(f"{out_dir} is complete ({sum(existing.counts.values())} instances): nothing to do")
-            return existing
+            return existing, 0
         plan.counts = {k: v for k, v in existing.counts.items()
                        if os.path.exists(os.path.join(out_dir, shard_name(int(k), plan.parts)))}
         log(f"resuming: {len(plan.counts)} of {plan.parts} parts are done")
@@ -296,4 +296,4 @@ def run(plan: Plan, vocab_file: str, out_dir: str, workers: int, log=print) -> P
                 done(part, count)
     plan.complete = True
     write_manifest(out_dir, plan)
-    return plan
+    return plan, len(jobs)
