@@ -30,7 +30,14 @@ import sys
 from collections.abc import Iterable, Sequence
 
 from ..errors import ConfigError
-from .sampling import FEATURES, DataOptions, Instance, instances_from_document, mask_tokens, to_features
+from .sampling import (
+    FEATURES,
+    DataOptions,
+    Instance,
+    instances_from_document,
+    mask_tokens,
+    to_features,
+)
 from .tokenization import FullTokenizer, open_text, read_bytes
 
 __all__ = ["FEATURES", "DataOptions", "Instance", "create", "create_instances", "expand_globs",
@@ -184,7 +191,7 @@ def make(args, opts: DataOptions):
                     parts=args.num_shards if args.exact else
                     (args.parts or par.default_parts(total_bytes)),
                     mode="exact" if args.exact else "parallel")
-    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)
     if not args.exact:
         return par.run(plan, args.vocab_file, args.output_dir, args.workers, log)
     os.makedirs(args.output_dir, exist_ok=True)

@@ -210,8 +210,7 @@ def make_part(job: PartJob) -> tuple[int, int]:
         if pool:
             _pool_instances(pool, vocab_words, opts, job.part, pool_index, emit)
         shuffle_rng.shuffle(buffer)
-        for record in buffer:
-            out.write(record)
+        out.writelines(buffer)
     os.replace(partial, final)
     return job.part, count
 

@@ -175,9 +175,11 @@ def _seed_manifest(bucket, prefix: str, local: str, out: str) -> None:
 
 
 def _dest_complete(bucket, prefix: str) -> bool:
+    from ..cloud.storage.base import ObjectNotFound
+
     try:
         return bool(json.loads(bucket.read_bytes(_name(prefix, MANIFEST))).get("complete"))
-    except Exception:  # missing or unreadable: not complete
+    except (ObjectNotFound, ValueError):  # missing or unreadable: not complete
         return False
 
 
@@ -186,7 +188,7 @@ def _make(argv: list[str], local: str, out: str) -> dict:
 
     from ..basics.errors import TpuctlError, UsageError
 
-    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     if proc.returncode == 2:
         line = lines[-1].removeprefix("error: ") if lines else "bad input"
