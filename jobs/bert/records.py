@@ -40,12 +40,27 @@ def masked_crc(data: bytes) -> int:
 
 
 def _varint(n: int) -> bytes:
+    if n < 0:
+        raise ValueError("negative int64 values are not written by this encoder")
     out = bytearray()
     while n > 0x7F:
         out.append((n & 0x7F) | 0x80)
         n >>= 7
     out.append(n)
     return bytes(out)
+
+
+_SMALL = [_varint(n) for n in range(1 << 17)]  # token ids and positions: a lookup, not a loop
+
+
+def _varints(values: Sequence[int]) -> bytes:
+    small = _SMALL
+    if values and min(values) < 0:
+        raise ValueError("negative int64 values are not written by this encoder")
+    try:
+        return b"".join([small[v] for v in values])
+    except IndexError:  # a value past the table
+        return b"".join([small[v] if v < len(small) else _varint(v) for v in values])
 
 
 def _field(number: int, payload: bytes) -> bytes:
@@ -61,9 +76,7 @@ def encode_example(features: Mapping[str, Sequence]) -> bytes:
         if values and isinstance(values[0], float):
             kind = _field(2, _field(1, struct.pack(f"<{len(values)}f", *values)))
         else:
-            if any(v < 0 for v in values):
-                raise ValueError(f"{key}: negative int64 values are not written by this encoder")
-            kind = _field(3, _field(1, b"".join(map(_varint, values))))
+            kind = _field(3, _field(1, _varints(values)))
         entries.append(_field(1, _field(1, key.encode()) + _field(2, kind)))
     return _field(1, b"".join(entries))
 
