@@ -11,8 +11,9 @@ Corpus: the tiny model's generated text (``jobs.bert.tiny.corpus``) at ``BENCH_D
 into pieces; the ratios, not the absolute rates, are the result). ``dupe_factor`` 2 keeps the
 original's run short. Each run is a process; its time includes the interpreter (and, for the
 original and ``--exact``, TensorFlow's import); peak memory is the largest ``ru_maxrss`` of
-the process tree (``os.wait4``), i.e. of the biggest single process: with N workers the total is
-about N times a worker's. The machine is shared with other jobs: times are noisy, memory is not.
+the process tree (``os.wait4`` in a small launcher), i.e. of the biggest single process: with N workers the total is
+about N times a worker's. The machine is shared with other jobs: wall times are noisy (the load average is reported),
+CPU seconds and memory much less.
 
 Reported: instances per second per core, peak memory, memory as the corpus grows (flat is the
 goal), 1 vs all workers, and the original's output against ``--exact`` (every feature of every
@@ -21,12 +22,12 @@ example) and against the parallel path's statistics.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,19 +45,29 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
+# A small launcher reports its child's rusage: a child forked from this process (TensorFlow
+# loaded) would inherit its RSS high-water mark across exec.
+_LAUNCH = """
+import json, os, subprocess, sys, time
+start = time.perf_counter()
+with open(sys.argv[1], "wb") as log:
+    pid = subprocess.Popen(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=log).pid
+    _, status, u = os.wait4(pid, 0)
+print(json.dumps({"status": status, "seconds": time.perf_counter() - start, "maxrss_kb": u.ru_maxrss,
+                  "cpu_s": u.ru_utime + u.ru_stime}))
+"""
+
+
 def _measure(argv: list[str]) -> dict:
     env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3"}
-    with tempfile.TemporaryFile() as log:  # a file, not a pipe: the original logs a lot
-        start = time.perf_counter()
-        proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=log)
-        _, status, usage = os.wait4(proc.pid, 0)
-        seconds = time.perf_counter() - start
-        proc.returncode = status
-        log.seek(0)
-        err = log.read().decode(errors="replace")
-    if status != 0:
-        raise RuntimeError(f"{argv[:4]} failed: {err[-800:]}")
-    return {"seconds": round(seconds, 2), "peak_mb": round(usage.ru_maxrss / 1024, 1)}
+    with tempfile.NamedTemporaryFile() as log:
+        proc = subprocess.run([sys.executable, "-c", _LAUNCH, log.name, *argv], cwd=REPO, env=env,
+                              capture_output=True, text=True, check=True)
+        m = json.loads(proc.stdout)
+        if m["status"] != 0:
+            raise RuntimeError(f"{argv[:4]} failed: {Path(log.name).read_text(errors='replace')[-800:]}")
+    return {"seconds": round(m["seconds"], 2), "cpu_s": round(m["cpu_s"], 2),
+            "peak_mb": round(m["maxrss_kb"] / 1024, 1)}
 
 
 def _records(files: list[str]) -> list[dict]:
@@ -102,7 +113,8 @@ def run() -> dict:
         files = sorted(str(p) for p in Path(out).glob("*.tfrecord")) if Path(out).is_dir() else [out]
         n = sum(1 for _ in _iter_records(files))
         m.update(instances=n, corpus_scale=scale, workers=workers,
-                 instances_per_s_per_core=round(n / m["seconds"] / workers, 1))
+                 instances_per_s_per_core=round(n / m["seconds"] / workers, 1),
+                 instances_per_cpu_s=round(n / m["cpu_s"], 1))
         report["runs"][name] = m
         return files
 
@@ -141,6 +153,9 @@ def run() -> dict:
     report["peak_mb_by_scale_parallel"] = {s: runs[f"parallel_{s}x_1_worker"]["peak_mb"] for s in (1, 4, 16)}
     report["speedup_all_workers_vs_1_at_4x"] = round(
         runs["parallel_4x_1_worker"]["seconds"] / runs[f"parallel_4x_{cpus}_workers"]["seconds"], 2)
+    report["cpu_s_all_workers_vs_1_at_4x"] = round(
+        runs[f"parallel_4x_{cpus}_workers"]["cpu_s"] / runs["parallel_4x_1_worker"]["cpu_s"], 2)
+    report["load_average_at_end"] = os.getloadavg()
     import shutil
 
     shutil.rmtree(tmp, ignore_errors=True)
