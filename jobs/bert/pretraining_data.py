@@ -137,6 +137,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parts", type=int, default=0,
                         help="parts the corpus is cut into (default: max(8, corpus MB / 64)); "
                              "the output depends on it")
+    parser.add_argument("--tokenizer", choices=("auto", "python"), default="auto",
+                        help="auto: Hugging Face tokenizers for ASCII lines when installed (same "
+                             "tokens); python: the pure-Python reference only")
+    parser.add_argument("--pool_bytes", type=int, default=None,
+                        help="text per pool of documents that random next sentences are drawn from "
+                             "(default 16 MB; bounds each worker's memory); the output depends on it")
     for name, default in vars(DataOptions()).items():
         if isinstance(default, bool):
             parser.add_argument(f"--{name}", action=argparse.BooleanOptionalAction, default=default)
@@ -162,8 +168,8 @@ def make(args, opts: DataOptions):
     from .casing import check as check_case
     from .tokenization import vocab_lines
 
-    if args.workers < 1 or args.parts < 0 or args.num_shards < 1:
-        raise ConfigError("--workers and --num_shards must be at least 1, --parts at least 0")
+    if args.workers < 1 or args.parts < 0 or args.num_shards < 1 or (args.pool_bytes or 1) < 1:
+        raise ConfigError("--workers, --num_shards and --pool_bytes must be at least 1, --parts at least 0")
     if not 0.0 < opts.masked_lm_prob < 1.0 or opts.dupe_factor < 1 or \
             not 0 < opts.max_predictions_per_seq <= opts.max_seq_length or opts.max_seq_length < 5:
         raise ConfigError("options out of range: need 0 < masked_lm_prob < 1, dupe_factor >= 1, "
@@ -190,10 +196,13 @@ def make(args, opts: DataOptions):
                     do_lower_case=args.do_lower_case, options=opts,
                     parts=args.num_shards if args.exact else
                     (args.parts or par.default_parts(total_bytes)),
-                    mode="exact" if args.exact else "parallel")
+                    mode="exact" if args.exact else "parallel",
+                    pool_bytes=0 if args.exact else (args.pool_bytes or par.POOL_BYTES),
+                    shuffle_records=0 if args.exact else par.SHUFFLE_RECORDS)
     log = lambda msg: print(msg, file=sys.stderr, flush=True)
     if not args.exact:
-        return par.run(plan, args.vocab_file, args.output_dir, args.workers, log)
+        return par.run(plan, args.vocab_file, args.output_dir, args.workers, log,
+                       fast_tokenizer=args.tokenizer == "auto")
     os.makedirs(args.output_dir, exist_ok=True)
     existing = par.reconcile(args.output_dir, plan)
     if existing is not None and existing.complete:

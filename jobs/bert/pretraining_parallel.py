@@ -41,6 +41,7 @@ from dataclasses import asdict, dataclass, field
 
 from ..errors import ConfigError
 from . import corpus_parts, records
+from .fast_tokenization import line_tokenizer
 from .sampling import DataOptions, Instance, instances_from_document, to_features
 from .tokenization import FullTokenizer
 
@@ -166,12 +167,14 @@ class PartJob:
     plan_json: str
     vocab_file: str
     out_dir: str
+    fast_tokenizer: bool = True
 
 
 def make_part(job: PartJob) -> tuple[int, int]:
     """Write part ``job.part``'s shard (through a ``.partial`` file); returns (part, count)."""
     plan = Plan.from_json_dict(json.loads(job.plan_json))
     tokenizer = FullTokenizer(job.vocab_file, plan.do_lower_case)
+    tokenize = line_tokenizer(tokenizer, job.fast_tokenizer)
     opts = plan.options
     vocab_words = list(tokenizer.vocab)
     canonical = {w: w for w in vocab_words}  # one str object per vocabulary token
@@ -198,7 +201,7 @@ def make_part(job: PartJob) -> tuple[int, int]:
             for lines, nbytes in corpus_parts.documents(span):
                 doc = []
                 for line in lines:
-                    tokens = [canonical.get(t, t) for t in tokenizer.tokenize(line)]
+                    tokens = [canonical.get(t, t) for t in tokenize(line)]
                     if tokens:
                         doc.append(tokens)
                 if doc:
@@ -262,7 +265,8 @@ def reconcile(out_dir: str, plan: Plan) -> Plan | None:
     return existing
 
 
-def run(plan: Plan, vocab_file: str, out_dir: str, workers: int, log=print) -> tuple[Plan, int]:
+def run(plan: Plan, vocab_file: str, out_dir: str, workers: int, log=print,
+        fast_tokenizer: bool = True) -> tuple[Plan, int]:
     """Make the missing parts with ``workers`` processes; the manifest is rewritten as each part
     finishes and marked complete at the end. Returns the manifest and the parts made now."""
     os.makedirs(out_dir, exist_ok=True)
@@ -277,7 +281,7 @@ def run(plan: Plan, vocab_file: str, out_dir: str, workers: int, log=print) -> t
     write_manifest(out_dir, plan)
     todo = [p for p in range(plan.parts) if str(p) not in plan.counts]
     plan_json = json.dumps(plan.to_json_dict())
-    jobs = [PartJob(p, plan_json, vocab_file, out_dir) for p in todo]
+    jobs = [PartJob(p, plan_json, vocab_file, out_dir, fast_tokenizer) for p in todo]
     workers = max(1, min(workers, len(jobs) or 1))
 
     def done(part: int, count: int) -> None:

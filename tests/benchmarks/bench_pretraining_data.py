@@ -15,6 +15,9 @@ the process tree (``os.wait4`` in a small launcher), i.e. of the biggest single 
 about N times a worker's. The machine is shared with other jobs: wall times are noisy (the load average is reported),
 CPU seconds and memory much less.
 
+The parallel path runs with ``tokenizers`` for ASCII lines (the ``data`` extra) and once with
+``--tokenizer python`` (the reference only) to show what it saves.
+
 Reported: instances per second per core, peak memory, memory as the corpus grows (flat is the
 goal), 1 vs all workers, and the original's output against ``--exact`` (every feature of every
 example) and against the parallel path's statistics.
@@ -132,10 +135,20 @@ def run() -> dict:
     exact_files = row("exact_1x", [*ours, "--input_file", corpora[1], "--output_dir", str(tmp / "exact"),
                                    *common, "--exact"], str(tmp / "exact"), 1)
     par_files = {}
+    # memory: one part, pools of 1/4 of the 1x corpus, so every scale fills several pools
+    pool = str(max(4096, os.path.getsize(corpora[1]) // 4))
+    for scale in (1, 4, 16):
+        out = str(tmp / f"pool-{scale}x")
+        row(f"parallel_{scale}x_1_part_small_pools", [*ours, "--input_file", corpora[scale], "--output_dir", out,
+                                                      *common, "--workers", "1", "--parts", "1", "--pool_bytes", pool],
+            out, scale)
     for scale in (1, 4, 16):
         out = str(tmp / f"par-{scale}x")
         par_files[scale] = row(f"parallel_{scale}x_1_worker", [*ours, "--input_file", corpora[scale], "--output_dir",
                                                               out, *common, "--workers", "1", "--parts", "8"], out, scale)
+    out = str(tmp / "par-4x-python")
+    row("parallel_4x_1_worker_python_tokenizer", [*ours, "--input_file", corpora[4], "--output_dir", out, *common,
+                                                  "--workers", "1", "--parts", "8", "--tokenizer", "python"], out, 4)
     out = str(tmp / "par-4x-all")
     all_files = row(f"parallel_4x_{cpus}_workers", [*ours, "--input_file", corpora[4], "--output_dir", out, *common,
                                                     "--workers", str(cpus), "--parts", "8"], out, 4, cpus)
@@ -151,8 +164,12 @@ def run() -> dict:
             "" if len(exact_rows) == len(original_rows) else f"; counts differ: {len(exact_rows)}")
     runs = report["runs"]
     report["peak_mb_by_scale_parallel"] = {s: runs[f"parallel_{s}x_1_worker"]["peak_mb"] for s in (1, 4, 16)}
+    report["peak_mb_by_scale_pool_of_quarter_1x"] = {
+        s: runs[f"parallel_{s}x_1_part_small_pools"]["peak_mb"] for s in (1, 4, 16)}
     report["speedup_all_workers_vs_1_at_4x"] = round(
         runs["parallel_4x_1_worker"]["seconds"] / runs[f"parallel_4x_{cpus}_workers"]["seconds"], 2)
+    report["cpu_s_python_tokenizer_vs_tokenizers_at_4x"] = round(
+        runs["parallel_4x_1_worker_python_tokenizer"]["cpu_s"] / runs["parallel_4x_1_worker"]["cpu_s"], 2)
     report["cpu_s_all_workers_vs_1_at_4x"] = round(
         runs[f"parallel_4x_{cpus}_workers"]["cpu_s"] / runs["parallel_4x_1_worker"]["cpu_s"], 2)
     report["load_average_at_end"] = os.getloadavg()

@@ -172,3 +172,27 @@ def test_bad_input_is_one_line_exit_2_and_leaves_nothing_complete(tmp_path, big_
     (foreign / "x.tfrecord").write_bytes(b"")
     proc = create(*common[:-1], str(foreign), check=False)
     assert proc.returncode == 2 and "give an empty output directory" in proc.stderr
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_fast_tokenizer_gives_the_reference_tokens(tiny_dir, big_corpus, lower):
+    from jobs.bert.fast_tokenization import line_tokenizer
+
+    reference = FullTokenizer(str(tiny_dir / "vocab.txt"), lower)
+    fast = line_tokenizer(reference)
+    assert fast is not reference.tokenize  # tokenizers is installed (the `data` extra)
+    rng = random.Random(0)
+    alphabet = "".join(map(chr, range(128)))
+    lines = [line for line in (big_corpus / "a.txt").read_text().splitlines() if line]
+    lines += ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 80))) for _ in range(3000)]
+    lines += ["a" * 200, "a" * 201, "cat" * 67, "The CATS, jumped!", "x\ty\x00z\x1b", "[MASK] cat##s",
+              "caf\u00e9 \u00c9t\u00e9 \u4e2d\u6587 na\u00efve \u0130stanbul"]  # non-ASCII: the reference
+    assert [fast(line) for line in lines] == [reference.tokenize(line) for line in lines]
+
+
+def test_the_tokenizer_path_does_not_change_the_shards(tmp_path, big_corpus, tiny_dir):
+    common = ["--input_file", str(big_corpus / "a.txt"), "--vocab_file", str(tiny_dir / "vocab.txt"),
+              *SMALL, "--dupe_factor", "1", "--parts", "2"]
+    create(*common, "--output_dir", str(tmp_path / "fast"))
+    create(*common, "--output_dir", str(tmp_path / "python"), "--tokenizer", "python")
+    assert shards(tmp_path / "fast") == shards(tmp_path / "python") != {}
