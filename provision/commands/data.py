@@ -44,7 +44,8 @@ MANIFEST = "manifest.json"  # written by jobs.bert.pretraining_parallel
 @click.option("--do-lower-case/--no-do-lower-case", default=True, show_default=True)
 @click.option("--seed", type=int, default=12345, show_default=True)
 @click.option("--work-dir", default=None, metavar="DIR",
-              help="Local directory the shards are made in before upload (default: under TPUCTL_HOME, one per DEST).")
+              help="Local directory the shards are made in before upload, kept afterwards "
+                   "(default: one per DEST and options under TPUCTL_HOME, removed once uploaded).")
 @click.option("--create-bucket", is_flag=True, help="Create DEST's bucket if it is missing.")
 @click.option("--location", default="US", show_default=True, metavar="LOCATION",
               help="Location of a bucket made by --create-bucket.")
@@ -136,6 +137,10 @@ def command(corpus: tuple[str, ...], bert_dir: str, out: str, workers: int | Non
                               hint="re-run the same command: only what is missing is sent")
         with open(os.path.join(local, MANIFEST), "rb") as f:
             bucket.write_bytes(_name(prefix, MANIFEST), f.read())
+    if target is not None and not work_dir:
+        import shutil
+
+        shutil.rmtree(local, ignore_errors=True)  # DEST holds it all now (and its manifest says so)
     doc = {"out": out, "instances": result["instances"], "shards": result["shards"],
            "made_parts": result["made_parts"], "input_files": glob, "manifest": f"{out.rstrip('/')}/{MANIFEST}"}
     if as_json:

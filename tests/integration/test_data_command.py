@@ -58,6 +58,7 @@ def test_fake_gcs_shards_then_manifest_and_other_options_refused(tpuctl_process,
     assert names == ["data/tiny/manifest.json"] + [f"data/tiny/part-0000{i}-of-00003.tfrecord" for i in range(3)]
     manifest = json.loads(gcs_client.bucket(bucket).blob("data/tiny/manifest.json").download_as_bytes())
     assert manifest["complete"] and manifest["parts"] == 3
+    assert list((tmp_path / "home" / "data").iterdir()) == []  # the work directory went once uploaded
 
     # a new machine (no work directory) with the same inputs: the bucket's manifest says done
     fresh = {**env, "TPUCTL_HOME": str(tmp_path / "home2")}
