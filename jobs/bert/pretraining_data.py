@@ -17,7 +17,10 @@ interchangeable (same feature names, shapes and sampling):
 - everything repeats ``dupe_factor`` times with fresh randomness, and the instances are shuffled.
 
 Command line: ``python -m jobs.bert.pretraining_data --input_file a.txt,b.txt --output_dir DIR
---vocab_file vocab.txt [--do_lower_case] [--do_whole_word_mask] ...``.
+--vocab_file vocab.txt [--workers N] [--parts N] [--exact] [--do_lower_case] ...``. By default
+the parallel, bounded-memory path of :mod:`jobs.bert.pretraining_parallel` runs; ``--exact``
+runs this module's single stream (the original's output, byte for byte). Both write a
+``manifest.json`` and print one JSON line with the ``input_files`` glob.
 """
 
 from __future__ import annotations
