@@ -93,10 +93,19 @@ def _stats(rows: list[dict]) -> dict:
 
 
 def run() -> dict:
+    import shutil
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-data-"))
+    try:
+        return _run(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _run(tmp: Path) -> dict:
     from jobs.bert import tiny
 
     cpus = os.cpu_count() or 1
-    tmp = Path(tempfile.mkdtemp(prefix="bench-data-"))
     tiny.write(str(tmp / "bert"))
     vocab = str(tmp / "bert" / "vocab.txt")
     base = tiny.corpus(random.Random(1), documents=max(10, KB * 1024 // 210))
@@ -173,9 +182,6 @@ def run() -> dict:
     report["cpu_s_all_workers_vs_1_at_4x"] = round(
         runs[f"parallel_4x_{cpus}_workers"]["cpu_s"] / runs["parallel_4x_1_worker"]["cpu_s"], 2)
     report["load_average_at_end"] = os.getloadavg()
-    import shutil
-
-    shutil.rmtree(tmp, ignore_errors=True)
     return report
 
 
