@@ -17,40 +17,35 @@ interchangeable (same feature names, shapes and sampling):
 - everything repeats ``dupe_factor`` times with fresh randomness, and the instances are shuffled.
 
 Command line: ``python -m jobs.bert.pretraining_data --input_file a.txt,b.txt --output_dir DIR
---vocab_file vocab.txt [--do_lower_case] [--do_whole_word_mask] ...``.
+--vocab_file vocab.txt [--workers N] [--parts N] [--exact] [--do_lower_case] ...``. By default
+the parallel, bounded-memory path of :mod:`jobs.bert.pretraining_parallel` runs; ``--exact``
+runs this module's single stream (the original's output, byte for byte). Both write a
+``manifest.json`` and print one JSON line with the ``input_files`` glob.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import random
+import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
-from .tokenization import CLS, MASK, SEP, FullTokenizer, open_text
+from ..errors import ConfigError
+from .sampling import (
+    FEATURES,
+    DataOptions,
+    Instance,
+    instances_from_document,
+    mask_tokens,
+    to_features,
+)
+from .tokenization import FullTokenizer, open_text, read_bytes
 
-FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
-            "masked_lm_weights", "next_sentence_labels")
-
-
-@dataclass(frozen=True)
-class DataOptions:
-    max_seq_length: int = 128
-    max_predictions_per_seq: int = 20
-    masked_lm_prob: float = 0.15
-    dupe_factor: int = 10
-    short_seq_prob: float = 0.1
-    do_whole_word_mask: bool = False
-    random_seed: int = 12345
-
-
-@dataclass
-class Instance:
-    tokens: list[str]
-    segment_ids: list[int]
-    masked_lm_positions: list[int]
-    masked_lm_labels: list[str]
-    is_random_next: bool
+__all__ = ["FEATURES", "DataOptions", "Instance", "create", "create_instances", "expand_globs",
+           "instances_from_document", "main", "mask_tokens", "read_documents", "to_features",
+           "write_shards"]
 
 
 def read_documents(paths: Iterable[str], tokenizer: FullTokenizer) -> list[list[list[str]]]:
@@ -76,124 +71,9 @@ def create_instances(documents: list[list[list[str]]], vocab_words: Sequence[str
     instances: list[Instance] = []
     for _ in range(opts.dupe_factor):
         for index in range(len(documents)):
-            instances.extend(_instances_from_document(documents, index, vocab_words, opts, rng))
+            instances.extend(instances_from_document(documents, index, vocab_words, opts, rng))
     rng.shuffle(instances)
     return instances
-
-
-def _instances_from_document(documents, index, vocab_words, opts: DataOptions,
-                             rng: random.Random) -> list[Instance]:
-    document = documents[index]
-    max_tokens = opts.max_seq_length - 3  # [CLS] A [SEP] B [SEP]
-    target = max_tokens
-    if rng.random() < opts.short_seq_prob:
-        target = rng.randint(2, max_tokens)
-
-    out: list[Instance] = []
-    chunk: list[list[str]] = []
-    length = 0
-    i = 0
-    while i < len(document):
-        chunk.append(document[i])
-        length += len(document[i])
-        if i == len(document) - 1 or length >= target:
-            a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
-            tokens_a = [t for sentence in chunk[:a_end] for t in sentence]
-            if len(chunk) == 1 or rng.random() < 0.5:
-                is_random_next = True
-                tokens_b = _random_continuation(documents, index, target - len(tokens_a), rng)
-                i -= len(chunk) - a_end  # the sentences not used as A are read again
-            else:
-                is_random_next = False
-                tokens_b = [t for sentence in chunk[a_end:] for t in sentence]
-            _truncate_pair(tokens_a, tokens_b, max_tokens, rng)
-            tokens = [CLS, *tokens_a, SEP, *tokens_b, SEP]
-            segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
-            tokens, positions, labels = mask_tokens(tokens, vocab_words, opts, rng)
-            out.append(Instance(tokens, segment_ids, positions, labels, is_random_next))
-            chunk, length = [], 0
-        i += 1
-    return out
-
-
-def _random_continuation(documents, index, target_length, rng: random.Random) -> list[str]:
-    """Sentences from a random other document (ten tries to avoid this one), from a random
-    sentence on, until ``target_length`` tokens."""
-    other = index
-    for _ in range(10):
-        other = rng.randint(0, len(documents) - 1)
-        if other != index:
-            break
-    document = documents[other]
-    tokens: list[str] = []
-    for sentence in document[rng.randint(0, len(document) - 1):]:
-        tokens.extend(sentence)
-        if len(tokens) >= target_length:
-            break
-    return tokens
-
-
-def _truncate_pair(tokens_a: list[str], tokens_b: list[str], max_tokens: int,
-                   rng: random.Random) -> None:
-    while len(tokens_a) + len(tokens_b) > max_tokens:
-        longer = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
-        if rng.random() < 0.5:
-            del longer[0]
-        else:
-            longer.pop()
-
-
-def mask_tokens(tokens: list[str], vocab_words: Sequence[str], opts: DataOptions,
-                rng: random.Random) -> tuple[list[str], list[int], list[str]]:
-    """Choose the masked-LM positions; returns (masked tokens, sorted positions, true tokens)."""
-    words: list[list[int]] = []  # candidate units: single positions, or whole words
-    for i, token in enumerate(tokens):
-        if token in (CLS, SEP):
-            continue
-        if opts.do_whole_word_mask and words and token.startswith("##"):
-            words[-1].append(i)
-        else:
-            words.append([i])
-    rng.shuffle(words)
-    budget = min(opts.max_predictions_per_seq,
-                 max(1, round(len(tokens) * opts.masked_lm_prob)))
-    output = list(tokens)
-    chosen: dict[int, str] = {}
-    for word in words:
-        if len(chosen) >= budget:
-            break
-        if len(chosen) + len(word) > budget or any(i in chosen for i in word):
-            continue
-        for i in word:
-            chosen[i] = tokens[i]
-            if rng.random() < 0.8:
-                output[i] = MASK
-            elif rng.random() < 0.5:
-                output[i] = tokens[i]
-            else:
-                output[i] = vocab_words[rng.randint(0, len(vocab_words) - 1)]
-    positions = sorted(chosen)
-    return output, positions, [chosen[i] for i in positions]
-
-
-def to_features(instance: Instance, tokenizer: FullTokenizer, opts: DataOptions) -> dict[str, list]:
-    """Padded feature lists with the names and shapes run_pretraining.py reads."""
-    n, p = opts.max_seq_length, opts.max_predictions_per_seq
-    ids = tokenizer.convert_tokens_to_ids(instance.tokens)
-    if len(ids) > n:
-        raise ValueError(f"instance of {len(ids)} tokens exceeds max_seq_length {n}")
-    pad = n - len(ids)
-    labels = tokenizer.convert_tokens_to_ids(instance.masked_lm_labels)
-    k = len(labels)
-    return {
-        "input_ids": ids + [0] * pad,
-        "input_mask": [1] * len(ids) + [0] * pad,
-        "segment_ids": list(instance.segment_ids) + [0] * pad,
-        "masked_lm_positions": list(instance.masked_lm_positions) + [0] * (p - k),
-        "masked_lm_ids": labels + [0] * (p - k),
-        "masked_lm_weights": [1.0] * k + [0.0] * (p - k),
-        "next_sentence_labels": [1 if instance.is_random_next else 0],
-    }
 
 
 def write_shards(instances: Sequence[Instance], tokenizer: FullTokenizer, opts: DataOptions,
@@ -212,7 +92,7 @@ def write_shards(instances: Sequence[Instance], tokenizer: FullTokenizer, opts: 
             features = to_features(instance, tokenizer, opts)
             example = tf.train.Example(features=tf.train.Features(
                 feature={k: feature(features[k]) for k in FEATURES}))
-            writers[i % len(writers)].write(example.SerializeToString())
+            writers[i % len(writers)].write(example.SerializeToString(deterministic=True))  # map keys sorted
     finally:
         for w in writers:
             w.close()
@@ -231,11 +111,17 @@ def create(input_files: Sequence[str], output_files: Sequence[str], tokenizer: F
 
 
 def expand_globs(patterns: str) -> list[str]:
-    import tensorflow as tf
-
+    """Comma-separated globs, each sorted; local ones without TensorFlow."""
     files: list[str] = []
     for pattern in [p.strip() for p in patterns.split(",") if p.strip()]:
-        files.extend(sorted(tf.io.gfile.glob(pattern)))
+        if "://" in pattern:
+            import tensorflow as tf
+
+            files.extend(sorted(tf.io.gfile.glob(pattern)))
+        else:
+            import glob
+
+            files.extend(sorted(glob.glob(pattern)))
     return files
 
 
@@ -245,8 +131,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--input_file", required=True, help="comma-separated globs of text files")
     parser.add_argument("--output_dir", required=True)
     parser.add_argument("--vocab_file", required=True)
-    parser.add_argument("--num_shards", type=int, default=1)
+    parser.add_argument("--num_shards", type=int, default=1, help="--exact only: shards written")
     parser.add_argument("--do_lower_case", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--exact", action="store_true",
+                        help="one stream, everything in memory: byte for byte the original's output")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                        help="processes (default: every core); the output does not depend on it")
+    parser.add_argument("--parts", type=int, default=0,
+                        help="parts the corpus is cut into (default: max(8, corpus MB / 64)); "
+                             "the output depends on it")
+    parser.add_argument("--tokenizer", choices=("auto", "python"), default="auto",
+                        help="auto: Hugging Face tokenizers for ASCII lines when installed (same "
+                             "tokens); python: the pure-Python reference only")
+    parser.add_argument("--pool_bytes", type=int, default=None,
+                        help="text per pool of documents that random next sentences are drawn from "
+                             "(default 16 MB; bounds each worker's memory); the output depends on it")
     for name, default in vars(DataOptions()).items():
         if isinstance(default, bool):
             parser.add_argument(f"--{name}", action=argparse.BooleanOptionalAction, default=default)
@@ -254,15 +153,73 @@ def main(argv: list[str] | None = None) -> int:
             parser.add_argument(f"--{name}", type=type(default), default=default)
     args = parser.parse_args(argv)
     opts = DataOptions(**{k: getattr(args, k) for k in vars(DataOptions())})
-    import tensorflow as tf
-
-    tf.io.gfile.makedirs(args.output_dir)
-    outputs = [f"{args.output_dir.rstrip('/')}/pretraining-{i:05d}-of-{args.num_shards:05d}.tfrecord"
-               for i in range(args.num_shards)]
-    count = create(expand_globs(args.input_file), outputs,
-                   FullTokenizer(args.vocab_file, args.do_lower_case), opts)
-    print(f"wrote {count} instances to {len(outputs)} shard(s) in {args.output_dir}")
+    try:
+        plan, made = make(args, opts)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps({"output_dir": args.output_dir, "instances": sum(plan.counts.values()),
+                      "shards": len(plan.shards()), "made_parts": made,
+                      "input_files": f"{args.output_dir.rstrip('/')}/"
+                                     f"{'pretraining' if args.exact else 'part'}-*.tfrecord"}))
     return 0
+
+
+def make(args, opts: DataOptions):
+    """Check the inputs (bad input fails here, before anything is written), then create."""
+    from . import pretraining_parallel as par
+    from .casing import check as check_case
+    from .tokenization import vocab_lines
+
+    if args.workers < 1 or args.parts < 0 or args.num_shards < 1 or (args.pool_bytes or 1) < 1:
+        raise ConfigError("--workers, --num_shards and --pool_bytes must be at least 1, --parts at least 0")
+    if not 0.0 < opts.masked_lm_prob < 1.0 or opts.dupe_factor < 1 or \
+            not 0 < opts.max_predictions_per_seq <= opts.max_seq_length or opts.max_seq_length < 5:
+        raise ConfigError("options out of range: need 0 < masked_lm_prob < 1, dupe_factor >= 1, "
+                          "0 < max_predictions_per_seq <= max_seq_length, max_seq_length >= 5")
+    if "://" in args.output_dir:
+        raise ConfigError(f"--output_dir {args.output_dir}: write to a local directory (tpuctl "
+                          "data uploads to a bucket)")
+    files = expand_globs(args.input_file)
+    if not files:
+        raise ConfigError(f"--input_file {args.input_file} matches no file")
+    inputs = [par.inspect_input(f) for f in files]
+    par.check_not_empty(inputs)
+    if not os.path.isfile(args.vocab_file):
+        raise ConfigError(f"--vocab_file {args.vocab_file} does not exist")
+    try:
+        check_case(args.do_lower_case, os.path.dirname(os.path.abspath(args.vocab_file)), None,
+                   vocab_lines(read_bytes(args.vocab_file)))
+    except ConfigError as exc:
+        flag = "--no-do_lower_case" if args.do_lower_case else "--do_lower_case"
+        raise ConfigError(str(exc).replace(
+            f"--set do_lower_case={'false' if args.do_lower_case else 'true'}", flag)) from None
+    total_bytes = sum(i.bytes for i in inputs)
+    plan = par.Plan(inputs=inputs, vocab_sha256=par.file_sha256(args.vocab_file),
+                    do_lower_case=args.do_lower_case, options=opts,
+                    parts=args.num_shards if args.exact else
+                    (args.parts or par.default_parts(total_bytes)),
+                    mode="exact" if args.exact else "parallel",
+                    pool_bytes=0 if args.exact else (args.pool_bytes or par.POOL_BYTES),
+                    shuffle_records=0 if args.exact else par.SHUFFLE_RECORDS)
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)
+    if not args.exact:
+        return par.run(plan, args.vocab_file, args.output_dir, args.workers, log,
+                       fast_tokenizer=args.tokenizer == "auto")
+    os.makedirs(args.output_dir, exist_ok=True)
+    existing = par.reconcile(args.output_dir, plan)
+    if existing is not None and existing.complete:
+        log(f"{args.output_dir} is complete: nothing to do")
+        return existing, 0
+    par.write_manifest(args.output_dir, plan)
+    outputs = [os.path.join(args.output_dir, name) for name in plan.shards()]
+    partial = [f"{o}.partial" for o in outputs]
+    count = create(files, partial, FullTokenizer(args.vocab_file, args.do_lower_case), opts)
+    for src, dst in zip(partial, outputs):
+        os.replace(src, dst)
+    plan.counts, plan.complete = {"0": count}, True
+    par.write_manifest(args.output_dir, plan)
+    return plan, 1
 
 
 if __name__ == "__main__":

@@ -1,0 +1,207 @@
+"""``tpuctl data CORPUS... --bert-dir DIR --out DEST``: pretraining shards made here, before any
+TPU bills, then staged to DEST.
+
+The work is the job side's (``python -m jobs.bert.pretraining_data``, run as a subprocess: this
+process never loads TensorFlow); this command picks the options, keeps a local work directory
+per destination (so an interrupted run resumes per part), and uploads through tpuctl's staging
+(which a gs:// of the fake GCS, the local provider's buckets and Cloud Storage all go through).
+The manifest goes up last: a destination holding a complete manifest holds every shard.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+
+import click
+
+from .common import dry_run_option, json_option, provider_options
+
+MANIFEST = "manifest.json"  # written by jobs.bert.pretraining_parallel
+
+
+@click.command("data")
+@click.argument("corpus", nargs=-1, required=True)
+@click.option("--bert-dir", required=True, metavar="DIR",
+              help="The model directory (local) whose vocab.txt tokenizes the corpus.")
+@click.option("--out", "out", required=True, metavar="DEST",
+              help="Where the shards go: gs://BUCKET/PREFIX or a local directory.")
+@click.option("--workers", type=int, default=None, metavar="N",
+              help="Processes (default: every core); the output does not depend on it.")
+@click.option("--parts", type=int, default=0, metavar="N",
+              help="Parts the corpus is cut into (default: max(8, corpus MB / 64)); the output depends on it.")
+@click.option("--exact", is_flag=True,
+              help="One stream in memory, byte for byte create_pretraining_data.py's output (small corpora).")
+@click.option("--num-shards", type=int, default=1, show_default=True, help="Shards written by --exact.")
+@click.option("--max-seq-length", type=int, default=128, show_default=True)
+@click.option("--max-predictions-per-seq", type=int, default=20, show_default=True)
+@click.option("--masked-lm-prob", type=float, default=0.15, show_default=True)
+@click.option("--dupe-factor", type=int, default=10, show_default=True)
+@click.option("--short-seq-prob", type=float, default=0.1, show_default=True)
+@click.option("--do-whole-word-mask/--no-do-whole-word-mask", default=False, show_default=True)
+@click.option("--do-lower-case/--no-do-lower-case", default=True, show_default=True)
+@click.option("--seed", type=int, default=12345, show_default=True)
+@click.option("--work-dir", default=None, metavar="DIR",
+              help="Local directory the shards are made in before upload, kept afterwards "
+                   "(default: one per DEST and options under TPUCTL_HOME, removed once uploaded).")
+@click.option("--create-bucket", is_flag=True, help="Create DEST's bucket if it is missing.")
+@click.option("--location", default="US", show_default=True, metavar="LOCATION",
+              help="Location of a bucket made by --create-bucket.")
+@provider_options
+@dry_run_option
+@json_option
+def command(corpus: tuple[str, ...], bert_dir: str, out: str, workers: int | None, parts: int,
+            exact: bool, num_shards: int, max_seq_length: int, max_predictions_per_seq: int,
+            masked_lm_prob: float, dupe_factor: int, short_seq_prob: float, do_whole_word_mask: bool,
+            do_lower_case: bool, seed: int, work_dir: str | None, create_bucket: bool,
+            location: str, provider: str | None,
+            project: str | None, dry_run: bool, as_json: bool) -> None:
+    """Make BERT pretraining shards from a text corpus here, then stage them to DEST.
+
+    The corpus has one sentence per line and a blank line between documents. A re-run with the
+    same inputs does nothing; an interrupted one resumes the parts not yet made. Prints the
+    input_files glob to give `tpuctl train` (--set input_files=...).
+
+    \b
+      tpuctl data wiki-*.txt --bert-dir ./uncased_L-12_H-768_A-12 --out gs://my-bucket/data/wiki
+    """
+    from ..basics.errors import UsageError
+    from ..staging.endpoints import is_bucket_url
+    from .common import acting_on, emit_json, resolve_target, say
+
+    for path in corpus:
+        if is_bucket_url(path) or not os.path.isfile(path):
+            raise UsageError(f"corpus file {path} is not a local file",
+                             hint="give local text files (copy them here first)")
+    vocab = os.path.join(bert_dir, "vocab.txt")
+    if is_bucket_url(bert_dir) or not os.path.isfile(vocab):
+        raise UsageError(f"{vocab} does not exist", hint="give --bert-dir a local model directory holding vocab.txt")
+    if workers is not None and workers < 1:
+        raise UsageError(f"--workers {workers}", hint="give at least 1")
+    target, local = None, out
+    if is_bucket_url(out):
+        from ..basics import validate
+
+        validate.bucket_url(out)
+        target = resolve_target(provider, project)
+        acting_on(target, "data")
+    glob = f"{out.rstrip('/')}/{'pretraining' if exact else 'part'}-*.tfrecord"
+    argv = [sys.executable, "-m", "jobs.bert.pretraining_data", "--input_file", ",".join(corpus),
+            "--output_dir", local, "--vocab_file", vocab,
+            "--do_lower_case" if do_lower_case else "--no-do_lower_case",
+            "--max_seq_length", str(max_seq_length), "--max_predictions_per_seq", str(max_predictions_per_seq),
+            "--masked_lm_prob", str(masked_lm_prob), "--dupe_factor", str(dupe_factor),
+            "--short_seq_prob", str(short_seq_prob),
+            "--do_whole_word_mask" if do_whole_word_mask else "--no-do_whole_word_mask",
+            "--random_seed", str(seed)]
+    argv += ["--exact", "--num_shards", str(num_shards)] if exact else ["--parts", str(parts)]
+    if target is not None:
+        # one work directory per (DEST, options): other options never meet these parts
+        local = work_dir or str(_work_dir(out, argv))
+        argv[argv.index("--output_dir") + 1] = local
+    if not exact:
+        argv += ["--workers", str(workers or os.cpu_count() or 1)]
+    if dry_run:
+        doc = {"out": out, "work_dir": local, "command": argv[1:], "input_files": glob}
+        if as_json:
+            emit_json({**doc, "dry_run": True})
+        else:
+            click.echo(f"would run: python {' '.join(argv[1:])}")
+            if target is not None:
+                click.echo(f"would stage {local} -> {out} (manifest last)")
+            click.echo(f"input_files: {glob}")
+        return
+    bucket = None
+    if target is not None:
+        from ..staging.endpoints import open_endpoint
+
+        dest = open_endpoint(out, target)
+        bucket, prefix = dest.bucket, dest.prefix
+        if not create_bucket and not bucket.exists():
+            raise UsageError(f"bucket gs://{out[5:].split('/')[0]} does not exist",
+                             hint="pass --create-bucket (and --location), or check the name")
+        _seed_manifest(bucket, prefix, local, out)
+    result = _make(argv, local, out)
+    if target is not None and (result["made_parts"] or not _dest_complete(bucket, prefix)):
+        from ..staging.run import stage_paths
+
+        say(f"tpuctl data: staging {local} -> {out}")
+        report = stage_paths(local, out, target, say=say, excludes=(MANIFEST, "*.partial", "*.tmp"),
+                             create_bucket=create_bucket, location=location)
+        if not report.ok:
+            from ..basics.errors import TpuctlError
+
+            raise TpuctlError(f"{len(report.failures)} shard(s) failed to upload to {out}",
+                              hint="re-run the same command: only what is missing is sent")
+        with open(os.path.join(local, MANIFEST), "rb") as f:
+            bucket.write_bytes(_name(prefix, MANIFEST), f.read())
+    if target is not None and not work_dir:
+        import shutil
+
+        shutil.rmtree(local, ignore_errors=True)  # DEST holds it all now (and its manifest says so)
+    doc = {"out": out, "instances": result["instances"], "shards": result["shards"],
+           "made_parts": result["made_parts"], "input_files": glob, "manifest": f"{out.rstrip('/')}/{MANIFEST}"}
+    if as_json:
+        emit_json(doc)
+    else:
+        click.echo(f"{doc['instances']} instances in {doc['shards']} shard(s) at {out}"
+                   + ("" if result["made_parts"] else " (already complete: nothing was made)"))
+        click.echo(f"input_files: {glob}")
+
+
+def _work_dir(out: str, argv: list[str]):
+    from ..basics.config import home
+
+    key = json.dumps([out.rstrip("/"), argv[argv.index("--input_file"):]])
+    return home() / "data" / hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def _name(prefix: str, rel: str) -> str:
+    return f"{prefix}/{rel}" if prefix else rel
+
+
+def _seed_manifest(bucket, prefix: str, local: str, out: str) -> None:
+    """DEST's manifest, brought here when the work directory has none: a complete one makes the
+    run a no-op, one of other options refuses it; shards with no manifest are refused."""
+    from ..basics.errors import UsageError
+
+    if os.path.exists(os.path.join(local, MANIFEST)):
+        return
+    names = [o.name for o in bucket.list(f"{prefix}/" if prefix else "")]
+    if _name(prefix, MANIFEST) in names:
+        os.makedirs(local, exist_ok=True)
+        with open(os.path.join(local, MANIFEST), "wb") as f:
+            f.write(bucket.read_bytes(_name(prefix, MANIFEST)))
+    elif any(n.endswith(".tfrecord") for n in names):
+        raise UsageError(f"{out} already holds TFRecord shards and no {MANIFEST}",
+                         hint="give another --out prefix (shards of other options are not mixed)")
+
+
+def _dest_complete(bucket, prefix: str) -> bool:
+    from ..cloud.storage.base import ObjectNotFound
+
+    try:
+        return bool(json.loads(bucket.read_bytes(_name(prefix, MANIFEST))).get("complete"))
+    except (ObjectNotFound, ValueError):  # missing or unreadable: not complete
+        return False
+
+
+def _make(argv: list[str], local: str, out: str) -> dict:
+    import subprocess
+
+    from ..basics.errors import TpuctlError, UsageError
+
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    if proc.returncode == 2:
+        line = lines[-1].removeprefix("error: ") if lines else "bad input"
+        raise UsageError(line.replace(local, out))
+    if proc.returncode != 0:
+        raise TpuctlError(f"data creation failed (exit {proc.returncode}): {lines[-1] if lines else ''}",
+                          hint=f"re-run the same command to resume; the parts made so far are in {local}")
+    for line in lines:
+        if line.startswith(("resuming", "creating")) or "nothing to do" in line:
+            click.echo(f"tpuctl data: {line.replace(local, out)}", err=True)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
