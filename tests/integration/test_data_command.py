@@ -6,6 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+# the tiny BERT directory (its vocabulary and casing) is made with TensorFlow; the command itself
+# needs none
+pytestmark = pytest.mark.tf
+
 SMALL = ("--max-seq-length", "64", "--max-predictions-per-seq", "10", "--dupe-factor", "2", "--parts", "3")
 
 

@@ -76,6 +76,9 @@ def test_duplicate_name_is_already_exists(fakegcp, v1):
 @pytest.mark.parametrize("occupy", ["subnet", "secondary", "route", "peering", "address", "node"])
 def test_cidr_conflict_arrives_when_the_operation_completes(fakegcp, v1, occupy):
     project = fakegcp.project
+    # the node must still be CREATING when it is read right after the create call, however loaded
+    # the machine: a create that takes 2 s leaves room for that read
+    fakegcp.set_latencies(tpu_create=2.0, tpu_delete=0.1)
     if occupy == "subnet":
         fakegcp.add_subnetwork("tpu-sub", "us-central1", "10.240.0.0/23")
     elif occupy == "secondary":
