@@ -83,7 +83,8 @@ def slices_main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     start = time.time()
     outcomes = []
-    with tempfile.TemporaryDirectory() as tmp:
+    # (a job that was just killed may still be writing under the home while it is removed)
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         root = Path(tmp)
         campaign = Campaign(root / "tiny", _local_env(root))
         for seed in _seeds(args.seeds):
@@ -105,7 +106,8 @@ def sweeps_main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     start = time.time()
     outcomes = []
-    with tempfile.TemporaryDirectory() as tmp:
+    # (a job that was just killed may still be writing under the home while it is removed)
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         root = Path(tmp)
         campaign = Campaign(root / "tiny", _local_env(root), root)
         for seed in _seeds(args.seeds):

@@ -222,7 +222,8 @@ class Campaign:
                 v.append(f"best {doc.get('best')} is not the best metric {top}")
         if doc["cost_usd"] > BUDGET_USD:
             v.append(f"cost {doc['cost_usd']} passed the budget {BUDGET_USD}")
-        left = json.loads(self._tpuctl("status", "--json").stdout)["clusters"]
+        left = [c for c in json.loads(self._tpuctl("status", "--json").stdout)["clusters"]
+                if c["name"].startswith(sweep_id)]      # (not another seed's: each is judged alone)
         if left:
             v.append(f"TPUs left: {[c['name'] for c in left]}")
 
