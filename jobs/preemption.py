@@ -63,6 +63,16 @@ class StopSignal:
         self._thread.start()
         return self
 
+    def reclaim(self) -> None:
+        """Take SIGTERM and SIGINT back after TensorFlow joined a cluster: MultiWorkerMirroredStrategy
+        starts TF's own preemption notifier, whose C handler replaces ours (``preemption_notifier.cc:
+        SIGTERM caught``), and a worker told to stop trained on to the end and exited 0."""
+        if self._pipe is None or threading.current_thread() is not threading.main_thread():
+            return
+        for signum in SIGNALS:
+            signal.signal(signum, self._handle)
+        signal.set_wakeup_fd(self._pipe[1], warn_on_full_buffer=False)
+
     def _handle(self, signum, frame) -> None:
         if signum == signal.SIGINT and self.requested.is_set():
             raise KeyboardInterrupt

@@ -156,6 +156,7 @@ class Runner:
         spec, job = self.spec, self.job
         tf.io.gfile.makedirs(self.out_dir)
         self.strategy, self.device = distribute.select(spec.precision)
+        self.stop.reclaim()  # a multi-worker strategy installs TF's SIGTERM handler over ours
         replicas = self.strategy.num_replicas_in_sync
         log(f"{spec.job} on {self.device.name}: {replicas} replica(s), {self.device.precision}"
             + (", XLA" if self.device.xla else ""))

@@ -129,7 +129,7 @@ class Controller:
             self._stop_all("stopped by the user (Ctrl-C)")
             rec.state, rec.reason = "stopped", "stopped by the user (Ctrl-C)"
         except Exception as exc:
-            self._stop_all("the controller failed")
+            self._stop_all("the controller failed", state="failed")
             rec.state = "failed"
             rec.reason = exc.one_line() if isinstance(exc, TpuctlError) else f"{type(exc).__name__}: {exc}"
             raise
@@ -199,8 +199,8 @@ class Controller:
             self.trials[n] = t
             jstate = states[n]
             if jstate != "running":
-                if t.state != jstate:
-                    t.state = jstate
+                if t.state != jstate and not (jstate == "failed" and t.state == "stopped"):
+                    t.state = jstate      # (a stopped trial is a failed one to Optuna)
                     if jstate == "finished":
                         t.metric = self.study.value(n)
                     t.ended_at = t.ended_at or time.time()
@@ -430,15 +430,17 @@ class Controller:
         if t.cluster in self.pool:
             self.pool[t.cluster] = None
 
-    def _stop_all(self, reason: str) -> None:
+    def _stop_all(self, reason: str, state: str = "stopped") -> None:
+        """End every trial not ended yet: "stopped" when asked to (sweep stop, Ctrl-C), not "failed"
+        (a trial stopped at its last step read as a failure); Optuna has no such state: fail there."""
         for act in list(self.active.values()):
             self._stop_run(act, reason)
             t = act.trial
             self.study.fail(t.trial)
-            t.state, t.reason, t.ended_at = "failed", reason, time.time()
+            t.state, t.reason, t.ended_at = state, reason, time.time()
             self._release(act)
         for t in self.pending:
-            t.state, t.reason = "failed", reason
+            t.state, t.reason = state, reason
             self.study.fail(t.trial)
             self.store.save_trial(t)
         self.pending = []

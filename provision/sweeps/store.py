@@ -112,7 +112,7 @@ class SweepRecord:
 class TrialRecord:
     trial: int
     params: dict[str, Any]
-    state: str = "queued"                     # queued, running, finished, pruned, failed
+    state: str = "queued"                     # queued, running, finished, pruned, failed, stopped
     run: str | None = None
     cluster: str | None = None
     model_dir: str | None = None

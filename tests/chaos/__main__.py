@@ -5,6 +5,12 @@ on a local directory bucket and on fake-gcs-server.
 
 `python -m tests.chaos staging --seeds 0-19 --rate 0.15`: the staging campaign (tests/chaos/staging.py):
 `tpuctl stage` through a fault-injecting proxy to fake-gcs-server, large trees, many seeds.
+
+`python -m tests.chaos slices --seeds 0-9`: the slices campaign (tests/chaos/slices.py): an emulated
+2-host slice training the tiny BERT while workers, the slice and the supervisor are killed.
+
+`python -m tests.chaos sweeps --seeds 0-5`: the sweeps campaign (tests/chaos/sweeps.py): grid sweeps of
+tiny fine-tunes while the controller is killed and resumed, pool TPUs preempted, the sweep stopped.
 """
 
 from __future__ import annotations
@@ -57,8 +63,70 @@ def staging_main(argv: list[str]) -> int:
     return 1 if doc["violations"] else 0
 
 
+def _local_env(root: Path) -> dict:
+    """An isolated tpuctl home on the local provider, and the tiny BERT in root/tiny."""
+    import subprocess
+
+    from tests.conftest import REPO
+    subprocess.run([sys.executable, "-m", "jobs.bert.tiny", str(root / "tiny")], check=True,
+                   capture_output=True, cwd=REPO)
+    return {**os.environ, "TPUCTL_HOME": str(root / "home"), "TPUCTL_CONFIG": str(root / "config.toml"),
+            "CLOUDSDK_CONFIG": str(root / "gcloud"), "TPUCTL_LOCAL_TPU_CREATE_SECONDS": "0.2",
+            "TPUCTL_LOCAL_VM_CREATE_SECONDS": "0.1", "TPUCTL_LOCAL_DELETE_SECONDS": "0.1"}
+
+
+def slices_main(argv: list[str]) -> int:
+    from tests.chaos.slices import Campaign, generate, summarize
+
+    parser = argparse.ArgumentParser(prog="python -m tests.chaos slices")
+    parser.add_argument("--seeds", default="0-9")
+    args = parser.parse_args(argv)
+    start = time.time()
+    outcomes = []
+    # (a job that was just killed may still be writing under the home while it is removed)
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
+        root = Path(tmp)
+        campaign = Campaign(root / "tiny", _local_env(root))
+        for seed in _seeds(args.seeds):
+            res = campaign.run(generate(seed))
+            outcomes.append(res)
+            print(f"{'ok' if res.ok else 'FAILED'} {res.plan.describe()}: {res.attempts} attempts, "
+                  f"{res.seconds:.0f}s" + "".join(f"\n  {v}" for v in res.violations), file=sys.stderr, flush=True)
+    doc = summarize(outcomes)
+    doc["seconds"] = round(time.time() - start, 1)
+    print(json.dumps(doc, indent=2))
+    return 1 if doc["violations"] else 0
+
+
+def sweeps_main(argv: list[str]) -> int:
+    from tests.chaos.sweeps import Campaign, generate, summarize
+
+    parser = argparse.ArgumentParser(prog="python -m tests.chaos sweeps")
+    parser.add_argument("--seeds", default="0-5")
+    args = parser.parse_args(argv)
+    start = time.time()
+    outcomes = []
+    # (a job that was just killed may still be writing under the home while it is removed)
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
+        root = Path(tmp)
+        campaign = Campaign(root / "tiny", _local_env(root), root)
+        for seed in _seeds(args.seeds):
+            res = campaign.run(generate(seed))
+            outcomes.append(res)
+            print(f"{'ok' if res.ok else 'FAILED'} {res.plan.describe()}: {res.trials} trials {dict(res.states)}, "
+                  f"{res.seconds:.0f}s" + "".join(f"\n  {v}" for v in res.violations), file=sys.stderr, flush=True)
+    doc = summarize(outcomes)
+    doc["seconds"] = round(time.time() - start, 1)
+    print(json.dumps(doc, indent=2))
+    return 1 if doc["violations"] else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["sweeps"]:
+        return sweeps_main(argv[1:])
+    if argv[:1] == ["slices"]:
+        return slices_main(argv[1:])
     if argv[:1] == ["staging"]:
         return staging_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m tests.chaos")
