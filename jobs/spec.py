@@ -235,6 +235,12 @@ class FinetuneSpec(JobSpec):
         None, "label values in order (comma-separated); default: the sorted distinct labels "
               "of train_file")
     eval_batch_size: int = _opt(8, "global batch size for evaluation")
+    test_file: str | None = _opt(None, "examples to label after training, same columns as "
+                                       "train_file with or without the label: "
+                                       "<model_dir>/test_results.tsv (one row of label "
+                                       "probabilities per line, in order) and predictions.jsonl",
+                                 path="file")
+    predict_batch_size: int = _opt(8, "global batch size for predicting test_file")
     classifier_dropout: float = _opt(0.1, "dropout on the pooled output, as run_classifier.py")
 
     REPORTED_METRICS: ClassVar[tuple[str, ...]] = ("eval_accuracy", "eval_loss")
@@ -244,8 +250,8 @@ class FinetuneSpec(JobSpec):
 
     def _check(self) -> None:
         super()._check()
-        _positive(self, "eval_batch_size")
-        for key in ("train_file", "dev_file"):
+        _positive(self, "eval_batch_size", "predict_batch_size")
+        for key in ("train_file", "dev_file", "test_file"):
             value = getattr(self, key)
             if value and not _is_remote(value) and not os.path.isfile(value):
                 raise SpecError(f"{key} {value} not found; pass an existing .tsv or .csv file "
