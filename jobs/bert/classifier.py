@@ -35,7 +35,7 @@ from .. import data
 from ..errors import ConfigError
 from ..job import Job, log
 from ..spec import FinetuneSpec
-from . import check_case, read_config
+from . import check_case, read_config, weights
 from .modeling import ClassifierModel
 from .tokenization import CLS, SEP, FullTokenizer
 
@@ -95,13 +95,16 @@ def read_examples(path: str) -> list[Example]:
     return examples
 
 
-def read_test_examples(path: str, pair: bool) -> list[Example]:
+def read_test_examples(path: str, pair: bool | None) -> list[Example]:
     """Examples to label: the columns of training (``text`` and, if training had pairs,
     ``text_b``), the label column optional (``label`` None when absent). A header row names
-    the columns as in :func:`read_examples`."""
+    the columns as in :func:`read_examples`. ``pair`` None (no training data to compare with):
+    without a header, 2 columns are ``text, label`` and 3 ``text, text_b, label``."""
     rows = _rows(path)
     if not rows:
         raise ConfigError(f"{path} has no examples; it needs one line per example to label")
+    if pair is None and not any(c.strip().lower() in TEXT_COLUMNS for c in rows[0]):
+        pair = len(rows[0]) == 3
     texts = 2 if pair else 1
     shape = "text<TAB>text_b[<TAB>label]" if pair else "text[<TAB>label]"
     header = [c.strip().lower() for c in rows[0]]
@@ -111,7 +114,7 @@ def read_test_examples(path: str, pair: bool) -> list[Example]:
         text_col = next(header.index(c) for c in TEXT_COLUMNS if c in header)
         pair_col = next((header.index(c) for c in PAIR_COLUMNS if c in header), None)
         label_col = header.index("label") if "label" in header else None
-        if (pair_col is not None) != pair:
+        if pair is not None and (pair_col is not None) != pair:
             raise ConfigError(f"{path} has {1 + (pair_col is not None)} text column(s) but "
                               f"training had {texts}; give {shape}")
     else:
@@ -206,22 +209,21 @@ class ClassifierJob(Job):
                               f"max_position_embeddings {self.config.max_position_embeddings}")
         check_case(s)
         tokenizer = FullTokenizer(f"{s.bert_dir.rstrip('/')}/vocab.txt", s.do_lower_case)
-        train = read_examples(s.train_file)
-        if not train:
+        train = read_examples(s.train_file) if s.do_train else []
+        if s.do_train and not train:
             raise ConfigError(f"{s.train_file} has a header but no examples; add one example per line "
                               "(text<TAB>label, or text<TAB>text_b<TAB>label)")
-        self.labels = list(s.labels) if s.labels else sorted({e.label for e in train})
+        self.labels = self.fine_tuned_labels(runner) if not s.do_train else (
+            list(s.labels) if s.labels else sorted({e.label for e in train}))
         if len(self.labels) < 2:
             raise ConfigError(f"{s.train_file} has a single label {self.labels[0]!r}; a "
                               "classifier needs at least two")
-        arrays = to_arrays(train, self.labels, tokenizer, s.max_seq_length, s.train_file)
-        arrays.pop("index")  # only test records carry their line number
         dev = None
         if s.dev_file:
             dev = to_arrays(read_examples(s.dev_file), self.labels, tokenizer,
                             s.max_seq_length, s.dev_file)
             dev.pop("index")
-        self.pair = any(e.text_b is not None for e in train)
+        self.pair = any(e.text_b is not None for e in train) if train else None
         test = None
         if s.test_file:
             test = to_arrays(read_test_examples(s.test_file, self.pair), self.labels, tokenizer,
@@ -229,8 +231,13 @@ class ClassifierJob(Job):
         with tf.io.gfile.GFile(f"{runner.out_dir}/labels.txt", "w") as f:
             f.write("".join(f"{label}\n" for label in self.labels))
         out_dir = f"{runner.out_dir}/{DATA_DIR}"
+        tf.io.gfile.makedirs(out_dir)
         n = len(train)
-        self.stream = data.write_stream(out_dir, arrays, n, s.seed, log)
+        self.stream = None
+        if s.do_train:
+            arrays = to_arrays(train, self.labels, tokenizer, s.max_seq_length, s.train_file)
+            arrays.pop("index")  # only test records carry their line number
+            self.stream = data.write_stream(out_dir, arrays, n, s.seed, log)
         self.dev_file = self.dev_examples = None
         if dev is not None:
             self.dev_examples = len(dev["label"])
@@ -248,8 +255,8 @@ class ClassifierJob(Job):
             self.test_file = f"{out_dir}/test.tfrecord"
             data.write_records(self.test_file, padded, range(len(padded["index"])))
             self.test_batches = len(padded["index"]) // self.predict_batch
-        log(f"{n} training examples ({n / s.train_batch_size:.1f} steps per epoch), labels "
-            f"{self.labels}" + (f", {self.dev_examples} dev examples" if dev is not None else "")
+        log((f"{n} training examples ({n / s.train_batch_size:.1f} steps per epoch)"
+             if s.do_train else "predict only") + f", labels {self.labels}" + (f", {self.dev_examples} dev examples" if dev is not None else "")
             + (f", {self.test_examples} test examples" if test is not None else ""))
 
     def parse(self, records):
@@ -283,7 +290,33 @@ class ClassifierJob(Job):
         correct = tf.equal(tf.argmax(logits, -1, output_type=tf.int32), features["label"])
         return loss, {"accuracy": tf.reduce_sum(tf.cast(correct, tf.float32) * w) / examples}
 
+    def fine_tuned_labels(self, runner) -> list[str]:
+        """A predict-only run's labels: ``labels``, else the labels.txt beside the fine-tuned
+        checkpoint, else train_file's; as many as the checkpoint's classifier has."""
+        s = self.spec
+        prefix, shape = weights.fine_tuned_checkpoint(runner.model_dir,
+                                                      s.resolved_init_checkpoint,
+                                                      "output_weights", "bert-finetune")
+        beside = f"{prefix.rsplit('/', 1)[0] if '/' in prefix else '.'}/labels.txt"
+        if s.labels:
+            labels = list(s.labels)
+        elif tf.io.gfile.exists(beside):
+            with tf.io.gfile.GFile(beside) as f:
+                labels = [line.strip() for line in f if line.strip()]
+        elif s.train_file:
+            labels = sorted({e.label for e in read_examples(s.train_file)})
+        else:
+            raise ConfigError(f"no labels.txt beside {prefix}; give the labels in training "
+                              "order with --set labels=a,b,...")
+        if len(labels) != shape[0]:
+            raise ConfigError(f"checkpoint {prefix} has a classifier for {shape[0]} labels but "
+                              f"the labels are {', '.join(labels)}; give --set labels=... in "
+                              "training order")
+        return labels
+
     def init_variables(self, variables):
+        if not self.spec.do_train:  # a fine-tuned checkpoint: the head too
+            return variables, lambda name: True
         encoder_only = {k: v for k, v in variables.items() if k.startswith("bert/")}
         return encoder_only, lambda name: True
 
@@ -359,7 +392,7 @@ class ClassifierJob(Job):
             f"{runner.out_dir}/{TEST_RESULTS}, {PREDICTIONS}")
 
     def export(self, runner) -> None:
-        from . import serving, weights
+        from . import serving
 
         s = self.spec
         path = serving.export(

@@ -11,7 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from .conftest import REPO, checkpoint_steps, finetune_spec, job_env, run_job
+from .conftest import (
+    REPO,
+    checkpoint_steps,
+    finetune_spec,
+    job_env,
+    run_job,
+    start_job,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.tf, pytest.mark.slow]
 
@@ -102,6 +110,27 @@ def test_predictions_savedmodel_and_checkpoint_agree(tmp_path, tiny_dir):
     cli_records = (tmp_path / "out" / "predictions.jsonl").read_text().splitlines()
     assert [json.loads(r)["label"] for r in cli_records] == [r["label"] for r in records]
 
+    # Predict only (do_train: false) from the run's model_dir, into a new one, preempted once:
+    # the retry ends with the same complete outputs, each written once.
+    import signal
+
+    predict_only = finetune_spec(tmp_path, tiny_dir, do_train=False, train_file=None,
+                                 init_checkpoint=str(run), model_dir=str(tmp_path / "p"),
+                                 test_file=str(test), predict_batch_size=7)
+    proc = start_job(predict_only)
+    wait_for(lambda: "p" in {p.name for p in tmp_path.iterdir()}
+             and (tmp_path / "p" / "finetune_data" / "test.tfrecord").exists(), proc,
+             what="the test records")
+    proc.send_signal(signal.SIGTERM)
+    output = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 42, output[-3000:]
+    again = run_job(predict_only)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "predict only, labels ['neg', 'pos'], 160 dev examples, 37 test examples" in again.stderr
+    assert (tmp_path / "p" / "test_results.tsv").read_text() == \
+        (run / "test_results.tsv").read_text()
+    assert not list((tmp_path / "p").glob("*.tmp")) and (tmp_path / "p" / "saved_model").is_dir()
+
     # Bad input to the command line: one line, exit 2.
     bad = _predict_cli(str(run), str(test))
     assert bad.returncode == 2 and _error_lines(bad.stderr) == [
@@ -129,3 +158,16 @@ def test_a_bad_test_file_stops_before_any_step(tmp_path, tiny_dir, content, mess
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert _error_lines(proc.stderr) == [f"jobs: error: {test} {message}"]
     assert checkpoint_steps(tmp_path / "run") == []
+
+
+def test_predict_only_needs_a_fine_tuned_checkpoint(tmp_path, tiny_dir):
+    """The pretrained checkpoint has no classifier head: one line, exit 2, before any step."""
+    test = _test_file(tmp_path, tiny_dir, lines=3)
+    spec = finetune_spec(tmp_path, tiny_dir, num_train_steps=0, test_file=str(test))
+    proc = run_job(spec)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert _error_lines(proc.stderr) == [
+        (f"jobs: error: checkpoint {tiny_dir / 'bert_model.ckpt'} has no output_weights: it is "
+        "not fine-tuned by bert-finetune; for a predict-only run (do_train: false) set "
+        "init_checkpoint to a bert-finetune run's model_dir")]
+    assert not (tmp_path / "run" / "test_results.tsv").exists()
