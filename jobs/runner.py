@@ -204,7 +204,8 @@ class Runner:
         if final:  # the final evaluation ends the evals curve
             self.record_eval(int(self.optimizer.step.numpy()), final)
         self.progress.update(status=progress_lib.FINISHED, metrics={**self.progress.record.metrics,
-                                                                    **metrics})
+                                                                    **metrics},
+                             outputs=list(job.outputs))
         log(f"finished at step {int(self.optimizer.step.numpy())}"
             + "".join(f", {k} {v:.4f}" for k, v in metrics.items()))
         return exitcodes.OK

@@ -329,6 +329,7 @@ class ClassifierJob(Job):
         results = self.evaluate(runner)
         with tf.io.gfile.GFile(f"{runner.out_dir}/eval_results.json", "w") as f:
             f.write(json.dumps(results, indent=2, sort_keys=True) + "\n")
+        self.outputs.append("eval_results.json")
         return {k: results[k] for k in self.spec.REPORTED_METRICS}
 
     def eval_metrics(self, runner) -> dict[str, float]:
@@ -388,6 +389,7 @@ class ClassifierJob(Job):
         """test_file's predictions by the model as it is now (:func:`write_outputs`)."""
         probabilities = self.predict(runner)
         write_outputs(runner.out_dir, probabilities, self.labels)
+        self.outputs += [TEST_RESULTS, PREDICTIONS]
         log(f"{len(probabilities)} predictions of {self.spec.test_file}: "
             f"{runner.out_dir}/{TEST_RESULTS}, {PREDICTIONS}")
 
@@ -401,4 +403,5 @@ class ClassifierJob(Job):
             {"do_lower_case": s.do_lower_case, "max_seq_length": s.max_seq_length,
              "text_b": self.pair},
             labels=self.labels)
+        self.outputs.append(f"{serving.SAVED_MODEL_DIR}/")
         log(f"SavedModel for serving: {path}")

@@ -225,6 +225,7 @@ class SquadJob(Job):
 
     def finish(self, runner) -> dict[str, float]:
         self.export(runner)
+        self.outputs += [f"{EXPORT_DIR}/", "saved_model/"]
         if self.predict_records is None:
             return {}
         s = self.spec
@@ -240,6 +241,7 @@ class SquadJob(Job):
         results["global_step"] = float(runner.optimizer.step.numpy())
         with tf.io.gfile.GFile(f"{model_dir}/eval_results.json", "w") as f:
             f.write(json.dumps(results, indent=2, sort_keys=True) + "\n")
+        self.outputs += [*outputs, "eval_results.json"]
         log(f"SQuAD {s.predict_file}: exact_match {results['exact_match']:.2f}, "
             f"f1 {results['f1']:.2f}")
         return {k: results[k] for k in s.REPORTED_METRICS}

@@ -37,6 +37,10 @@ def test_an_emulated_v2_32_predicts_every_test_line_once_in_order(tiny_bert, iso
     home = Path(os.environ["TPUCTL_HOME"])
     model_dir = (home / "local" / "buckets" / "tpuctl-local" / "tpuctl" / "runs" / result["run_id"]
                  / "model")
+    # `tpuctl status` names what the run wrote for its user
+    status = run_tpuctl_process("status", "pod")
+    assert (f"{result['run_id']} outputs in {result['model_dir']}: test_results.tsv, "
+            "predictions.jsonl, saved_model/") in status.out, status.out
     rows = (model_dir / "test_results.tsv").read_text().splitlines()
     assert len(rows) == LINES
     job_probs = np.array([r.split("\t") for r in rows], np.float64)

@@ -16,6 +16,7 @@ from .conftest import (
     checkpoint_steps,
     finetune_spec,
     job_env,
+    read_progress,
     run_job,
     start_job,
     wait_for,
@@ -64,6 +65,9 @@ def test_predictions_savedmodel_and_checkpoint_agree(tmp_path, tiny_dir):
     labels = (run / "labels.txt").read_text().split()
     assert [r["label"] for r in records] == [labels[int(np.argmax(p))] for p in job_probs]
     np.testing.assert_allclose([r["probabilities"] for r in records], job_probs, atol=1e-6)
+    # progress.json names what the run wrote for its user (`tpuctl status` shows the list)
+    assert read_progress(run)["outputs"] == ["test_results.tsv", "predictions.jsonl",
+                                             "saved_model/", "eval_results.json"]
 
     import tensorflow as tf
 
