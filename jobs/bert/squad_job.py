@@ -205,7 +205,10 @@ class SquadJob(Job):
         serving.export(f"{runner.out_dir}/{serving.SAVED_MODEL_DIR}", serving.SQUAD,
                        self.build_model, weights.values_of(runner.variables), s.bert_dir,
                        {"do_lower_case": s.do_lower_case, "max_seq_length": s.max_seq_length,
-                        "doc_stride": s.doc_stride, "max_query_length": s.max_query_length})
+                        "doc_stride": s.doc_stride, "max_query_length": s.max_query_length,
+                        "n_best_size": s.n_best_size, "max_answer_length": s.max_answer_length,
+                        "version_2_with_negative": s.version_2_with_negative,
+                        "null_score_diff_threshold": s.null_score_diff_threshold})
 
     def predict(self, runner) -> tuple[squad.Prediction, dict[str, float]]:
         """predict_file's answers by the model as it is now, and the official metrics."""

@@ -78,6 +78,13 @@ def test_tiny_squad_reaches_f1_80_and_reports_the_f1_of_its_predictions(tmp_path
     assert "predict only" in again.stderr
     assert (tmp_path / "p" / "squad" / "predictions.json").read_text() == \
         (model_dir / "predictions.json").read_text()
+    cli = subprocess.run([sys.executable, "-m", "jobs.bert.predict", str(model_dir / "saved_model"),
+                          str(dev), "--output", str(tmp_path / "cli"), "--batch-size", "5"],
+                         cwd=REPO, env=job_env(), capture_output=True, text=True, timeout=120,
+                         check=False)
+    assert cli.returncode == 0, cli.stderr[-2000:]
+    cli_answers = json.loads((tmp_path / "cli" / "predictions.json").read_text())
+    assert cli_answers == json.loads((model_dir / "predictions.json").read_text())
     serve = tf.saved_model.load(str(model_dir / "saved_model")).signatures["serving_default"]
     ids = np.array([[2, 40, 41, 3, 42, 43, 44, 3, 0, 0]], np.int32)
     out = serve(input_ids=tf.constant(ids), input_mask=tf.constant((ids > 0).astype(np.int32)),
