@@ -30,6 +30,9 @@ class Job:
 
     def __init__(self, spec: JobSpec):
         self.spec = spec
+        # files and directories ``finish`` wrote for the user, relative to model_dir
+        # (progress.json's ``outputs``: what ``tpuctl status`` names)
+        self.outputs: list[str] = []
 
     def batch_sizes(self) -> dict[str, int]:
         """Global batch sizes that must divide by the replica count, by spec key (evaluation

@@ -50,6 +50,9 @@ class Progress:
     # every evaluation, by step: [{"step": N, "metrics": {name: value}}] (eval_every_steps and
     # the final one); kept across restarts, so a sweep's pruner sees the whole curve
     evals: list[dict[str, Any]] = field(default_factory=list)
+    # what the finished job wrote for its user, relative to model_dir (test_results.tsv,
+    # predictions.json, saved_model/ ...): what `tpuctl status` names and `tpuctl stage` fetches
+    outputs: list[str] = field(default_factory=list)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

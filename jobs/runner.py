@@ -205,7 +205,8 @@ class Runner:
         if final:  # the final evaluation ends the evals curve
             self.record_eval(int(self.optimizer.step.numpy()), final)
         self.progress.update(status=progress_lib.FINISHED, metrics={**self.progress.record.metrics,
-                                                                    **metrics})
+                                                                    **metrics},
+                             outputs=list(job.outputs))
         log(f"finished at step {int(self.optimizer.step.numpy())}"
             + "".join(f", {k} {v:.4f}" for k, v in metrics.items()))
         return exitcodes.OK
@@ -457,6 +458,37 @@ class Runner:
         if key not in self.eval_loops:
             self.eval_loops[key] = self.make_eval_loop(sums_fn, keys, num_batches)
         return {k: float(v.numpy()) for k, v in self.eval_loops[key](iter(dataset)).items()}
+
+    def predict_rows(self, dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset],
+                     outputs_fn: Callable[[object, dict], Sequence[tf.Tensor]],
+                     dtypes: Sequence[tf.DType], num_batches: int) -> list:
+        """The per-example outputs of ``outputs_fn(model, batch)`` (tensors of ``dtypes`` with a
+        leading batch axis) over ``num_batches`` global batches, gathered across replicas and hosts in global
+        batch order, in one device loop; numpy arrays, one per output. Jobs pad their input to
+        whole batches and return an example index (-1 for padding) among the outputs, so every
+        example comes back exactly once however the batch splits over the slice."""
+        key = ("predict", outputs_fn, num_batches)
+        if key not in self.eval_loops:
+            model, strategy = self.model, self.strategy
+
+            def replica_step(batch):
+                return tuple(outputs_fn(model, batch))
+
+            if self.device.xla:
+                replica_step = tf.function(replica_step, jit_compile=True)
+
+            @tf.function
+            def predict_loop(iterator):
+                arrays = [tf.TensorArray(dtype, size=num_batches) for dtype in dtypes]
+                for i in tf.range(num_batches):
+                    outputs = strategy.run(replica_step, args=(next(iterator),))
+                    arrays = [ta.write(i, strategy.gather(v, axis=0))
+                              for ta, v in zip(arrays, outputs)]
+                return [ta.concat() for ta in arrays]
+
+            self.eval_loops[key] = predict_loop
+        dataset = self.strategy.distribute_datasets_from_function(dataset_fn)
+        return [t.numpy() for t in self.eval_loops[key](iter(dataset))]
 
     def make_eval_loop(self, sums_fn: Callable[[object, dict], dict[str, tf.Tensor]],
                        keys: Sequence[str], num_batches: int):

@@ -133,8 +133,10 @@ class JobSpec:
         return out
 
     def _check(self) -> None:
-        _positive(self, "num_train_steps", "save_checkpoints_steps", "train_batch_size",
-                  "steps_per_execution", "max_seq_length")
+        _positive(self, "save_checkpoints_steps", "train_batch_size", "steps_per_execution",
+                  "max_seq_length")
+        if getattr(self, "do_train", True):
+            _positive(self, "num_train_steps")
         if self.eval_every_steps < 0:
             raise SpecError(f"eval_every_steps is {self.eval_every_steps}; use 0 (evaluate at the "
                             "end only) or a positive number of steps, e.g. --set eval_every_steps=1000")
@@ -222,19 +224,49 @@ class PretrainSpec(JobSpec):
 
 
 @dataclass
-class FinetuneSpec(JobSpec):
+class TaskSpec(JobSpec):
+    """Keys of the fine-tuning jobs, which can also predict without training."""
+
+    do_train: bool = _opt(True, "false: predict only (no training): load init_checkpoint, a "
+                                "fine-tuned run's model_dir or checkpoint, predict the test/"
+                                "predict file and export saved_model/")
+
+    def _check_predict_only(self, predict_key: str) -> None:
+        """A predict-only run trains 0 steps and needs a file to predict and a fine-tuned
+        checkpoint (the classifier or span head is checked when the job starts)."""
+        if self.do_train:
+            return
+        self.num_train_steps = 0
+        if not getattr(self, predict_key):
+            raise SpecError(f"do_train is false but there is no {predict_key}; give the file to "
+                            f"predict (--set {predict_key}=PATH) or train (--set do_train=true)")
+        if self.resolved_init_checkpoint is None:
+            raise SpecError("do_train is false, so init_checkpoint must name a fine-tuned "
+                            "checkpoint: a bert-finetune or bert-squad run's model_dir "
+                            "(--set init_checkpoint=DIR)")
+
+
+@dataclass
+class FinetuneSpec(TaskSpec):
     """``bert-finetune``: the original run_classifier.py for one TSV/CSV task."""
 
     learning_rate: float = _opt(5e-5, "peak learning rate of AdamW")
     num_train_steps: int = _opt(1000, "total optimizer steps (epochs x examples / batch)")
     train_file: str = _required("training examples: .tsv or .csv with columns text[, text_b], "
-                                "label (a header row naming them is optional)", path="file")
+                                "label (a header row naming them is optional); not needed "
+                                "when do_train is false", path="file", training=True)
     dev_file: str | None = _opt(None, "evaluation examples, same format; accuracy is reported "
                                       "when the run ends", path="file")
     labels: list[str] | None = _opt(  # noqa: RUF009 - _opt returns a dataclasses.field
         None, "label values in order (comma-separated); default: the sorted distinct labels "
               "of train_file")
     eval_batch_size: int = _opt(8, "global batch size for evaluation")
+    test_file: str | None = _opt(None, "examples to label after training, same columns as "
+                                       "train_file with or without the label: "
+                                       "<model_dir>/test_results.tsv (one row of label "
+                                       "probabilities per line, in order) and predictions.jsonl",
+                                 path="file")
+    predict_batch_size: int = _opt(8, "global batch size for predicting test_file")
     classifier_dropout: float = _opt(0.1, "dropout on the pooled output, as run_classifier.py")
 
     REPORTED_METRICS: ClassVar[tuple[str, ...]] = ("eval_accuracy", "eval_loss")
@@ -243,9 +275,12 @@ class FinetuneSpec(JobSpec):
         return self.REPORTED_METRICS if self.dev_file else ()
 
     def _check(self) -> None:
+        if self.num_train_steps == 0:  # as run_classifier.py without do_train
+            self.do_train = False
+        self._check_predict_only("test_file")
         super()._check()
-        _positive(self, "eval_batch_size")
-        for key in ("train_file", "dev_file"):
+        _positive(self, "eval_batch_size", "predict_batch_size")
+        for key in ("train_file", "dev_file", "test_file"):
             value = getattr(self, key)
             if value and not _is_remote(value) and not os.path.isfile(value):
                 raise SpecError(f"{key} {value} not found; pass an existing .tsv or .csv file "
@@ -260,7 +295,7 @@ class FinetuneSpec(JobSpec):
 
 
 @dataclass
-class SquadSpec(JobSpec):
+class SquadSpec(TaskSpec):
     """``bert-squad``: span-extraction fine-tuning on SQuAD v1.1/v2.0, as run_squad.py."""
 
     learning_rate: float = _opt(3e-5, "peak learning rate of AdamW")
@@ -269,8 +304,8 @@ class SquadSpec(JobSpec):
                                    "questions / train_batch_size (as run_squad.py)")
     num_train_epochs: float = _opt(2.0, "epochs over the training questions when "
                                         "num_train_steps is 0")
-    train_file: str = _required("SQuAD JSON to train on (train-v1.1.json, train-v2.0.json)",
-                                path="file")
+    train_file: str = _required("SQuAD JSON to train on (train-v1.1.json, train-v2.0.json); "
+                                "not needed when do_train is false", path="file", training=True)
     predict_file: str | None = _opt(None, "SQuAD JSON to predict after training (dev-v1.1.json): "
                                           "predictions.json and eval_results.json (EM, F1)",
                                     path="file")
@@ -291,6 +326,7 @@ class SquadSpec(JobSpec):
     def _check(self) -> None:
         from .bert import squad_check as squad  # pure Python: no TensorFlow
 
+        self._check_predict_only("predict_file")
         if self.num_train_epochs is None or not self.num_train_epochs > 0:
             raise SpecError(f"num_train_epochs is {self.num_train_epochs}; use a positive number "
                             "such as --set num_train_epochs=2")
@@ -305,10 +341,10 @@ class SquadSpec(JobSpec):
                 except squad.SquadError as exc:
                     message = str(exc).replace(value, _show(value, quote=False, limit=200))
                     raise SpecError(f"{key}: {message}") from None
-                if key == "train_file" and self.num_train_steps == 0:
+                if key == "train_file" and self.num_train_steps == 0 and self.do_train:
                     self.num_train_steps = max(1, int(count / self.train_batch_size
                                                       * self.num_train_epochs))
-        if self.num_train_steps == 0:
+        if self.num_train_steps == 0 and self.do_train:
             raise SpecError("train_file is remote, so its size is unknown here; give "
                             "--set num_train_steps=N (epochs x questions / train_batch_size)")
         super()._check()
@@ -460,7 +496,8 @@ def from_dict(raw: dict[str, Any], overrides: Iterable[str] | Iterable[tuple[str
         kwargs[key] = _coerce(key, value, hints[key], origin="--set")
     spec = cls(**kwargs)
     for name, f in fields.items():
-        if f.metadata.get("required") and getattr(spec, name) in (None, ""):
+        if (f.metadata.get("required") and getattr(spec, name) in (None, "")
+                and (getattr(spec, "do_train", True) or not f.metadata.get("training"))):
             raise SpecError(f"{source} is missing {name} ({f.metadata['doc']}); add '{name}: ...' "
                             f"to the spec or pass --set {name}=...")
     spec._check()

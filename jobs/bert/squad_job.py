@@ -78,11 +78,17 @@ class SquadJob(Job):
                               f"use --set max_seq_length={self.config.max_position_embeddings}")
         check_case(s)
         self.tokenizer = FullTokenizer(f"{s.bert_dir.rstrip('/')}/vocab.txt", s.do_lower_case)
-        train_examples, train = self._features(s.train_file, training=True)
-        arrays = feature_arrays(train)
         out_dir = f"{runner.out_dir}/{DATA_DIR}"
+        tf.io.gfile.makedirs(out_dir)
+        train_examples, train, self.stream = [], [], None
+        if s.do_train:
+            train_examples, train = self._features(s.train_file, training=True)
+            self.stream = data.write_stream(out_dir, feature_arrays(train), len(train), s.seed,
+                                            log)
+        else:  # predict only: the checkpoint must hold the span head
+            weights.fine_tuned_checkpoint(runner.model_dir, s.resolved_init_checkpoint,
+                                          "cls/squad/output_weights", "bert-squad")
         n = len(train)
-        self.stream = data.write_stream(out_dir, arrays, n, s.seed, log)
         self.predict_records = None
         if s.predict_file:
             self.predict_examples, self.predict_features = self._features(s.predict_file, False)
@@ -92,8 +98,8 @@ class SquadJob(Job):
             self.predict_records = f"{out_dir}/predict.tfrecord"
             data.write_records(self.predict_records, padded, range(len(padded["weight"])))
             self.predict_batches = len(padded["weight"]) // self.predict_batch
-        log(f"{len(train_examples)} training questions, {n} windows "
-            f"({n / s.train_batch_size:.1f} steps per epoch)"
+        log((f"{len(train_examples)} training questions, {n} windows "
+             f"({n / s.train_batch_size:.1f} steps per epoch)" if s.do_train else "predict only")
             + (f"; {len(self.predict_examples)} questions to predict" if s.predict_file else ""))
 
     def parse(self, records):
@@ -127,7 +133,9 @@ class SquadJob(Job):
 
     def init_variables(self, variables):
         # The encoder must be there; cls/squad/* loads too when the checkpoint has it (a model
-        # fine-tuned by run_squad.py), else the head starts fresh.
+        # fine-tuned by run_squad.py), else the head starts fresh; predict-only needs it.
+        if not self.spec.do_train:
+            return variables, lambda name: not name.startswith("bert/pooler/")
         return variables, lambda name: name.startswith("bert/")
 
     def trainable(self, name: str) -> bool:
@@ -183,13 +191,24 @@ class SquadJob(Job):
 
     def export(self, runner) -> None:
         """``<model_dir>/export``: an original-layout directory (bert_config.json, vocab.txt,
-        bert_model.ckpt with ``bert/*`` and ``cls/squad/*``), as run_squad.py's checkpoints."""
+        bert_model.ckpt with ``bert/*`` and ``cls/squad/*``), as run_squad.py's checkpoints;
+        and ``<model_dir>/saved_model`` for serving (:mod:`jobs.bert.serving`)."""
         export = f"{runner.out_dir}/{EXPORT_DIR}"
         tf.io.gfile.makedirs(export)
         weights.write(f"{export}/bert_model.ckpt", weights.values_of(runner.variables))
         for name in ("bert_config.json", "vocab.txt"):
             tf.io.gfile.copy(f"{self.spec.bert_dir.rstrip('/')}/{name}", f"{export}/{name}",
                              overwrite=True)
+        from . import serving
+
+        s = self.spec
+        serving.export(f"{runner.out_dir}/{serving.SAVED_MODEL_DIR}", serving.SQUAD,
+                       self.build_model, weights.values_of(runner.variables), s.bert_dir,
+                       {"do_lower_case": s.do_lower_case, "max_seq_length": s.max_seq_length,
+                        "doc_stride": s.doc_stride, "max_query_length": s.max_query_length,
+                        "n_best_size": s.n_best_size, "max_answer_length": s.max_answer_length,
+                        "version_2_with_negative": s.version_2_with_negative,
+                        "null_score_diff_threshold": s.null_score_diff_threshold})
 
     def predict(self, runner) -> tuple[squad.Prediction, dict[str, float]]:
         """predict_file's answers by the model as it is now, and the official metrics."""
@@ -209,6 +228,7 @@ class SquadJob(Job):
 
     def finish(self, runner) -> dict[str, float]:
         self.export(runner)
+        self.outputs += [f"{EXPORT_DIR}/", "saved_model/"]
         if self.predict_records is None:
             return {}
         s = self.spec
@@ -224,6 +244,7 @@ class SquadJob(Job):
         results["global_step"] = float(runner.optimizer.step.numpy())
         with tf.io.gfile.GFile(f"{model_dir}/eval_results.json", "w") as f:
             f.write(json.dumps(results, indent=2, sort_keys=True) + "\n")
+        self.outputs += [*outputs, "eval_results.json"]
         log(f"SQuAD {s.predict_file}: exact_match {results['exact_match']:.2f}, "
             f"f1 {results['f1']:.2f}")
         return {k: results[k] for k in s.REPORTED_METRICS}

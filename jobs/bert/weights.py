@@ -112,3 +112,22 @@ def values_of(variables: Mapping[str, tf.Variable]) -> dict[str, np.ndarray]:
 def _first_line(exc: BaseException) -> str:
     text = getattr(exc, "message", None) or str(exc)
     return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+
+
+def fine_tuned_checkpoint(model_dir: str, init_checkpoint: str | None, head: str,
+                          job: str) -> tuple[str, tuple[int, ...]]:
+    """The checkpoint a predict-only run loads (model_dir's newest, as the runner resumes it,
+    else ``init_checkpoint``) and the shape of its task ``head`` variable; a one-line
+    :class:`ConfigError` when the head is missing (a pretrained, not fine-tuned, checkpoint)."""
+    prefix = tf.train.latest_checkpoint(model_dir)
+    if not prefix:
+        if not init_checkpoint:
+            raise ConfigError(f"a predict-only run needs init_checkpoint: a {job} run's "
+                              "model_dir (--set init_checkpoint=DIR)")
+        prefix = checkpoint_prefix(init_checkpoint)
+    found, missing = read_arrays(prefix, [head])
+    if missing:
+        raise ConfigError(f"checkpoint {prefix} has no {head}: it is not fine-tuned by {job}; "
+                          f"for a predict-only run (do_train: false) set init_checkpoint to a "
+                          f"{job} run's model_dir")
+    return prefix, tuple(found[head].shape)

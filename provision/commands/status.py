@@ -68,6 +68,8 @@ def command(name: str | None, zone: str | None, provider: str | None, project: s
                 click.echo(f"{r['cluster']}: host bootstrap failed: {b['role']}-{b['worker']} at {b['step']}: "
                            f"{b['message']} (its log: tpuctl-bootstrap.log on that host; last line: "
                            f"{(b['log_tail'] or ['-'])[-1]})")
+            if r.get("outputs"):
+                click.echo(f"{r['run_id']} outputs in {r['model_dir']}: {', '.join(r['outputs'])}")
             if r["status"] == "gave_up" and r.get("reason"):
                 click.echo(f"{r['run_id']} stopped: {r['reason']}")
     click.echo("")
@@ -133,4 +135,5 @@ def run_summary(cluster_name: str, target) -> dict | None:
             "failures": rec.failures, "steps_lost": rec.steps_lost, "seconds_lost": round(rec.seconds_lost, 1),
             "attempts": rec.attempts, "model_dir": rec.model_dir, "reason": rec.reason,
             "bootstrap_failed": [b.to_dict() for b in down],
+            "outputs": [o for o in p.get("outputs") or [] if isinstance(o, str)],
             **{k: metrics[k] for k in ("exact_match", "f1") if k in metrics}}

@@ -69,6 +69,36 @@ def test_tiny_squad_reaches_f1_80_and_reports_the_f1_of_its_predictions(tmp_path
     assert not np.allclose(export.get_tensor("bert/encoder/layer_0/output/dense/kernel"),
                            init.get_tensor("bert/encoder/layer_0/output/dense/kernel"))
 
+    # Predict only (do_train: false) from the export: the very predictions.json the end of
+    # training wrote; and the SavedModel's span logits agree with the checkpoint's model.
+    (tmp_path / "p").mkdir()
+    again = run_job(squad_spec(tmp_path / "p", tiny_dir, do_train=False, train_file=None,
+                               init_checkpoint=str(model_dir / "export")))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "predict only" in again.stderr
+    assert (tmp_path / "p" / "squad" / "predictions.json").read_text() == \
+        (model_dir / "predictions.json").read_text()
+    cli = subprocess.run([sys.executable, "-m", "jobs.bert.predict", str(model_dir / "saved_model"),
+                          str(dev), "--output", str(tmp_path / "cli"), "--batch-size", "5"],
+                         cwd=REPO, env=job_env(), capture_output=True, text=True, timeout=120,
+                         check=False)
+    assert cli.returncode == 0, cli.stderr[-2000:]
+    cli_answers = json.loads((tmp_path / "cli" / "predictions.json").read_text())
+    assert cli_answers == json.loads((model_dir / "predictions.json").read_text())
+    serve = tf.saved_model.load(str(model_dir / "saved_model")).signatures["serving_default"]
+    ids = np.array([[2, 40, 41, 3, 42, 43, 44, 3, 0, 0]], np.int32)
+    out = serve(input_ids=tf.constant(ids), input_mask=tf.constant((ids > 0).astype(np.int32)),
+                segment_ids=tf.constant(np.array([[0] * 4 + [1] * 6], np.int32)))
+    from jobs.bert import read_config, weights
+    from jobs.bert.modeling import SquadModel
+
+    model = SquadModel(read_config(str(tiny_dir)))
+    weights.restore(model.original_variables(), str(model_dir / "export" / "bert_model.ckpt"))
+    want = model({"token_ids": ids, "padding_mask": (ids > 0).astype(np.int32),
+                  "segment_ids": np.array([[0] * 4 + [1] * 6], np.int32)})
+    for key in ("start_logits", "end_logits"):
+        np.testing.assert_allclose(out[key].numpy(), want[key].numpy(), atol=1e-5)
+
 
 def test_a_run_squad_checkpoint_loads_unchanged(tmp_path, tiny_dir):
     """A checkpoint in run_squad.py's layout (bert/* and cls/squad/*) initialises every variable
