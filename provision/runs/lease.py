@@ -115,12 +115,15 @@ class Lease:
                 return False
 
     def held(self) -> bool:
-        """The lease is still as we last wrote it (a cheap metadata read)."""
-        gen = self.generation
-        if gen is None:
-            return False
-        info = self.bucket.stat(self.name)
-        return info is not None and info.generation == gen
+        """The lease is still as we last wrote it (a cheap metadata read). Under the lock: a renewal
+        in flight has already changed the object's generation before it learns the new one, and
+        reading between the two would take our own heartbeat for a takeover."""
+        with self._lock:
+            gen = self.generation
+            if gen is None:
+                return False
+            info = self.bucket.stat(self.name)
+            return info is not None and info.generation == gen
 
     def release(self, note: str = "") -> bool:
         """Mark the lease released, if it is still ours; False if it was not."""

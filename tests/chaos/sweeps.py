@@ -54,6 +54,7 @@ class Outcome:
     plan: Plan
     injected: Counter = field(default_factory=Counter)
     trials: int = 0
+    sweep_state: str | None = None
     states: Counter = field(default_factory=Counter)
     violations: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -194,6 +195,7 @@ class Campaign:
         v = out.violations
         trials = doc["trials"]
         out.trials = len(trials)
+        out.sweep_state = doc["state"]
         out.states.update(t["state"] for t in trials)
         if doc["state"] not in ("finished", "stopped"):
             v.append(f"the sweep ended {doc['state']}: {doc.get('reason')} {err[-1000:]}")

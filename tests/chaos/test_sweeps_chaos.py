@@ -15,10 +15,16 @@ from tests.chaos.sweeps import Campaign, generate
 pytestmark = [pytest.mark.tf, pytest.mark.slow, pytest.mark.xdist_group("tf-e2e")]
 
 
-@pytest.mark.parametrize("seed, expect", [(5, {"finished": 3}), (0, {"stopped": 2})])
-def test_a_sweep_under_chaos_loses_no_trial_and_leaves_no_tpu(seed, expect, tiny_bert, tmp_path):
+@pytest.mark.parametrize("seed, ends", [(5, "finished"), (0, "stopped")])
+def test_a_sweep_under_chaos_loses_no_trial_and_leaves_no_tpu(seed, ends, tiny_bert, tmp_path):
     plan = generate(seed)
     outcome = Campaign(tiny_bert, dict(os.environ), tmp_path).run(plan)
     assert outcome.ok, f"{plan.describe()}\n" + "\n".join(outcome.violations)
     assert sum(outcome.injected.values()) == len(plan.faults) and not outcome.injected["not_injected"]
-    assert dict(outcome.states) == expect, outcome
+    assert outcome.sweep_state == ends, outcome
+    if ends == "finished":
+        assert dict(outcome.states) == {"finished": 3}, outcome
+    else:
+        # stopped while a trial trains: that one and any not yet ended are stopped; a trial that
+        # reached its last step first may have finished (timing, not a fault)
+        assert outcome.states["stopped"] >= 1 and set(outcome.states) <= {"stopped", "finished"}, outcome

@@ -70,6 +70,38 @@ def test_a_supervisor_whose_lease_was_taken_over_learns_it_at_its_next_renewal(t
     assert third.held()
 
 
+class _SlowReply(LocalBucket):
+    """A bucket whose conditional write lands at once but answers late, as a Cloud Storage upload
+    does: the object's generation has changed before the writer learns the new one."""
+
+    landed = None
+
+    def write_if_generation(self, name, data, if_generation_match):
+        info = super().write_if_generation(name, data, if_generation_match)
+        if self.landed is not None:
+            self.landed.set()
+            time.sleep(0.5)
+        return info
+
+
+def test_a_renewal_in_flight_is_not_taken_for_a_takeover(tmp_path):
+    """The heartbeat thread renews while the supervisor's loop asks whether the lease is still its
+    own: seen from the loop, the object already has the renewal's generation and the lease the
+    old one. A run supervised in the foreground stopped there, `running`, with tpuctl train exiting 0."""
+    import threading
+
+    bucket = _SlowReply(tmp_path)
+    lease = RunLease(RunStore(bucket, "r1"), {"owner": "me", "heartbeat_at": time.time()})
+    lease.acquire()
+    bucket.landed = threading.Event()
+    renewal = threading.Thread(target=lease.renew)
+    renewal.start()
+    assert bucket.landed.wait(5)
+    assert lease.held()                         # waits for the renewal's answer, then sees its own write
+    renewal.join()
+    assert lease.held()
+
+
 def test_events_written_by_an_older_tpuctl_stay_readable_and_appendable(tmp_path):
     store = RunStore(LocalBucket(tmp_path), "r1")
     store.bucket.write_bytes(f"{store.prefix}/events.jsonl", b'{"event": "preempted", "time": 1}')  # no newline
