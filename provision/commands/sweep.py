@@ -319,6 +319,7 @@ def stop(sweep: str, bucket: str | None, wait: bool, provider: str | None, proje
     """Stop SWEEP: its running trials stop (checkpoints kept), its pool TPUs are deleted."""
     import time
 
+    from ..runs.lease import LeaseBusy
     from ..sweeps.controller import Controller
     from ..sweeps.store import controller_alive
 
@@ -327,15 +328,24 @@ def stop(sweep: str, bucket: str | None, wait: bool, provider: str | None, proje
     acting_on(target, "sweep stop", zone=",".join(rec.zones))
     if rec.live:
         store.write_json("stop.json", {"time": time.time()})
-        if controller_alive(store.controller()):
+
+        def wait_for_controller() -> None:
             say(f"asked sweep {sweep}'s controller to stop")
             deadline = time.time() + 300
             while wait and time.time() < deadline and store.load().live and controller_alive(store.controller()):
                 time.sleep(1.0)
-        if store.load().live:
+
+        if controller_alive(store.controller()):
+            wait_for_controller()
+        if store.load().live and not controller_alive(store.controller()):
             say(f"sweep {sweep} has no live controller: stopping its trials and deleting its pool here")
-            Controller(open_provider(target), target, store, where="stop", log=say).stop_here(
-                "stopped by tpuctl sweep stop")
+            try:
+                Controller(open_provider(target), target, store, where="stop", log=say).stop_here(
+                    "stopped by tpuctl sweep stop")
+            except LeaseBusy:
+                # a controller (a `sweep resume` just started) took the sweep first: it reads
+                # stop.json before it adopts or starts anything
+                wait_for_controller()
     doc = _document(store)
     if as_json:
         emit_json(doc)

@@ -66,8 +66,6 @@ class Active:
 
 class Controller:
     def __init__(self, provider: Provider, target: Target, store: SweepStore, *, where: str, log: Log):
-        from .study import Study
-
         self.provider = provider
         self.target = target
         self.store = store
@@ -76,9 +74,8 @@ class Controller:
         self.spec = sweepspec.from_dict(self.rec.spec)
         self.identity = controller_identity(where)
         self.lease = controller_lease(store, self.identity)
-        self.study = Study(store, self.spec, eval_every=self.rec.eval_every_steps or 0,
-                           num_train_steps=self.rec.num_train_steps)
-        self.trials: dict[int, TrialRecord] = {t.trial: t for t in store.trials()}
+        self.study: Any = None               # the Study, read once the lease is ours (_acquire)
+        self.trials: dict[int, TrialRecord] = {}
         self.active: dict[int, Active] = {}
         self.pending: list[TrialRecord] = []
         self.pool: dict[str, int | None] = {}       # cluster -> trial number running on it
@@ -88,7 +85,16 @@ class Controller:
 
     # ---- the lease ------------------------------------------------------------------------------
     def _acquire(self) -> None:
+        """Take the lease, then read the sweep: whatever a holder before us wrote (a `sweep stop`
+        that ended it, journal batches) is what this controller starts from, never a copy read
+        before it held the sweep."""
+        from .study import Study
+
         take_controller_lease(self.lease, self.rec.sweep_id)
+        self.rec = self.store.load()
+        self.study = Study(self.store, self.spec, eval_every=self.rec.eval_every_steps or 0,
+                           num_train_steps=self.rec.num_train_steps)
+        self.trials = {t.trial: t for t in self.store.trials()}
 
     def _heartbeat(self) -> None:
         while not self._stop.wait(HEARTBEAT_S):
@@ -103,14 +109,22 @@ class Controller:
     # ---- the loop ---------------------------------------------------------------------------------
     def run(self) -> SweepRecord:
         self._acquire()
+        rec = self.rec
+        if not rec.live:
+            # ended while this controller was starting (`sweep stop` right after `sweep resume`)
+            self.log(f"sweep {rec.sweep_id} is {rec.state}; nothing to do")
+            self.lease.release(rec.state)
+            return rec
         beat = threading.Thread(target=self._heartbeat, daemon=True)
         beat.start()
-        rec = self.rec
         try:
             rec.state, rec.reason = "running", None
             self.store.save(rec)
             self._find_pool()
-            self._reconcile()
+            if not self.store.stop_requested():
+                self._reconcile()
+            else:
+                self._stop_unstarted()
             while not self._stop.is_set():
                 if self.store.stop_requested():
                     self._stop_all("stopped by tpuctl sweep stop")
@@ -446,14 +460,20 @@ class Controller:
         self.pending = []
 
 
+    def _stop_unstarted(self) -> None:
+        """Asked to stop before anything was adopted: every trial not ended is to be stopped."""
+        for t in self.trials.values():
+            if t.state in ("running", "queued"):
+                self.active[t.trial] = Active(trial=t)
+
     def stop_here(self, reason: str) -> SweepRecord:
         """Stop a sweep whose controller is gone: stop its trials' runs, delete its pool."""
         self._acquire()
+        if not self.rec.live:
+            self.lease.release(self.rec.state)
+            return self.rec
         self._find_pool()
-        for t in self.trials.values():
-            if t.state in ("running", "queued"):
-                act = Active(trial=t)
-                self.active[t.trial] = act
+        self._stop_unstarted()
         self._stop_all(reason)
         states = self.study.states()
         for n, s in states.items():
