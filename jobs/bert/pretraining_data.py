@@ -152,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="--runner dataflow: a package Dataflow's workers install (this code)")
     parser.add_argument("--requirements_file", default=None, help="--runner dataflow: pip requirements")
     parser.add_argument("--job_name", default=None, help="--runner dataflow: the job's name")
+    parser.add_argument("--max_num_workers", type=int, default=None,
+                        help="--runner dataflow: at most this many Dataflow workers")
     parser.add_argument("--dry_run", action="store_true",
                         help="--runner beam|dataflow: print the pipeline options and stop")
     parser.add_argument("--tokenizer", choices=("auto", "python"), default="auto",
@@ -264,7 +266,7 @@ def _make_beam(args, opts: DataOptions):
         dataflow = beam_options.Dataflow(
             project=args.project or "", region=args.region or "", temp_location=args.temp_location,
             extra_packages=tuple(args.extra_package), requirements_file=args.requirements_file,
-            job_name=args.job_name)
+            job_name=args.job_name, max_workers=args.max_num_workers)
         beam_options.check_dataflow(dataflow, [p for p in args.input_file.split(",") if p.strip()],
                                     args.output_dir)
     pipeline_args = beam_options.pipeline_args(args.runner, args.workers, dataflow)
