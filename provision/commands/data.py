@@ -54,6 +54,9 @@ MANIFEST = "manifest.json"  # written by jobs.bert.pretraining_parallel
 @click.option("--temp-location", default=None, metavar="GS_URL",
               help="--runner dataflow: gs://BUCKET/PATH where Dataflow stages its files.")
 @click.option("--job-name", default=None, metavar="NAME", help="--runner dataflow: the Dataflow job's name.")
+@click.option("--on", "on", default=None, metavar="CLUSTER",
+              help="Make the shards on CLUSTER's host VM (not a TPU worker), so no TPU bills and this machine "
+                   "need not stay up: local corpus files and vocab.txt are staged to DEST's bucket first.")
 @click.option("--create-bucket", is_flag=True, help="Create DEST's bucket if it is missing.")
 @click.option("--location", default="US", show_default=True, metavar="LOCATION",
               help="Location of a bucket made by --create-bucket.")
@@ -64,7 +67,7 @@ def command(corpus: tuple[str, ...], bert_dir: str, out: str, workers: int | Non
             exact: bool, num_shards: int, max_seq_length: int, max_predictions_per_seq: int,
             masked_lm_prob: float, dupe_factor: int, short_seq_prob: float, do_whole_word_mask: bool,
             do_lower_case: bool, seed: int, work_dir: str | None, runner: str, region: str | None,
-            temp_location: str | None, job_name: str | None, create_bucket: bool,
+            temp_location: str | None, job_name: str | None, on: str | None, create_bucket: bool,
             location: str, provider: str | None,
             project: str | None, dry_run: bool, as_json: bool) -> None:
     """Make BERT pretraining shards from a text corpus here, then stage them to DEST.
@@ -80,15 +83,33 @@ def command(corpus: tuple[str, ...], bert_dir: str, out: str, workers: int | Non
     from ..staging.endpoints import is_bucket_url
     from .common import acting_on, emit_json, resolve_target, say
 
+    if on:
+        fwd = ["--max-seq-length", str(max_seq_length), "--max-predictions-per-seq", str(max_predictions_per_seq),
+               "--masked-lm-prob", str(masked_lm_prob), "--dupe-factor", str(dupe_factor),
+               "--short-seq-prob", str(short_seq_prob), "--seed", str(seed),
+               "--do-whole-word-mask" if do_whole_word_mask else "--no-do-whole-word-mask",
+               "--do-lower-case" if do_lower_case else "--no-do-lower-case"]
+        fwd += ["--workers", str(workers)] if workers else []
+        fwd += ["--parts", str(parts)] if parts else []
+        fwd += ["--exact", "--num-shards", str(num_shards)] if exact else []
+        fwd += ["--runner", runner] if runner != "local" else []
+        from .data_on_host import make_on_host
+
+        return make_on_host(on, corpus, bert_dir, out, tuple(fwd), runner=runner, provider=provider,
+                            project=project, create_bucket=create_bucket, location=location, dry_run=dry_run,
+                            as_json=as_json)
     if runner == "dataflow":
         return _dataflow(corpus, bert_dir, out, workers, parts, exact, seed, do_lower_case, region,
                          temp_location, job_name, provider, project, dry_run, as_json, _job_options(
                              max_seq_length, max_predictions_per_seq, masked_lm_prob, dupe_factor,
                              short_seq_prob, do_whole_word_mask))
+    if any(is_bucket_url(p) for p in (*corpus, bert_dir)):
+        # the host VM's side of --on (or a corpus kept in a bucket): fetched here first
+        corpus, bert_dir = _fetch_inputs(corpus, bert_dir, resolve_target(provider, project))
     for path in corpus:
-        if is_bucket_url(path) or not os.path.isfile(path):
+        if not os.path.isfile(path):
             raise UsageError(f"corpus file {path} is not a local file",
-                             hint="give local text files (copy them here first)")
+                             hint="give local text files or gs:// objects")
     vocab = os.path.join(bert_dir, "vocab.txt")
     if is_bucket_url(bert_dir) or not os.path.isfile(vocab):
         raise UsageError(f"{vocab} does not exist", hint="give --bert-dir a local model directory holding vocab.txt")
@@ -167,6 +188,43 @@ def command(corpus: tuple[str, ...], bert_dir: str, out: str, workers: int | Non
         click.echo(f"{doc['instances']} instances in {doc['shards']} shard(s) at {out}"
                    + ("" if result["made_parts"] else " (already complete: nothing was made)"))
         click.echo(f"input_files: {glob}")
+
+
+def _fetch_inputs(corpus: tuple[str, ...], bert_dir: str, target) -> tuple[tuple[str, ...], str]:
+    """gs:// corpus files and vocab.txt copied to a local directory (named by their URLs; an
+    object already there at its size is not fetched again)."""
+    from ..basics import validate
+    from ..basics.config import home
+    from ..basics.errors import UsageError
+    from ..cloud.storage import open_bucket
+    from ..cloud.storage.base import ObjectNotFound
+    from ..staging.endpoints import is_bucket_url
+
+    key = hashlib.sha256(json.dumps([list(corpus), bert_dir]).encode()).hexdigest()[:16]
+    root = home() / "data" / "inputs" / key
+
+    def fetch(url: str, rel: str) -> str:
+        u = validate.bucket_url(url)
+        bucket = open_bucket(u, target)
+        info = bucket.stat(u.prefix)
+        if info is None:
+            raise UsageError(f"{url} does not exist", hint="check the name (gcloud storage ls)")
+        path = root / rel
+        if not (path.is_file() and path.stat().st_size == info.size):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                bucket.download_file(u.prefix, path)
+            except ObjectNotFound:
+                raise UsageError(f"{url} does not exist", hint="check the name (gcloud storage ls)") from None
+        return str(path)
+
+    local = tuple(fetch(c, f"corpus/{i:05d}-{c.rsplit('/', 1)[-1]}") if is_bucket_url(c) else c
+                  for i, c in enumerate(corpus))
+    if is_bucket_url(bert_dir):
+        name = bert_dir.rstrip("/").rsplit("/", 1)[-1]  # the directory's name says cased or uncased
+        fetch(f"{bert_dir.rstrip('/')}/vocab.txt", f"{name}/vocab.txt")
+        bert_dir = str(root / name)
+    return local, bert_dir
 
 
 def _job_options(max_seq_length: int, max_predictions_per_seq: int, masked_lm_prob: float,
