@@ -25,7 +25,7 @@ MANIFEST = "manifest.json"  # written by jobs.bert.pretraining_parallel
 @click.command("data")
 @click.argument("corpus", nargs=-1, required=True)
 @click.option("--bert-dir", required=True, metavar="DIR",
-              help="The model directory (local) whose vocab.txt tokenizes the corpus.")
+              help="The model directory (local or gs://) whose vocab.txt tokenizes the corpus.")
 @click.option("--out", "out", required=True, metavar="DEST",
               help="Where the shards go: gs://BUCKET/PREFIX or a local directory.")
 @click.option("--workers", type=int, default=None, metavar="N",
@@ -72,12 +72,15 @@ def command(corpus: tuple[str, ...], bert_dir: str, out: str, workers: int | Non
             project: str | None, dry_run: bool, as_json: bool) -> None:
     """Make BERT pretraining shards from a text corpus here, then stage them to DEST.
 
-    The corpus has one sentence per line and a blank line between documents. A re-run with the
-    same inputs does nothing; an interrupted one resumes the parts not yet made. Prints the
-    input_files glob to give `tpuctl train` (--set input_files=...).
+    The corpus has one sentence per line and a blank line between documents (local files, or
+    gs:// objects fetched first). A re-run with the same inputs does nothing; an interrupted one
+    resumes the parts not yet made. Prints the input_files glob to give `tpuctl train`
+    (--set input_files=...). --on CLUSTER makes them on that cluster's host VM instead;
+    --runner dataflow on Google Cloud Dataflow.
 
     \b
       tpuctl data wiki-*.txt --bert-dir ./uncased_L-12_H-768_A-12 --out gs://my-bucket/data/wiki
+      tpuctl data wiki-*.txt --bert-dir ./uncased_L-12_H-768_A-12 --out gs://my-bucket/data/wiki --on lab
     """
     from ..basics.errors import UsageError
     from ..staging.endpoints import is_bucket_url
