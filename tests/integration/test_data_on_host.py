@@ -131,3 +131,44 @@ def test_a_request_from_the_bucket_is_parsed_not_trusted(change):
             "out": "gs://b-1/out", "options": ["--seed", "7", "--exact"]}
     assert dr.from_json(good) is not None
     assert dr.from_json({**good, **change}) is None
+
+
+def test_data_on_a_gcp_cluster_is_a_request_its_host_agent_runs(fakegcp_env, gcs_env, gcs_bucket, inputs, tmp_path):
+    """Over the wire (the fake cloud and fake-gcs-server): the inputs staged, the host VM pointed at
+    the bucket and given this tpuctl, the request written; then the host VM's agent (run here)
+    makes the shards, uploads its log and status."""
+    from provision.basics.config import Target
+    from provision.cloud.gcp import GcpProvider
+    from provision.cloud.storage import open_bucket
+    from provision.host.agent import watch_data
+    from tests.conftest import run_tpuctl_process
+
+    project = "tpuctl-test"
+    text, bert = inputs
+    bucket, out = f"gs://{gcs_bucket}", f"gs://{gcs_bucket}/data/wiki"
+    b = open_bucket(bucket, Target(provider="gcp", project=project, zone=None))
+    assert run_tpuctl_process("up", "hostc", "--zone", "us-central1-b").code == 0
+    r = run_tpuctl_process("data", str(text), "--bert-dir", str(bert), "--out", out, *SMALL, "--on", "hostc",
+                           "--provider", "gcp", "--json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    rid = doc["request"]["id"]
+    assert doc["where"] == "the host VM" and doc["log"] == f"{bucket}/{dr.log_name(rid)}"
+    assert b.read_bytes(f"{dr.inputs_prefix(rid)}/corpus/00000-wiki.txt") == text.read_bytes()
+    assert dr.from_json(json.loads(b.read_bytes(dr.request_name("hostc", rid)))).out == out
+    wheel = json.loads(b.read_bytes("tpuctl/clusters/hostc/agent.json"))["wheel_object"]
+    assert b.stat(wheel) is not None
+    assert GcpProvider(project).metadata_of("vm", "us-central1-b", "hostc")["tpuctl-bucket"] == bucket
+
+    runs: dict = {}
+    deadline = time.monotonic() + 120
+    watch_data(b, "hostc", ["--provider", "gcp", "--project", project], runs)
+    assert list(runs) == [rid]
+    while runs and time.monotonic() < deadline:
+        time.sleep(0.3)
+        watch_data(b, "hostc", ["--provider", "gcp", "--project", project], runs)
+    assert json.loads(b.read_bytes(dr.status_name(rid)))["code"] == 0, b.read_bytes(dr.log_name(rid))
+    assert json.loads(b.read_bytes("data/wiki/manifest.json"))["complete"]
+    here = run_tpuctl_process("data", str(text), "--bert-dir", str(bert), "--out", str(tmp_path / "here"), *SMALL)
+    assert here.code == 0, here.err
+    assert {n: b.read_bytes(f"data/wiki/{n}") for n in shards(tmp_path / "here")} == shards(tmp_path / "here")
