@@ -31,7 +31,6 @@ shard, and an output directory holding shards made otherwise is refused.
 
 from __future__ import annotations
 
-import codecs
 import hashlib
 import json
 import os
@@ -42,6 +41,7 @@ from typing import BinaryIO
 
 from ..errors import ConfigError
 from . import corpus_parts, records
+from .corpus_inputs import InputFile, check_not_empty, inspect_input  # noqa: F401 - part of this API
 from .fast_tokenization import line_tokenizer
 from .sampling import DataOptions, Instance, instances_from_document, to_features
 from .tokenization import FullTokenizer
@@ -65,13 +65,6 @@ def shard_name(part: int, parts: int) -> str:
 def derive_seed(seed: int, *keys) -> int:
     digest = hashlib.sha256("/".join(map(str, (seed, *keys))).encode()).digest()
     return int.from_bytes(digest[:8], "little")
-
-
-@dataclass(frozen=True)
-class InputFile:
-    path: str
-    bytes: int
-    sha256: str
 
 
 @dataclass
@@ -114,47 +107,6 @@ class Plan:
         if self.mode == "exact":
             return [f"pretraining-{i:05d}-of-{self.parts:05d}.tfrecord" for i in range(self.parts)]
         return [shard_name(p, self.parts) for p in range(self.parts)]
-
-
-def inspect_input(path: str, open_file: Callable[[str], BinaryIO] | None = None) -> InputFile:
-    """Size and sha256 of a corpus file, checking on the way that it is UTF-8 text.
-    ``open_file``: how to read it (default: a local file; the Beam launcher reads gs:// ones)."""
-    if open_file is None:
-        if "://" in path:
-            raise ConfigError(f"{path}: the parallel path reads local corpus files; copy it here "
-                              "first or use --exact")
-        if not os.path.isfile(path):
-            raise ConfigError(f"corpus file {path} does not exist")
-    digest, decoder, offset = hashlib.sha256(), codecs.getincrementaldecoder("utf-8")(), 0
-    with (open_file or corpus_parts.open_local)(path) as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-            try:
-                decoder.decode(chunk)
-                if chunk.find(b"\x00") >= 0:
-                    raise UnicodeDecodeError("utf-8", chunk, 0, 1, "NUL byte")
-            except UnicodeDecodeError as exc:
-                raise ConfigError(f"{path} is not UTF-8 text (bad bytes near offset "
-                                  f"{offset + exc.start}); give a plain-text corpus, one "
-                                  "sentence per line, a blank line between documents") from None
-            offset += len(chunk)
-        try:
-            decoder.decode(b"", final=True)
-        except UnicodeDecodeError:
-            raise ConfigError(f"{path} is not UTF-8 text (it ends inside a character)") from None
-    return InputFile(path, offset, digest.hexdigest())
-
-
-def check_not_empty(inputs: Sequence[InputFile],
-                    open_file: Callable[[str], BinaryIO] | None = None) -> None:
-    for i in inputs:
-        with (open_file or corpus_parts.open_local)(i.path) as f:
-            while chunk := f.read(1 << 20):
-                if chunk.strip():
-                    return
-    names = ", ".join(i.path for i in inputs) or "(no files)"
-    raise ConfigError(f"the corpus ({names}) holds no text; give text files with one sentence "
-                      "per line and a blank line between documents")
 
 
 def file_sha256(path: str) -> str:

@@ -43,6 +43,15 @@ def make_on_host(cluster: str, corpus: tuple[str, ...], bert_dir: str, out: str,
     vocab = f"{bert_dir.rstrip('/')}/vocab.txt"
     if not is_bucket_url(bert_dir) and not os.path.isfile(vocab):
         raise UsageError(f"{vocab} does not exist", hint="give --bert-dir a model directory holding vocab.txt")
+    local = [p for p in corpus if not is_bucket_url(p)]
+    if local:  # what the host would refuse, refused here before anything is staged (pure Python)
+        from jobs.bert import corpus_inputs
+        from jobs.errors import ConfigError
+
+        try:
+            corpus_inputs.check_not_empty([corpus_inputs.inspect_input(p) for p in local])
+        except ConfigError as exc:
+            raise UsageError(str(exc)) from None
     target = resolve_target(provider, project)
     acting_on(target, "data")
     prov = open_provider(target)

@@ -73,11 +73,15 @@ def test_data_on_a_local_cluster_runs_on_its_host_and_equals_a_local_run(tpuctl_
 def test_bad_cluster_or_destination_is_one_line_before_anything_is_staged(tpuctl_process, inputs):
     text, bert = inputs
     assert tpuctl_process("up", "bare", "--no-vm").code == 0
+    assert tpuctl_process("up", "lab").code == 0
+    (text.parent / "latin1.txt").write_bytes("caf\xe9 au lait.\n".encode("latin-1"))
     cases = [("nope", "gs://data-on/wiki", "no cluster named nope"),
              ("bare", "gs://data-on/wiki", "cluster bare has no host VM"),
-             ("bare", "/tmp/not-a-bucket", "is not a bucket")]
+             ("bare", "/tmp/not-a-bucket", "is not a bucket"),
+             ("lab", "gs://data-on/wiki", "latin1.txt is not UTF-8 text")]
     for cluster, out, expected in cases:
-        r = tpuctl_process("data", str(text), "--bert-dir", str(bert), "--out", out, *SMALL, "--on", cluster,
+        corpus = text.parent / "latin1.txt" if cluster == "lab" else text
+        r = tpuctl_process("data", str(corpus), "--bert-dir", str(bert), "--out", out, *SMALL, "--on", cluster,
                            "--create-bucket")
         assert r.code == 2, r.err
         errors = [ln for ln in r.err.splitlines() if "error" in ln]
