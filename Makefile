@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.tpuctl-installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test bench venv lint clean test-lowest test-bootstrap bootstrap-rootfs
+.PHONY: demo test bench venv lint clean test-lowest test-beam test-bootstrap bootstrap-rootfs
 
 venv: $(STAMP)
 
@@ -19,8 +19,9 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash templates/demo.sh
 
+# beam-marked tests need apache-beam, which cannot live beside TensorFlow: `make test-beam` runs them
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadgroup $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n 2 --dist loadgroup -m "not beam" $(PYTEST_ARGS)
 
 # The lowest versions pyproject.toml allows for the direct dependencies (tests/lowest_deps.py
 # pins each `>=` floor with `==`; pip resolves the rest), in a venv of their own, running the GCP
@@ -45,6 +46,23 @@ test-lowest: $(LOWEST_STAMP)
 	$(LOWEST)/bin/python tests/lowest_deps.py --check
 	$(LOWEST)/bin/python -m pytest -q -n 2 --dist loadgroup $(LOWEST_TESTS) $(PYTEST_ARGS)
 
+# The Apache Beam pipeline of `tpuctl data --runner beam|dataflow` (the beam extra), in a venv of
+# its own: apache-beam pins protobuf below what TensorFlow needs, and data creation needs no
+# TensorFlow, so no train extra here. Beam's in-process runner only (nothing is downloaded at run
+# time; Dataflow itself is not reached).
+BEAM       ?= .venv-beam
+BEAM_STAMP := $(BEAM)/.tpuctl-installed
+
+$(BEAM_STAMP): pyproject.toml
+	rm -rf $(BEAM)
+	$(PYTHON) -m venv $(BEAM)
+	$(BEAM)/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BEAM)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test,data,beam]'
+	touch $@
+
+test-beam: $(BEAM_STAMP)
+	$(BEAM)/bin/python -m pytest -q -m beam tests/beam $(PYTEST_ARGS)
+
 # templates/host-startup.sh for real in a Debian 12 userland without python3-venv (root: debootstrap,
 # chroot, mount). The rootfs is built once (about a minute) and cached; the tests run on overlays.
 BOOTSTRAP_ROOTFS ?= $(HOME)/.cache/tpuctl/debian12-rootfs
@@ -63,4 +81,4 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports
 
 clean:
-	rm -rf $(VENV) $(LOWEST) build dist *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) $(LOWEST) $(BEAM) build dist *.egg-info .pytest_cache .hypothesis

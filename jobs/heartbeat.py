@@ -47,6 +47,8 @@ class ProgressWriter:
             self.record.checkpoint_step = previous.checkpoint_step
             self.record.loss = previous.loss
             self.record.evals = progress_lib.clean_evals(previous.evals)  # resumes keep the curve
+            self.record.data_creation = [list(x) for x in previous.data_creation
+                                         if isinstance(x, list) and len(x) == 2]
 
     def _read_previous(self) -> Progress | None:
         try:

@@ -53,6 +53,9 @@ class Progress:
     # what the finished job wrote for its user, relative to model_dir (test_results.tsv,
     # predictions.json, saved_model/ ...): what `tpuctl status` names and `tpuctl stage` fetches
     outputs: list[str] = field(default_factory=list)
+    # [start, end] (end None while running) of each time this run made its pretraining data from
+    # corpus_files on the TPU host: billed TPU time that `tpuctl cost` counts apart from training
+    data_creation: list[list[float | None]] = field(default_factory=list)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

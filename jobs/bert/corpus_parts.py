@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from ..errors import ConfigError
 
@@ -25,6 +26,7 @@ class Span:
     path: str
     start: int  # byte offsets within the file
     end: int
+    size: int = -1  # the file's size (-1: ask the file system)
 
 
 def part_spans(paths: Sequence[str], sizes: Sequence[int], part: int, parts: int) -> list[Span]:
@@ -35,7 +37,7 @@ def part_spans(paths: Sequence[str], sizes: Sequence[int], part: int, parts: int
     for path, size in zip(paths, sizes):
         start, end = max(lo - offset, 0), min(hi - offset, size)
         if start < end:
-            spans.append(Span(path, start, end))
+            spans.append(Span(path, start, end, size))
         offset += size
     return spans
 
@@ -57,10 +59,13 @@ def cut(f, boundary: int, size: int) -> int:
     return size
 
 
-def documents(span: Span) -> Iterator[tuple[list[str], int]]:
-    """(sentences, bytes) of each document owned by ``span``, as text lines."""
-    size = os.path.getsize(span.path)
-    with open(span.path, "rb") as f:
+def documents(span: Span, open_file: Callable[[str], BinaryIO] | None = None
+              ) -> Iterator[tuple[list[str], int]]:
+    """(sentences, bytes) of each document owned by ``span``, as text lines. ``open_file``
+    opens the file for seeking and reading lines (default: the local file system; the Beam
+    pipeline passes Beam's FileSystems, so gs:// corpora are read in place)."""
+    size = span.size if span.size >= 0 else os.path.getsize(span.path)
+    with (open_file or open_local)(span.path) as f:
         start, end = cut(f, span.start, size), cut(f, span.end, size)
         f.seek(start)
         pos, doc, nbytes = start, [], 0
@@ -82,3 +87,7 @@ def documents(span: Span) -> Iterator[tuple[list[str], int]]:
                     doc, nbytes = [], 0
         if doc:
             yield doc, nbytes
+
+
+def open_local(path: str) -> BinaryIO:
+    return open(path, "rb")

@@ -19,6 +19,8 @@ scripts read. Evaluation (every ``eval_every_steps`` and at the end) is run_pret
 
 from __future__ import annotations
 
+import time
+
 import tensorflow as tf
 
 from .. import data
@@ -92,11 +94,17 @@ class PretrainJob(Job):
                            random_seed=s.seed)
         tokenizer = FullTokenizer(f"{s.bert_dir.rstrip('/')}/vocab.txt", s.do_lower_case)
         log(f"creating pretraining data from {len(corpus)} file(s) into {out_dir}")
+        # progress.json says when: `tpuctl cost` counts this billed time apart from training
+        spans = [*runner.progress.record.data_creation, [time.time(), None]]
+        runner.progress.update(data_creation=spans)
         try:
             count = create(corpus, files, tokenizer, opts)
         except ValueError as exc:
             raise ConfigError(f"{exc}; corpus_files needs one sentence per line, documents "
                               "separated by blank lines") from None
+        finally:
+            spans[-1] = [spans[-1][0], time.time()]
+            runner.progress.update(data_creation=list(spans))
         with tf.io.gfile.GFile(done, "w") as f:
             f.write(f"{count}\n")
         log(f"wrote {count} pretraining examples")

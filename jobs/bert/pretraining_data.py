@@ -33,6 +33,7 @@ import sys
 from collections.abc import Iterable, Sequence
 
 from ..errors import ConfigError
+from . import beam_options
 from .sampling import (
     FEATURES,
     DataOptions,
@@ -140,6 +141,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parts", type=int, default=0,
                         help="parts the corpus is cut into (default: max(8, corpus MB / 64)); "
                              "the output depends on it")
+    parser.add_argument("--runner", choices=beam_options.RUNNERS, default="local",
+                        help="local: worker processes here (the default); beam: the same parts as an "
+                             "Apache Beam pipeline on every core here; dataflow: that pipeline on "
+                             "Google Cloud Dataflow (gs:// corpus and output; the beam extra)")
+    parser.add_argument("--project", default=None, help="--runner dataflow: the Google Cloud project")
+    parser.add_argument("--region", default=None, help="--runner dataflow: e.g. us-central1")
+    parser.add_argument("--temp_location", default="", help="--runner dataflow: gs://BUCKET/PATH")
+    parser.add_argument("--extra_package", action="append", default=[],
+                        help="--runner dataflow: a package Dataflow's workers install (this code)")
+    parser.add_argument("--requirements_file", default=None, help="--runner dataflow: pip requirements")
+    parser.add_argument("--job_name", default=None, help="--runner dataflow: the job's name")
+    parser.add_argument("--max_num_workers", type=int, default=None,
+                        help="--runner dataflow: at most this many Dataflow workers")
+    parser.add_argument("--dry_run", action="store_true",
+                        help="--runner beam|dataflow: print the pipeline options and stop")
     parser.add_argument("--tokenizer", choices=("auto", "python"), default="auto",
                         help="auto: Hugging Face tokenizers for ASCII lines when installed (same "
                              "tokens); python: the pure-Python reference only")
@@ -168,8 +184,6 @@ def main(argv: list[str] | None = None) -> int:
 def make(args, opts: DataOptions):
     """Check the inputs (bad input fails here, before anything is written), then create."""
     from . import pretraining_parallel as par
-    from .casing import check as check_case
-    from .tokenization import vocab_lines
 
     if args.workers < 1 or args.parts < 0 or args.num_shards < 1 or (args.pool_bytes or 1) < 1:
         raise ConfigError("--workers, --num_shards and --pool_bytes must be at least 1, --parts at least 0")
@@ -177,6 +191,11 @@ def make(args, opts: DataOptions):
             not 0 < opts.max_predictions_per_seq <= opts.max_seq_length or opts.max_seq_length < 5:
         raise ConfigError("options out of range: need 0 < masked_lm_prob < 1, dupe_factor >= 1, "
                           "0 < max_predictions_per_seq <= max_seq_length, max_seq_length >= 5")
+    if args.runner != "local":
+        if args.exact:
+            raise ConfigError("--exact is one stream in one process: drop --runner "
+                              f"{args.runner}, or drop --exact")
+        return _make_beam(args, opts)
     if "://" in args.output_dir:
         raise ConfigError(f"--output_dir {args.output_dir}: write to a local directory (tpuctl "
                           "data uploads to a bucket)")
@@ -187,21 +206,8 @@ def make(args, opts: DataOptions):
     par.check_not_empty(inputs)
     if not os.path.isfile(args.vocab_file):
         raise ConfigError(f"--vocab_file {args.vocab_file} does not exist")
-    try:
-        check_case(args.do_lower_case, os.path.dirname(os.path.abspath(args.vocab_file)), None,
-                   vocab_lines(read_bytes(args.vocab_file)))
-    except ConfigError as exc:
-        flag = "--no-do_lower_case" if args.do_lower_case else "--do_lower_case"
-        raise ConfigError(str(exc).replace(
-            f"--set do_lower_case={'false' if args.do_lower_case else 'true'}", flag)) from None
-    total_bytes = sum(i.bytes for i in inputs)
-    plan = par.Plan(inputs=inputs, vocab_sha256=par.file_sha256(args.vocab_file),
-                    do_lower_case=args.do_lower_case, options=opts,
-                    parts=args.num_shards if args.exact else
-                    (args.parts or par.default_parts(total_bytes)),
-                    mode="exact" if args.exact else "parallel",
-                    pool_bytes=0 if args.exact else (args.pool_bytes or par.POOL_BYTES),
-                    shuffle_records=0 if args.exact else par.SHUFFLE_RECORDS)
+    _check_case(args, read_bytes(args.vocab_file))
+    plan = _plan(args, opts, inputs, par.file_sha256(args.vocab_file))
     log = lambda msg: print(msg, file=sys.stderr, flush=True)
     if not args.exact:
         return par.run(plan, args.vocab_file, args.output_dir, args.workers, log,
@@ -220,6 +226,74 @@ def make(args, opts: DataOptions):
     plan.counts, plan.complete = {"0": count}, True
     par.write_manifest(args.output_dir, plan)
     return plan, 1
+
+
+def _check_case(args, vocab: bytes) -> None:
+    from .casing import check as check_case
+    from .tokenization import vocab_lines
+
+    try:
+        check_case(args.do_lower_case, os.path.dirname(os.path.abspath(args.vocab_file))
+                   if "://" not in args.vocab_file else args.vocab_file.rsplit("/", 1)[0], None,
+                   vocab_lines(vocab))
+    except ConfigError as exc:
+        flag = "--no-do_lower_case" if args.do_lower_case else "--do_lower_case"
+        raise ConfigError(str(exc).replace(
+            f"--set do_lower_case={'false' if args.do_lower_case else 'true'}", flag)) from None
+
+
+def _plan(args, opts: DataOptions, inputs, vocab_sha256: str):
+    from . import pretraining_parallel as par
+
+    total_bytes = sum(i.bytes for i in inputs)
+    return par.Plan(inputs=inputs, vocab_sha256=vocab_sha256,
+                    do_lower_case=args.do_lower_case, options=opts,
+                    parts=args.num_shards if args.exact else
+                    (args.parts or par.default_parts(total_bytes)),
+                    mode="exact" if args.exact else "parallel",
+                    pool_bytes=0 if args.exact else (args.pool_bytes or par.POOL_BYTES),
+                    shuffle_records=0 if args.exact else par.SHUFFLE_RECORDS)
+
+
+def _make_beam(args, opts: DataOptions):
+    """--runner beam|dataflow: the same plan, inputs read through Beam's FileSystems."""
+    import hashlib
+
+    from . import beam_options
+
+    dataflow = None
+    if args.runner == "dataflow":
+        dataflow = beam_options.Dataflow(
+            project=args.project or "", region=args.region or "", temp_location=args.temp_location,
+            extra_packages=tuple(args.extra_package), requirements_file=args.requirements_file,
+            job_name=args.job_name, max_workers=args.max_num_workers)
+        beam_options.check_dataflow(dataflow, [p for p in args.input_file.split(",") if p.strip()],
+                                    args.output_dir)
+    pipeline_args = beam_options.pipeline_args(args.runner, args.workers, dataflow)
+    if args.dry_run:
+        print(json.dumps({"runner": args.runner, "pipeline_options": pipeline_args}))
+        raise SystemExit(0)
+    try:
+        from . import pretraining_beam as pb
+    except ImportError as exc:
+        raise ConfigError(f"--runner {args.runner} needs Apache Beam ({exc}): pip install "
+                          "'tpuctl[beam]' in an environment without TensorFlow") from None
+    files = pb.expand(args.input_file)
+    if not files:
+        raise ConfigError(f"--input_file {args.input_file} matches no file")
+    from . import pretraining_parallel as par
+
+    inputs = [par.inspect_input(f, pb.open_file) for f in files]
+    par.check_not_empty(inputs, pb.open_file)
+    try:
+        vocab = pb.read_bytes(args.vocab_file)
+    except OSError:
+        raise ConfigError(f"--vocab_file {args.vocab_file} does not exist") from None
+    _check_case(args, vocab)
+    plan = _plan(args, opts, inputs, hashlib.sha256(vocab).hexdigest())
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)
+    return pb.run(plan, args.vocab_file, args.output_dir, pipeline_args, args.runner, log,
+                  fast_tokenizer=args.tokenizer == "auto")
 
 
 if __name__ == "__main__":

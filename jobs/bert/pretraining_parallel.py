@@ -31,16 +31,17 @@ shard, and an output directory holding shards made otherwise is refused.
 
 from __future__ import annotations
 
-import codecs
 import hashlib
 import json
 import os
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import BinaryIO
 
 from ..errors import ConfigError
 from . import corpus_parts, records
+from .corpus_inputs import InputFile, check_not_empty, inspect_input  # noqa: F401 - part of this API
 from .fast_tokenization import line_tokenizer
 from .sampling import DataOptions, Instance, instances_from_document, to_features
 from .tokenization import FullTokenizer
@@ -64,13 +65,6 @@ def shard_name(part: int, parts: int) -> str:
 def derive_seed(seed: int, *keys) -> int:
     digest = hashlib.sha256("/".join(map(str, (seed, *keys))).encode()).digest()
     return int.from_bytes(digest[:8], "little")
-
-
-@dataclass(frozen=True)
-class InputFile:
-    path: str
-    bytes: int
-    sha256: str
 
 
 @dataclass
@@ -115,44 +109,6 @@ class Plan:
         return [shard_name(p, self.parts) for p in range(self.parts)]
 
 
-def inspect_input(path: str) -> InputFile:
-    """Size and sha256 of a corpus file, checking on the way that it is UTF-8 text."""
-    if "://" in path:
-        raise ConfigError(f"{path}: the parallel path reads local corpus files; copy it here "
-                          "first or use --exact")
-    if not os.path.isfile(path):
-        raise ConfigError(f"corpus file {path} does not exist")
-    digest, decoder, offset = hashlib.sha256(), codecs.getincrementaldecoder("utf-8")(), 0
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-            try:
-                decoder.decode(chunk)
-                if chunk.find(b"\x00") >= 0:
-                    raise UnicodeDecodeError("utf-8", chunk, 0, 1, "NUL byte")
-            except UnicodeDecodeError as exc:
-                raise ConfigError(f"{path} is not UTF-8 text (bad bytes near offset "
-                                  f"{offset + exc.start}); give a plain-text corpus, one "
-                                  "sentence per line, a blank line between documents") from None
-            offset += len(chunk)
-        try:
-            decoder.decode(b"", final=True)
-        except UnicodeDecodeError:
-            raise ConfigError(f"{path} is not UTF-8 text (it ends inside a character)") from None
-    return InputFile(path, offset, digest.hexdigest())
-
-
-def check_not_empty(inputs: Sequence[InputFile]) -> None:
-    for i in inputs:
-        with open(i.path, "rb") as f:
-            while chunk := f.read(1 << 20):
-                if chunk.strip():
-                    return
-    names = ", ".join(i.path for i in inputs) or "(no files)"
-    raise ConfigError(f"the corpus ({names}) holds no text; give text files with one sentence "
-                      "per line and a blank line between documents")
-
-
 def file_sha256(path: str) -> str:
     from .tokenization import read_bytes
 
@@ -173,49 +129,59 @@ class PartJob:
 def make_part(job: PartJob) -> tuple[int, int]:
     """Write part ``job.part``'s shard (through a ``.partial`` file); returns (part, count)."""
     plan = Plan.from_json_dict(json.loads(job.plan_json))
-    tokenizer = FullTokenizer(job.vocab_file, plan.do_lower_case)
-    tokenize = line_tokenizer(tokenizer, job.fast_tokenizer)
+    final = os.path.join(job.out_dir, shard_name(job.part, plan.parts))
+    partial = final + ".partial"
+    with open(partial, "wb") as out:
+        count = write_part(plan, job.part, job.vocab_file, out, job.fast_tokenizer)
+    os.replace(partial, final)
+    return job.part, count
+
+
+def write_part(plan: Plan, part: int, vocab_file: str, out: BinaryIO, fast_tokenizer: bool = True,
+               open_file: Callable[[str], BinaryIO] | None = None) -> int:
+    """Part ``part``'s TFRecords into ``out``; returns how many. The bytes are a function of
+    (corpus, vocab, plan, part) only: the multiprocessing path and the Beam pipeline
+    (:mod:`jobs.bert.pretraining_beam`) both call this, so their shards are the same."""
+    tokenizer = FullTokenizer(vocab_file, plan.do_lower_case)
+    tokenize = line_tokenizer(tokenizer, fast_tokenizer)
     opts = plan.options
     vocab_words = list(tokenizer.vocab)
     canonical = {w: w for w in vocab_words}  # one str object per vocabulary token
     spans = corpus_parts.part_spans([i.path for i in plan.inputs], [i.bytes for i in plan.inputs],
-                                    job.part, plan.parts)
-    final = os.path.join(job.out_dir, shard_name(job.part, plan.parts))
-    partial = final + ".partial"
-    shuffle_rng = random.Random(derive_seed(opts.random_seed, job.part, "shuffle"))
+                                    part, plan.parts)
+    shuffle_rng = random.Random(derive_seed(opts.random_seed, part, "shuffle"))
     buffer: list[bytes] = []
     count = 0
-    with open(partial, "wb") as out:
-        def emit(instance: Instance) -> None:
-            nonlocal count
-            buffer.append(records.frame(records.encode_example(to_features(instance, tokenizer, opts))))
-            count += 1
-            if len(buffer) >= plan.shuffle_records:
-                k = shuffle_rng.randrange(len(buffer))
-                buffer[k], buffer[-1] = buffer[-1], buffer[k]
-                out.write(buffer.pop())
 
-        pool: list[list[list[str]]] = []
-        pool_bytes, pool_index = 0, 0
-        for span in spans:
-            for lines, nbytes in corpus_parts.documents(span):
-                doc = []
-                for line in lines:
-                    tokens = [canonical.get(t, t) for t in tokenize(line)]
-                    if tokens:
-                        doc.append(tokens)
-                if doc:
-                    pool.append(doc)
-                    pool_bytes += nbytes
-                if pool_bytes >= plan.pool_bytes:
-                    _pool_instances(pool, vocab_words, opts, job.part, pool_index, emit)
-                    pool, pool_bytes, pool_index = [], 0, pool_index + 1
-        if pool:
-            _pool_instances(pool, vocab_words, opts, job.part, pool_index, emit)
-        shuffle_rng.shuffle(buffer)
-        out.writelines(buffer)
-    os.replace(partial, final)
-    return job.part, count
+    def emit(instance: Instance) -> None:
+        nonlocal count
+        buffer.append(records.frame(records.encode_example(to_features(instance, tokenizer, opts))))
+        count += 1
+        if len(buffer) >= plan.shuffle_records:
+            k = shuffle_rng.randrange(len(buffer))
+            buffer[k], buffer[-1] = buffer[-1], buffer[k]
+            out.write(buffer.pop())
+
+    pool: list[list[list[str]]] = []
+    pool_bytes, pool_index = 0, 0
+    for span in spans:
+        for lines, nbytes in corpus_parts.documents(span, open_file):
+            doc = []
+            for line in lines:
+                tokens = [canonical.get(t, t) for t in tokenize(line)]
+                if tokens:
+                    doc.append(tokens)
+            if doc:
+                pool.append(doc)
+                pool_bytes += nbytes
+            if pool_bytes >= plan.pool_bytes:
+                _pool_instances(pool, vocab_words, opts, part, pool_index, emit)
+                pool, pool_bytes, pool_index = [], 0, pool_index + 1
+    if pool:
+        _pool_instances(pool, vocab_words, opts, part, pool_index, emit)
+    shuffle_rng.shuffle(buffer)
+    out.writelines(buffer)
+    return count
 
 
 def _pool_instances(documents, vocab_words, opts: DataOptions, part: int, pool: int, emit) -> None:
@@ -250,9 +216,14 @@ def reconcile(out_dir: str, plan: Plan) -> Plan | None:
     """The manifest to continue from: None to start afresh; the existing one if it describes
     the same shards; ConfigError if the directory holds shards made otherwise."""
     existing = read_manifest(out_dir)
+    names = os.listdir(out_dir) if existing is None and os.path.isdir(out_dir) else []
+    return judge(out_dir, plan, existing, names)
+
+
+def judge(out_dir: str, plan: Plan, existing: Plan | None, names: Sequence[str]) -> Plan | None:
+    """:func:`reconcile`'s decision from what the directory holds (its manifest, its names)."""
     if existing is None:
-        foreign = sorted(n for n in os.listdir(out_dir) if n.endswith(".tfrecord")) \
-            if os.path.isdir(out_dir) else []
+        foreign = sorted(n for n in names if n.endswith(".tfrecord"))
         if foreign:
             raise ConfigError(f"{out_dir} already holds {foreign[0]} and no {MANIFEST}: give an "
                               "empty output directory")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping, Sequence
+from typing import BinaryIO
 
 
 def _crc_table() -> list[int]:
@@ -85,3 +86,16 @@ def frame(record: bytes) -> bytes:
     """One TFRecord: the record with its length and checksums."""
     length = struct.pack("<Q", len(record))
     return length + struct.pack("<I", masked_crc(length)) + record + struct.pack("<I", masked_crc(record))
+
+
+def count_records(f: BinaryIO) -> int:
+    """How many whole TFRecords a readable, seekable file holds (headers read, data skipped):
+    a shard a previous run finished is counted without decoding it."""
+    count = 0
+    while header := f.read(12):
+        if len(header) < 12:
+            break
+        (length,) = struct.unpack("<Q", header[:8])
+        f.seek(length + 4, 1)
+        count += 1
+    return count

@@ -15,6 +15,9 @@ Events carry an ``id``; readers merge the local and the bucket copy by it.
 creation until it is deleted or preempted, whatever runs on it. Every billed second is one of
 
 - ``training``: a run is live and the job has been started (and no preemption is being recovered),
+- ``making_data``: the job is making its pretraining data from ``corpus_files`` on the TPU host
+  (its progress.json's ``data_creation`` spans): billed, but never training time (``tpuctl data``
+  makes it before the TPU exists),
 - ``starting``: a run is live and its first attempt has not started (staging, TPU creating),
 - ``waiting``: a run is recovering from a preemption: from the supervisor noticing it to the
   first new step (``preempted`` .. ``resumed`` events); unbilled waiting (the TPU was gone) is
@@ -42,7 +45,7 @@ from ..catalog.prices import Price, PriceBook
 from ..cluster.ledger import ledger_dir, merge, node_fields, read_bucket, read_local
 
 REAPERS = ("reaper", "autodown")
-STATES = ("training", "starting", "waiting", "idle")
+STATES = ("training", "making_data", "starting", "waiting", "idle")
 
 
 # ---- pure accounting ----------------------------------------------------------------------------
@@ -204,6 +207,7 @@ class RunSpan:
     ended_at: float | None = None
     first_attempt_at: float | None = None
     waits: list[tuple[float, float | None]] = field(default_factory=list)
+    data_spans: list[tuple[float, float | None]] = field(default_factory=list)
     status: str = ""
     seconds_by_state: dict[str, float] = field(default_factory=dict)
 
@@ -215,6 +219,11 @@ def run_span(record: dict[str, Any], events: Iterable[dict[str, Any]]) -> RunSpa
     span = RunSpan(run_id=record["run_id"], cluster=record.get("cluster", ""),
                    created_at=float(record.get("created_at") or 0), ended_at=record.get("ended_at"),
                    status=record.get("status", ""), seconds_by_state=dict(record.get("seconds_by_state") or {}))
+    progress = record.get("last_progress") or {}
+    for entry in progress.get("data_creation") or []:
+        if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], (int, float)):
+            end = entry[1] if isinstance(entry[1], (int, float)) else None
+            span.data_spans.append((float(entry[0]), float(end) if end is not None else None))
     open_wait: float | None = None
     for e in sorted(events, key=lambda e: e.get("time", 0)):
         kind, t = e.get("event"), float(e.get("time", 0))
@@ -253,6 +262,8 @@ def _state_at(t: float, runs: list[RunSpan], now: float) -> str:
         return "waiting"
     if r.first_attempt_at is None or t < r.first_attempt_at:
         return "starting"
+    if any(a <= t < (b if b is not None else r.end(now)) for a, b in r.data_spans):
+        return "making_data"
     return "training"
 
 
@@ -283,7 +294,9 @@ def account(lives: list[Lifetime], runs: list[RunSpan], *, now: float, start: fl
     cost_pe = dict.fromkeys(STATES, 0.0)
     lo, hi = (start if start is not None else float("-inf")), (end if end is not None else now)
     marks = sorted({t for r in runs for t in [r.created_at, r.end(now), r.first_attempt_at or r.created_at,
-                                               *[a for a, _ in r.waits], *[b or r.end(now) for _, b in r.waits]]})
+                                               *[a for a, _ in r.waits], *[b or r.end(now) for _, b in r.waits],
+                                               *[a for a, _ in r.data_spans],
+                                               *[b or r.end(now) for _, b in r.data_spans]]})
     billed = []
     for lt in lives:
         a, b = max(lt.created_at, lo), min(lt.billed_until(now), hi)

@@ -14,7 +14,8 @@ from .common import (
     resolve_target,
 )
 
-STATE_LABELS = {"training": "training", "starting": "starting (no attempt yet)",
+STATE_LABELS = {"training": "training", "making_data": "making data (corpus_files)",
+                "starting": "starting (no attempt yet)",
                 "waiting": "waiting after preemption", "idle": "idle (no live run)"}
 
 
@@ -109,7 +110,7 @@ def _cluster_text(r, *, run_id: str | None) -> str:
         (f": {', '.join(types)} ({', '.join(kinds)}), {len(r.lives)} TPU lifetime(s), {len(r.runs)} run(s)"
          if r.lives else ": no TPU recorded")
     rows = []
-    for state in ("training", "starting", "waiting", "idle"):
+    for state in ("training", "making_data", "starting", "waiting", "idle"):
         rows.append([STATE_LABELS[state], f"{a.hours[state]:.2f}", f"{a.cost[state]:.2f}",
                      f"{a.cost_on_demand[state]:.2f}", f"{a.cost_preemptible[state]:.2f}"])
     rows.append(["total billed", f"{a.billed_hours:.2f}", f"{a.total_usd:.2f}",

@@ -17,7 +17,7 @@ import sys
 
 import click
 
-from .common import dry_run_option, json_option, provider_options
+from .common import dry_run_option, json_option, provider_options, resolve_target
 
 MANIFEST = "manifest.json"  # written by jobs.bert.pretraining_parallel
 
@@ -25,7 +25,7 @@ MANIFEST = "manifest.json"  # written by jobs.bert.pretraining_parallel
 @click.command("data")
 @click.argument("corpus", nargs=-1, required=True)
 @click.option("--bert-dir", required=True, metavar="DIR",
-              help="The model directory (local) whose vocab.txt tokenizes the corpus.")
+              help="The model directory (local or gs://) whose vocab.txt tokenizes the corpus.")
 @click.option("--out", "out", required=True, metavar="DEST",
               help="Where the shards go: gs://BUCKET/PREFIX or a local directory.")
 @click.option("--workers", type=int, default=None, metavar="N",
@@ -46,6 +46,17 @@ MANIFEST = "manifest.json"  # written by jobs.bert.pretraining_parallel
 @click.option("--work-dir", default=None, metavar="DIR",
               help="Local directory the shards are made in before upload, kept afterwards "
                    "(default: one per DEST and options under TPUCTL_HOME, removed once uploaded).")
+@click.option("--runner", type=click.Choice(["local", "beam", "dataflow"]), default="local", show_default=True,
+              help="local: worker processes here; beam: the same parts as an Apache Beam pipeline on every "
+                   "core here; dataflow: that pipeline on Google Cloud Dataflow (gs:// corpus and DEST). "
+                   "beam and dataflow need the beam extra (pip install 'tpuctl[beam]', without TensorFlow).")
+@click.option("--region", default=None, metavar="REGION", help="--runner dataflow: the Dataflow region.")
+@click.option("--temp-location", default=None, metavar="GS_URL",
+              help="--runner dataflow: gs://BUCKET/PATH where Dataflow stages its files.")
+@click.option("--job-name", default=None, metavar="NAME", help="--runner dataflow: the Dataflow job's name.")
+@click.option("--on", "on", default=None, metavar="CLUSTER",
+              help="Make the shards on CLUSTER's host VM (not a TPU worker), so no TPU bills and this machine "
+                   "need not stay up: local corpus files and vocab.txt are staged to DEST's bucket first.")
 @click.option("--create-bucket", is_flag=True, help="Create DEST's bucket if it is missing.")
 @click.option("--location", default="US", show_default=True, metavar="LOCATION",
               help="Location of a bucket made by --create-bucket.")
@@ -55,26 +66,53 @@ MANIFEST = "manifest.json"  # written by jobs.bert.pretraining_parallel
 def command(corpus: tuple[str, ...], bert_dir: str, out: str, workers: int | None, parts: int,
             exact: bool, num_shards: int, max_seq_length: int, max_predictions_per_seq: int,
             masked_lm_prob: float, dupe_factor: int, short_seq_prob: float, do_whole_word_mask: bool,
-            do_lower_case: bool, seed: int, work_dir: str | None, create_bucket: bool,
+            do_lower_case: bool, seed: int, work_dir: str | None, runner: str, region: str | None,
+            temp_location: str | None, job_name: str | None, on: str | None, create_bucket: bool,
             location: str, provider: str | None,
             project: str | None, dry_run: bool, as_json: bool) -> None:
     """Make BERT pretraining shards from a text corpus here, then stage them to DEST.
 
-    The corpus has one sentence per line and a blank line between documents. A re-run with the
-    same inputs does nothing; an interrupted one resumes the parts not yet made. Prints the
-    input_files glob to give `tpuctl train` (--set input_files=...).
+    The corpus has one sentence per line and a blank line between documents (local files, or
+    gs:// objects fetched first). A re-run with the same inputs does nothing; an interrupted one
+    resumes the parts not yet made. Prints the input_files glob to give `tpuctl train`
+    (--set input_files=...). --on CLUSTER makes them on that cluster's host VM instead;
+    --runner dataflow on Google Cloud Dataflow.
 
     \b
       tpuctl data wiki-*.txt --bert-dir ./uncased_L-12_H-768_A-12 --out gs://my-bucket/data/wiki
+      tpuctl data wiki-*.txt --bert-dir ./uncased_L-12_H-768_A-12 --out gs://my-bucket/data/wiki --on lab
     """
     from ..basics.errors import UsageError
     from ..staging.endpoints import is_bucket_url
     from .common import acting_on, emit_json, resolve_target, say
 
+    if on:
+        fwd = ["--max-seq-length", str(max_seq_length), "--max-predictions-per-seq", str(max_predictions_per_seq),
+               "--masked-lm-prob", str(masked_lm_prob), "--dupe-factor", str(dupe_factor),
+               "--short-seq-prob", str(short_seq_prob), "--seed", str(seed),
+               "--do-whole-word-mask" if do_whole_word_mask else "--no-do-whole-word-mask",
+               "--do-lower-case" if do_lower_case else "--no-do-lower-case"]
+        fwd += ["--workers", str(workers)] if workers else []
+        fwd += ["--parts", str(parts)] if parts else []
+        fwd += ["--exact", "--num-shards", str(num_shards)] if exact else []
+        fwd += ["--runner", runner] if runner != "local" else []
+        from .data_on_host import make_on_host
+
+        return make_on_host(on, corpus, bert_dir, out, tuple(fwd), runner=runner, provider=provider,
+                            project=project, create_bucket=create_bucket, location=location, dry_run=dry_run,
+                            as_json=as_json)
+    if runner == "dataflow":
+        return _dataflow(corpus, bert_dir, out, workers, parts, exact, seed, do_lower_case, region,
+                         temp_location, job_name, provider, project, dry_run, as_json, _job_options(
+                             max_seq_length, max_predictions_per_seq, masked_lm_prob, dupe_factor,
+                             short_seq_prob, do_whole_word_mask))
+    if any(is_bucket_url(p) for p in (*corpus, bert_dir)):
+        # the host VM's side of --on (or a corpus kept in a bucket): fetched here first
+        corpus, bert_dir = _fetch_inputs(corpus, bert_dir, resolve_target(provider, project))
     for path in corpus:
-        if is_bucket_url(path) or not os.path.isfile(path):
+        if not os.path.isfile(path):
             raise UsageError(f"corpus file {path} is not a local file",
-                             hint="give local text files (copy them here first)")
+                             hint="give local text files or gs:// objects")
     vocab = os.path.join(bert_dir, "vocab.txt")
     if is_bucket_url(bert_dir) or not os.path.isfile(vocab):
         raise UsageError(f"{vocab} does not exist", hint="give --bert-dir a local model directory holding vocab.txt")
@@ -103,6 +141,10 @@ def command(corpus: tuple[str, ...], bert_dir: str, out: str, workers: int | Non
         argv[argv.index("--output_dir") + 1] = local
     if not exact:
         argv += ["--workers", str(workers or os.cpu_count() or 1)]
+    if runner == "beam":
+        if exact:
+            raise UsageError("--exact is one stream in one process", hint="drop --runner beam, or drop --exact")
+        argv += ["--runner", "beam"]
     if dry_run:
         doc = {"out": out, "work_dir": local, "command": argv[1:], "input_files": glob}
         if as_json:
@@ -149,6 +191,119 @@ def command(corpus: tuple[str, ...], bert_dir: str, out: str, workers: int | Non
         click.echo(f"{doc['instances']} instances in {doc['shards']} shard(s) at {out}"
                    + ("" if result["made_parts"] else " (already complete: nothing was made)"))
         click.echo(f"input_files: {glob}")
+
+
+def _fetch_inputs(corpus: tuple[str, ...], bert_dir: str, target) -> tuple[tuple[str, ...], str]:
+    """gs:// corpus files and vocab.txt copied to a local directory (named by their URLs; an
+    object already there at its size is not fetched again)."""
+    from ..basics import validate
+    from ..basics.config import home
+    from ..basics.errors import UsageError
+    from ..cloud.storage import open_bucket
+    from ..cloud.storage.base import ObjectNotFound
+    from ..staging.endpoints import is_bucket_url
+
+    key = hashlib.sha256(json.dumps([list(corpus), bert_dir]).encode()).hexdigest()[:16]
+    root = home() / "data" / "inputs" / key
+
+    def fetch(url: str, rel: str) -> str:
+        u = validate.bucket_url(url)
+        bucket = open_bucket(u, target)
+        info = bucket.stat(u.prefix)
+        if info is None:
+            raise UsageError(f"{url} does not exist", hint="check the name (gcloud storage ls)")
+        path = root / rel
+        if not (path.is_file() and path.stat().st_size == info.size):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                bucket.download_file(u.prefix, path)
+            except ObjectNotFound:
+                raise UsageError(f"{url} does not exist", hint="check the name (gcloud storage ls)") from None
+        return str(path)
+
+    local = tuple(fetch(c, f"corpus/{i:05d}-{c.rsplit('/', 1)[-1]}") if is_bucket_url(c) else c
+                  for i, c in enumerate(corpus))
+    if is_bucket_url(bert_dir):
+        name = bert_dir.rstrip("/").rsplit("/", 1)[-1]  # the directory's name says cased or uncased
+        fetch(f"{bert_dir.rstrip('/')}/vocab.txt", f"{name}/vocab.txt")
+        bert_dir = str(root / name)
+    return local, bert_dir
+
+
+def _job_options(max_seq_length: int, max_predictions_per_seq: int, masked_lm_prob: float,
+                 dupe_factor: int, short_seq_prob: float, do_whole_word_mask: bool) -> list[str]:
+    return ["--max_seq_length", str(max_seq_length), "--max_predictions_per_seq", str(max_predictions_per_seq),
+            "--masked_lm_prob", str(masked_lm_prob), "--dupe_factor", str(dupe_factor),
+            "--short_seq_prob", str(short_seq_prob),
+            "--do_whole_word_mask" if do_whole_word_mask else "--no-do_whole_word_mask"]
+
+
+def _dataflow(corpus, bert_dir, out, workers, parts, exact, seed, do_lower_case, region, temp_location,
+              job_name, provider, project, dry_run, as_json, options: list[str]) -> None:
+    """--runner dataflow: the Beam pipeline submitted to Dataflow, which reads the corpus and
+    writes DEST in place (nothing is made or staged here). Untested against Dataflow itself."""
+    from ..basics.errors import TpuctlError, UsageError
+    from ..staging.endpoints import is_bucket_url
+    from .common import emit_json
+
+    if exact:
+        raise UsageError("--exact is one stream in one process", hint="drop --runner dataflow, or drop --exact")
+    vocab = os.path.join(bert_dir, "vocab.txt")
+    if is_bucket_url(bert_dir) or not os.path.isfile(vocab):
+        raise UsageError(f"{vocab} does not exist", hint="give --bert-dir a local model directory holding vocab.txt")
+    if not project:
+        try:
+            project = resolve_target("gcp", None).project
+        except TpuctlError:
+            project = None
+    from ..basics.config import home
+    from ..runs.wheel import build_wheel
+
+    # the workers install this code (the wheel of the running tpuctl) and the fast tokenizer
+    wheel = build_wheel(home() / "wheels")
+    requirements = home() / "data" / "dataflow-requirements.txt"
+    requirements.parent.mkdir(parents=True, exist_ok=True)
+    requirements.write_text("\n".join(_data_requirements()) + "\n")
+    argv = [sys.executable, "-m", "jobs.bert.pretraining_data", "--input_file", ",".join(corpus),
+            "--output_dir", out, "--vocab_file", vocab,
+            "--do_lower_case" if do_lower_case else "--no-do_lower_case", *options,
+            "--random_seed", str(seed), "--parts", str(parts), "--runner", "dataflow",
+            "--project", project or "", "--region", region or "", "--temp_location", temp_location or "",
+            "--extra_package", str(wheel), "--requirements_file", str(requirements)]
+    argv += ["--job_name", job_name] if job_name else []
+    argv += ["--max_num_workers", str(workers)] if workers else []
+    # the job checks the options and names the pipeline's (one place decides them)
+    checked = _make([*argv, "--dry_run"], out, out)
+    glob = f"{out.rstrip('/')}/part-*.tfrecord"
+    if dry_run:
+        doc = {"out": out, "runner": "dataflow", "pipeline_options": checked["pipeline_options"],
+               "command": argv[1:], "input_files": glob, "dry_run": True}
+        if as_json:
+            emit_json(doc)
+        else:
+            click.echo(f"would run: python {' '.join(argv[1:])}")
+            click.echo(f"Beam pipeline options: {' '.join(doc['pipeline_options'])}")
+            click.echo(f"input_files: {glob}")
+        return
+    result = _make(argv, out, out)
+    doc = {"out": out, "runner": "dataflow", "instances": result["instances"], "shards": result["shards"],
+           "made_parts": result["made_parts"], "input_files": glob, "manifest": f"{out.rstrip('/')}/{MANIFEST}"}
+    if as_json:
+        emit_json(doc)
+    else:
+        click.echo(f"{doc['instances']} instances in {doc['shards']} shard(s) at {out} (Dataflow)")
+        click.echo(f"input_files: {glob}")
+
+
+def _data_requirements() -> list[str]:
+    """The data extra's requirements (pyproject.toml), as installed with tpuctl."""
+    from importlib import metadata
+
+    try:
+        reqs = metadata.requires("tpuctl") or []
+    except metadata.PackageNotFoundError:
+        reqs = []
+    return [r.split(";")[0].strip() for r in reqs if "extra ==" in r and '"data"' in r.replace("'", '"')]
 
 
 def _work_dir(out: str, argv: list[str]):

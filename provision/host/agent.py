@@ -211,6 +211,7 @@ def agent_loop(cluster: str, bucket_url: str, project: str, worker: str, role: s
     running: dict[tuple[str, int], subprocess.Popen] = {}
     supervising: dict[str, subprocess.Popen] = {}
     controllers: dict[str, Controlled] = {}
+    data_runs: dict[str, DataRun] = {}
     while True:
         try:
             current = json.loads(bucket.read_bytes(current_name(cluster)))
@@ -235,6 +236,7 @@ def agent_loop(cluster: str, bucket_url: str, project: str, worker: str, role: s
                      "--project", project, "--bucket", bucket_url])
         if role == "host":
             watch_sweeps(bucket, cluster, project, bucket_url, controllers)
+            watch_data(bucket, cluster, ["--provider", "gcp", "--project", project], data_runs)
         for key in [k for k, p in running.items() if p.poll() is not None]:
             running.pop(key)
         if once:
@@ -295,6 +297,72 @@ def watch_sweeps(bucket: Any, cluster: str, project: str, bucket_url: str, contr
         mine = controllers.get(sweep_id)
         if mine is not None and mine.proc.poll() is not None:
             controllers.pop(sweep_id)
+
+
+@dataclass
+class DataRun:
+    """A ``tpuctl data`` this agent started for a request (tpuctl data --on)."""
+
+    proc: subprocess.Popen
+    log: Path
+    request: str  # the request object, removed when the run ends
+
+
+def watch_data(bucket: Any, cluster: str, provider_args: list[str], runs: dict[str, DataRun]) -> None:
+    """Run each ``tpuctl data`` request handed to this host (provision.host.data_requests), one
+    process each; upload its log every poll; when it ends, record status.json and drop the
+    request. A request left by an agent that stopped (a rebooted VM) is started again, and the
+    run resumes from its manifest."""
+    from . import data_requests as dr
+
+    prefix = dr.requests_prefix(cluster)
+    try:
+        names = [info.name for info in bucket.list(prefix)]
+    except Exception:  # noqa: BLE001 - a transient listing error: look again next poll
+        names = []
+    for name in names:
+        rid = name[len(prefix):].removesuffix(".json")
+        if rid in runs:
+            continue
+        try:
+            raw = bucket.read_bytes(name)
+        except Exception:  # noqa: BLE001, S112 - unreadable now: look again next poll
+            continue
+        try:
+            req = dr.from_json(json.loads(raw))
+        except ValueError:
+            req = None
+        if req is None or req.request_id != rid:
+            print(f"tpuctl agent: ignoring {name}: not a data request this agent runs", file=sys.stderr, flush=True)
+            with contextlib.suppress(Exception):
+                bucket.delete(name)
+            continue
+        log_path = Path(tempfile.gettempdir()) / "tpuctl-data" / f"{rid}.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        print(f"tpuctl agent: making the data of request {rid}", file=sys.stderr, flush=True)
+        with open(log_path, "ab") as out:
+            proc = subprocess.Popen([sys.executable, "-m", "provision", *dr.data_argv(req), *provider_args],
+                                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+        runs[rid] = DataRun(proc, log_path, name)
+    for rid, run in list(runs.items()):
+        code = run.proc.poll()
+        with contextlib.suppress(Exception):
+            bucket.write_bytes(dr.log_name(rid), _tail(run.log))
+        if code is None:
+            continue
+        with contextlib.suppress(Exception):
+            bucket.write_bytes(dr.status_name(rid), json.dumps({"code": code, "time": time.time(),
+                                                                "host": socket.gethostname()}).encode())
+            bucket.delete(run.request)
+            runs.pop(rid)
+
+
+def _tail(path: Path) -> bytes:
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        if size > LOG_TAIL_BYTES:
+            fh.seek(size - LOG_TAIL_BYTES)
+        return fh.read()
 
 
 def _checked_sweep(sweep_id: Any) -> str | None:

@@ -365,7 +365,7 @@ class Supervisor:
         rec.last_progress = {k: p.get(k) for k in ("step", "num_train_steps", "loss", "examples_per_sec",
                                                     "steps_per_sec", "time", "started_at", "status",
                                                     "checkpoint_step", "resumed_from_step", "step_time",
-                                                    "metrics", "evals", "outputs")}
+                                                    "metrics", "evals", "outputs", "data_creation")}
         if p.get("step") != before and p.get("step") is not None:
             self.log(progress_line(rec.last_progress))
         r = rec.recovering

@@ -32,20 +32,26 @@ class Host:
     service_account: str | None = None
 
 
-def check_host(provider: Provider, name: str) -> Host:
+def check_host(provider: Provider, name: str, *, purpose: str = "run the sweep's controller",
+               option: str = "--host") -> Host:
     """The cluster NAME's host VM, which must exist and run (read-only: nothing is created)."""
     from .. import cluster as clusters
 
     validate.cluster_name(name)
-    vm = clusters.find(provider, name).vm
+    found = clusters.find(provider, name)
+    if found.empty:
+        raise UsageError(f"no cluster named {name} ({provider.name} provider)",
+                         hint=f"tpuctl status lists the clusters; create one with tpuctl up {name}, or pass "
+                              f"{option} an existing cluster")
+    vm = found.vm
     if vm is None:
-        raise UsageError(f"cluster {name} has no host VM to run the sweep's controller",
+        raise UsageError(f"cluster {name} has no host VM to {purpose}",
                          hint=f"create one with tpuctl up {name} --zone ZONE (add --autodown 30m to keep only the "
-                              f"VM once its TPU idles), or pass --host a cluster that has a host VM")
+                              f"VM once its TPU idles), or pass {option} a cluster that has a host VM")
     if vm.state in (VmState.STOPPING, VmState.STOPPED, VmState.SUSPENDING, VmState.SUSPENDED, VmState.TERMINATED):
         raise UsageError(f"host VM {name} is {vm.state.value}",
                          hint=f"start it (gcloud compute instances start {vm.name} --zone {vm.zone}) or pass "
-                              f"another --host")
+                              f"another {option}")
     bucket = provider.metadata_of("vm", vm.zone, vm.name).get(BUCKET_KEY) or None
     cached = clusters.cached_spec(provider, name) or {}
     return Host(cluster=name, zone=vm.zone, bucket=bucket, service_account=cached.get("service_account") or None)
@@ -61,25 +67,30 @@ def check_bucket(host: Host, bucket: str) -> None:
 def hand_over(provider: Provider, store: SweepStore, host: Host, *, log: Any) -> str:
     """Tell the host's agent to run the sweep's controller; return where it runs, for the user."""
     bucket = store.bucket
-    if not host.bucket and hasattr(provider, "point_hosts_at"):
-        # its bootstrap waits for the bucket in its metadata before it installs tpuctl
-        provider.point_hosts_at(_spec(provider, host), bucket.url)
-    if bucket.stat(runs.agent_name(host.cluster)) is None:
-        _stage_wheel(store, host, log)
+    prepare_host(provider, bucket, host, log=log, wheel_prefix=store.name("tpuctl"))
     bucket.write_bytes(host_request_name(host.cluster, store.sweep_id),
                        json.dumps({"sweep": store.sweep_id, "time": time.time()}).encode())
     return f"the host VM {host.cluster}'s agent"
 
 
-def _stage_wheel(store: SweepStore, host: Host, log: Any) -> None:
+def prepare_host(provider: Provider, bucket: Any, host: Host, *, log: Any, wheel_prefix: str) -> None:
+    """Point a host VM's agent at ``bucket`` (its bootstrap waits for it in its metadata before
+    it installs tpuctl) and, if it never ran anything, stage this tpuctl for it."""
+    if not host.bucket and hasattr(provider, "point_hosts_at"):
+        provider.point_hosts_at(_spec(provider, host), bucket.url)
+    if bucket.stat(runs.agent_name(host.cluster)) is None:
+        _stage_wheel(bucket, host, log, wheel_prefix)
+
+
+def _stage_wheel(bucket: Any, host: Host, log: Any, prefix: str) -> None:
     """A host that never ran anything has no tpuctl yet: name this one in its agent.json."""
     from ..basics.config import home
     from ..runs.wheel import build_wheel
 
     wheel = build_wheel(home() / "wheels")
-    wheel_object = store.name(f"tpuctl/{wheel.name}")
-    store.bucket.upload_file(wheel, wheel_object)
-    store.bucket.write_bytes(runs.agent_name(host.cluster), json.dumps({"wheel_object": wheel_object}).encode())
+    wheel_object = f"{prefix}/{wheel.name}"
+    bucket.upload_file(wheel, wheel_object)
+    bucket.write_bytes(runs.agent_name(host.cluster), json.dumps({"wheel_object": wheel_object}).encode())
     log(f"staged {wheel.name} for host {host.cluster}'s bootstrap")
 
 

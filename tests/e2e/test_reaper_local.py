@@ -275,7 +275,7 @@ def test_cost_of_a_known_ledger(tpuctl):
     doc = r.json()
     [c] = doc["clusters"]
     hours = c["account"]["hours"]
-    assert hours == pytest.approx({"training": 2.9, "starting": 0.1, "waiting": 0.3, "idle": 1.0}, abs=1e-3)
+    assert hours == pytest.approx({"training": 2.9, "starting": 0.1, "waiting": 0.3, "idle": 1.0, "making_data": 0.0}, abs=1e-3)
     assert c["account"]["total_usd"] == pytest.approx(4.3 * 1.35, abs=1e-3)
     assert c["account"]["cost_usd_on_demand"]["training"] == pytest.approx(2.9 * 4.5, abs=1e-3)
     assert c["account"]["waiting_unbilled_hours"] == pytest.approx(0.2, abs=1e-3)
@@ -295,7 +295,7 @@ def test_cost_of_a_known_ledger(tpuctl):
     per_run = tpuctl("cost", run.run_id, "--json").json()
     assert per_run["run"] == run.run_id
     assert per_run["clusters"][0]["account"]["hours"] == pytest.approx(
-        {"training": 2.9, "starting": 0.1, "waiting": 0.3, "idle": 0.0}, abs=1e-3)
+        {"training": 2.9, "starting": 0.1, "waiting": 0.3, "idle": 0.0, "making_data": 0.0}, abs=1e-3)
 
 
 def test_a_run_that_starts_while_the_reaper_judges_keeps_its_tpu(tpuctl):

@@ -43,7 +43,7 @@ def test_detached_sweep_is_handed_to_the_host_vm_and_read_back_from_the_bucket(c
     r = run_tpuctl_process("sweep", spec, "--provider", "gcp", "--zone", "us-central1-b", "--bucket", bucket, "--detach", "--json")
     assert r.code == 2 and "--host CLUSTER" in r.err and len(r.err.strip().splitlines()) == 1, r.err
     r = run_tpuctl_process("sweep", spec, "--provider", "gcp", "--zone", "us-central1-b", "--bucket", bucket, "--detach", "--host", "nohost")
-    assert r.code == 2 and "has no host VM" in r.err and len(r.err.strip().splitlines()) == 1, r.err
+    assert r.code == 2 and "no cluster named nohost" in r.err and len(r.err.strip().splitlines()) == 1, r.err
     b = open_bucket(bucket, Target(provider="gcp", project=PROJECT, zone=None))
     assert list(b.list("tpuctl/sweeps/")) == []
 

@@ -196,3 +196,26 @@ def test_the_tokenizer_path_does_not_change_the_shards(tmp_path, big_corpus, tin
     create(*common, "--output_dir", str(tmp_path / "fast"))
     create(*common, "--output_dir", str(tmp_path / "python"), "--tokenizer", "python")
     assert shards(tmp_path / "fast") == shards(tmp_path / "python") != {}
+
+
+def test_corpus_files_above_the_threshold_warns_with_the_tpuctl_data_command(tmp_path, tiny_dir, monkeypatch,
+                                                                              capsys):
+    """The job's corpus_files path (data made on the TPU host) names the command that makes it first."""
+    from types import SimpleNamespace
+
+    from jobs.bert import pretrain
+    from jobs.spec import load
+
+    from .conftest import pretrain_spec
+
+    spec = load(str(pretrain_spec(tmp_path, tiny_dir)))
+    monkeypatch.setattr(pretrain, "CORPUS_WARN_BYTES", (tiny_dir / "corpus.txt").stat().st_size - 1)
+    record = SimpleNamespace(data_creation=[])
+    progress = SimpleNamespace(record=record, update=lambda **kw: record.__dict__.update(kw))
+    files = pretrain.PretrainJob(spec)._create_data(SimpleNamespace(out_dir=str(tmp_path / "out"), progress=progress))
+    err = capsys.readouterr().err
+    assert "warning: corpus_files holds" in err
+    assert f"tpuctl data {tiny_dir / 'corpus.txt'} --bert-dir {tiny_dir} --out gs://BUCKET/data/NAME" in err
+    assert files and all(Path(f).stat().st_size > 0 for f in files)
+    [[made_from, made_to]] = record.data_creation
+    assert made_from <= made_to

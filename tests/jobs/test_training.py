@@ -44,6 +44,9 @@ def test_pretraining_loss_falls_and_the_export_loads_back(tmp_path, tiny_dir):
     assert evals[1]["metrics"]["masked_lm_loss"] < evals[0]["metrics"]["masked_lm_loss"]
     assert record["metrics"]["masked_lm_accuracy"] == evals[1]["metrics"]["masked_lm_accuracy"]
     assert (model_dir / "pretraining_data" / "DONE").exists()
+    # when the job made its data (tpuctl cost counts it apart from training): one closed span
+    [[made_from, made_to]] = record["data_creation"]
+    assert record["started_at"] <= made_from <= made_to <= record["time"]
     assert list((model_dir / "train").glob("events.out.tfevents.*"))  # TensorBoard
 
     # The export is an original-layout BERT directory: TF1 names, heads included; it loads

@@ -60,7 +60,7 @@ def test_hours_by_state_and_their_cost():
     span = costs.run_span(run_record(), RUN_EVENTS)
     assert span.first_attempt_at == at(0.6) and span.waits == [(at(2.0), at(2.5))]
     a = costs.account(lives, [span], now=at(6))
-    assert a.hours == pytest.approx({"idle": 1.0, "starting": 0.1, "training": 2.9, "waiting": 0.3})
+    assert a.hours == pytest.approx({"idle": 1.0, "starting": 0.1, "training": 2.9, "waiting": 0.3, "making_data": 0.0})
     assert a.billed_hours == pytest.approx(4.3)
     assert a.total_usd == pytest.approx(4.3 * PRICE)
     assert a.cost["training"] == pytest.approx(2.9 * PRICE)
@@ -83,7 +83,22 @@ def test_a_run_window_only():
     lives = costs.lifetimes(LEDGER, [], now=at(6))
     span = costs.run_span(run_record(), RUN_EVENTS)
     a = costs.account(lives, [span], now=at(6), start=span.created_at, end=span.end(at(6)))
-    assert a.hours == pytest.approx({"idle": 0.0, "starting": 0.1, "training": 2.9, "waiting": 0.3})
+    assert a.hours == pytest.approx({"idle": 0.0, "starting": 0.1, "training": 2.9, "waiting": 0.3, "making_data": 0.0})
+
+
+def test_data_made_by_the_job_on_the_tpu_host_is_never_training_time():
+    """corpus_files: the job made its data from 0.6h to 1.2h (progress.json's data_creation, kept
+    across restarts) and again after the preemption, still running at the end: billed, not training."""
+    lives = costs.lifetimes(LEDGER, [], now=at(6))
+    rec = run_record(last_progress={"data_creation": [[at(0.6), at(1.2)], [at(2.3), None]]})
+    rec["ended_at"] = None
+    span = costs.run_span(rec, RUN_EVENTS[:-1])
+    a = costs.account(lives, [span], now=at(3.0), start=span.created_at, end=at(3.0))
+    # 0.5..0.6 starting; 0.6..1.2 data; 1.2..2.0 training; 2.0..2.5 waiting (billed 2.2..2.5, but
+    # the second data span starts at 2.3 inside it: waiting wins); 2.5..3.0 data again
+    assert a.hours == pytest.approx({"starting": 0.1, "making_data": 0.6 + 0.5, "training": 0.8,
+                                     "waiting": 0.3, "idle": 0.0})
+    assert costs.run_span(run_record(last_progress={"data_creation": [["x", 1], [1.0]]}), []).data_spans == []
 
 
 def test_savings_counterfactual():
