@@ -73,6 +73,17 @@ def test_every_skipped_example_says_why():
     assert not bad, "a skipped example needs `real GCP: <why>` or `long: <what runs it instead>`: " + "; ".join(bad)
 
 
+def test_every_doc_opens_with_a_summary():
+    """docs/*.md: the title, then a paragraph that says what the doc covers (not a code block)."""
+    bad = []
+    for path in sorted((REPO / "docs").glob("*.md")):
+        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        opening = lines[1] if len(lines) > 1 else ""
+        if not lines[0].startswith("# ") or opening.startswith(("```", "~~~", "<!--", "|", "#", "-", "    ")):
+            bad.append(path.name)
+    assert not bad, f"docs that do not open with a summary paragraph under their title: {bad}"
+
+
 def test_the_collector_sees_the_readme_tour():
     """The collector itself: the README's tour is a block it runs, and a console transcript parses."""
     tour = [b for b in RUN if b.path.name == "README.md" and "tpuctl simulate preempt" in b.text]
