@@ -68,7 +68,7 @@ def quiet_tensorflow(verbose: bool = False, keep_warnings: bool = False) -> None
     thread = threading.Thread(target=_pump, args=(read_end, original, keep_warnings), name="tf-stderr-filter", daemon=True)
     thread.start()
     _active.update(original=original, thread=thread)
-    atexit.register(_restore)
+    atexit.register(drain)
 
 
 def _pump(read_end: int, out: int, keep_warnings: bool) -> None:
@@ -95,8 +95,9 @@ def _write(fd: int, data: bytes) -> None:
         pass
 
 
-def _restore() -> None:
-    """At exit: give fd 2 back and let the filter drain what is still in the pipe."""
+def drain() -> None:
+    """At exit (also before an ``os._exit``): give fd 2 back and let the filter pass on what is
+    still in the pipe, so a last line before exiting is not lost."""
     import sys
 
     original, thread = _active.get("original"), _active.get("thread")

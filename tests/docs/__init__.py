@@ -5,6 +5,7 @@ as written, unless the line just before its fence marks it (docs/contributing.md
 
     <!-- example: skip real GCP: needs a billing account -->    not run here, and why
     <!-- example: given: tpuctl up bert-lab -->                  run this first, unshown
+    <!-- example: expect: resumed -->                             its output must hold this
 
 A ```console block is a transcript: each ``$ command`` runs and its output (stdout, then stderr)
 must be the lines below it. A fence without an info string is refused, so no shell example can
@@ -22,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 SHELL_LANGS = frozenset({"bash", "sh", "shell", "console"})
 _FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})(?P<info>[^`]*)$")
-_MARKER = re.compile(r"^\s*<!--\s*example:\s*(?P<kind>skip|given)\s*:?\s*(?P<rest>.*?)\s*-->\s*$")
+_MARKER = re.compile(r"^\s*<!--\s*example:\s*(?P<kind>skip|given|expect)\s*:?\s*(?P<rest>.*?)\s*-->\s*$")
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class Block:
     text: str
     skip: str | None = None  # the reason it is not run here
     given: tuple[str, ...] = field(default=())  # commands run first, not shown
+    expect: tuple[str, ...] = field(default=())  # text its output must hold
 
     @property
     def where(self) -> str:
@@ -72,14 +74,14 @@ def blocks(path: Path) -> list[Block]:
             body.append(lines[i][indent:] if lines[i][:indent].strip() == "" else lines[i])
             i += 1
         i += 1
-        skip, given = _marker(lines, start)
-        out.append(Block(path, start + 1, lang, "\n".join(body) + "\n", skip, given))
+        skip, given, expect = _marker(lines, start)
+        out.append(Block(path, start + 1, lang, "\n".join(body) + "\n", skip, given, expect))
     return out
 
 
-def _marker(lines: list[str], fence_index: int) -> tuple[str | None, tuple[str, ...]]:
+def _marker(lines: list[str], fence_index: int) -> tuple[str | None, tuple[str, ...], tuple[str, ...]]:
     """The ``<!-- example: ... -->`` comments on the lines right above a fence."""
-    skip, given = None, []
+    skip, given, expect = None, [], []
     j = fence_index - 1
     while j >= 0:
         m = _MARKER.match(lines[j])
@@ -87,10 +89,12 @@ def _marker(lines: list[str], fence_index: int) -> tuple[str | None, tuple[str, 
             break
         if m.group("kind") == "skip":
             skip = m.group("rest") or "(no reason given)"
-        else:
+        elif m.group("kind") == "given":
             given.insert(0, m.group("rest"))
+        else:
+            expect.insert(0, m.group("rest"))
         j -= 1
-    return skip, tuple(given)
+    return skip, tuple(given), tuple(expect)
 
 
 def all_blocks(root: Path = REPO) -> list[Block]:

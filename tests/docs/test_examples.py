@@ -60,6 +60,9 @@ def test_example_runs_as_written(block: Block, workdir):
     proc = _run(block.text, work, env)
     assert proc.returncode == 0, (f"{block.where}: the example stopped with exit {proc.returncode}\n"
                                   f"--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-3000:]}")
+    for text in block.expect:
+        assert text in proc.stdout + proc.stderr, (f"{block.where}: the output lacks {text!r}\n"
+                                                   f"--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-3000:]}")
 
 
 def test_every_fence_says_what_it_holds():
@@ -88,5 +91,6 @@ def test_the_collector_sees_the_readme_tour():
     """The collector itself: the README's tour is a block it runs, and a console transcript parses."""
     tour = [b for b in RUN if b.path.name == "README.md" and "tpuctl simulate preempt" in b.text]
     assert tour and tour[0].lang in SHELL_LANGS
+    assert any("finished" in text for text in tour[0].expect)
     assert transcript("$ tpuctl a \\\n    b\nout 1\nout 2\n$ tpuctl c\n") == [("tpuctl a b", "out 1\nout 2"),
                                                                           ("tpuctl c", "")]

@@ -18,7 +18,7 @@ from tests.docs.test_examples import workdir  # noqa: F401 - the docs' example f
 PARSE_ONLY = {
     "tpuctl logs": "needs a run that trained (the README tour runs `tpuctl logs bert-lab --events --follow`)",
     "tpuctl sweep status": "needs a sweep that ran (tests/e2e/test_sweep_local.py)",
-    "tpuctl sweep stop": "needs a running sweep (tests/e2e/test_sweep_local.py)",
+    "tpuctl sweep stop": "needs a running sweep",
     "tpuctl sweep resume": "needs a sweep whose controller died (tests/e2e/test_sweep_local.py)",
     "tpuctl job": "a BERT-Base fine-tune (tests/jobs run the job on the tiny BERT)",
     "tpuctl job run": "a BERT-Base fine-tune (tests/jobs run the job on the tiny BERT)",

@@ -86,3 +86,17 @@ def test_the_filter_drops_native_noise_and_passes_the_rest_through_in_order():
     proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, cwd=REPO, timeout=60,
                           env={**env, "TF_CPP_MIN_LOG_LEVEL": "0"})
     assert SEEN[3] in proc.stderr  # the user asked for TensorFlow's logs: nothing is dropped
+
+
+def test_a_line_just_before_os_exit_is_not_lost():
+    """The job's immediate exit (jobs/preemption.py: os._exit(42)) drains the filter first."""
+    code = ("import os, sys\n"
+            "from jobs.quiet import drain, quiet_tensorflow\n"
+            "quiet_tensorflow()\n"
+            "print('jobs: warning: checkpoint not written', file=sys.stderr, flush=True)\n"
+            "drain()\n"
+            "os._exit(42)\n")
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, cwd=REPO, env=env,
+                          timeout=60)
+    assert proc.returncode == 42 and proc.stderr == b"jobs: warning: checkpoint not written\n"
