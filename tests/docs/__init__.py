@@ -6,6 +6,7 @@ as written, unless the line just before its fence marks it (docs/contributing.md
     <!-- example: skip real GCP: needs a billing account -->    not run here, and why
     <!-- example: given: tpuctl up bert-lab -->                  run this first, unshown
     <!-- example: expect: resumed -->                             its output must hold this
+    <!-- example: fakegcp -->                                     run against the fake Google Cloud
 
 A ```console block is a transcript: each ``$ command`` runs and its output (stdout, then stderr)
 must be the lines below it. A fence without an info string is refused, so no shell example can
@@ -23,7 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 SHELL_LANGS = frozenset({"bash", "sh", "shell", "console"})
 _FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})(?P<info>[^`]*)$")
-_MARKER = re.compile(r"^\s*<!--\s*example:\s*(?P<kind>skip|given|expect)\s*:?\s*(?P<rest>.*?)\s*-->\s*$")
+_MARKER = re.compile(r"^\s*<!--\s*example:\s*(?P<kind>skip|given|expect|fakegcp)\s*:?\s*(?P<rest>.*?)\s*-->\s*$")
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class Block:
     skip: str | None = None  # the reason it is not run here
     given: tuple[str, ...] = field(default=())  # commands run first, not shown
     expect: tuple[str, ...] = field(default=())  # text its output must hold
+    fakegcp: bool = False  # run with the provider gcp against tests/fakegcp
 
     @property
     def where(self) -> str:
@@ -48,7 +50,7 @@ class Block:
 
     @property
     def status(self) -> str:
-        return "skip" if self.skip else "run"
+        return "skip" if self.skip else "run (fake GCP)" if self.fakegcp else "run"
 
 
 def doc_files(root: Path = REPO) -> list[Path]:
@@ -74,14 +76,14 @@ def blocks(path: Path) -> list[Block]:
             body.append(lines[i][indent:] if lines[i][:indent].strip() == "" else lines[i])
             i += 1
         i += 1
-        skip, given, expect = _marker(lines, start)
-        out.append(Block(path, start + 1, lang, "\n".join(body) + "\n", skip, given, expect))
+        skip, given, expect, fake = _marker(lines, start)
+        out.append(Block(path, start + 1, lang, "\n".join(body) + "\n", skip, given, expect, fake))
     return out
 
 
-def _marker(lines: list[str], fence_index: int) -> tuple[str | None, tuple[str, ...], tuple[str, ...]]:
+def _marker(lines: list[str], fence_index: int) -> tuple[str | None, tuple[str, ...], tuple[str, ...], bool]:
     """The ``<!-- example: ... -->`` comments on the lines right above a fence."""
-    skip, given, expect = None, [], []
+    skip, given, expect, fake = None, [], [], False
     j = fence_index - 1
     while j >= 0:
         m = _MARKER.match(lines[j])
@@ -89,12 +91,14 @@ def _marker(lines: list[str], fence_index: int) -> tuple[str | None, tuple[str, 
             break
         if m.group("kind") == "skip":
             skip = m.group("rest") or "(no reason given)"
+        elif m.group("kind") == "fakegcp":
+            fake = True
         elif m.group("kind") == "given":
             given.insert(0, m.group("rest"))
         else:
             expect.insert(0, m.group("rest"))
         j -= 1
-    return skip, tuple(given), tuple(expect)
+    return skip, tuple(given), tuple(expect), fake
 
 
 def all_blocks(root: Path = REPO) -> list[Block]:
@@ -129,8 +133,8 @@ def table(root: Path = REPO) -> str:
     """Each shell block, its status and, for a skipped one, why."""
     rows = [(b.where, b.lang, b.status, b.skip or "") for b in shell_blocks(root)]
     width = max(len(r[0]) for r in rows)
-    lines = [f"{'BLOCK':<{width}}  LANG     STATUS  WHY NOT RUN"]
-    lines += [f"{w:<{width}}  {lang:<7}  {s:<6}  {why}".rstrip() for w, lang, s, why in rows]
-    ran = sum(1 for r in rows if r[2] == "run")
+    lines = [f"{'BLOCK':<{width}}  LANG     STATUS          WHY NOT RUN"]
+    lines += [f"{w:<{width}}  {lang:<7}  {s:<14}  {why}".rstrip() for w, lang, s, why in rows]
+    ran = sum(1 for r in rows if r[2] != "skip")
     lines.append(f"{len(rows)} shell blocks: {ran} run by make test, {len(rows) - ran} marked not runnable here")
     return "\n".join(lines)

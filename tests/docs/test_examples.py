@@ -48,8 +48,10 @@ def _given(block: Block, work: Path, env: dict) -> None:
 
 
 @pytest.mark.parametrize("block", RUN, ids=[b.where for b in RUN])
-def test_example_runs_as_written(block: Block, workdir):
+def test_example_runs_as_written(block: Block, workdir, request):
     work, env = workdir
+    if block.fakegcp:  # the GCP provider, against tests/fakegcp (reset for this test)
+        env = {**env, **request.getfixturevalue("fakegcp").env()}
     _given(block, work, env)
     if block.lang == "console":
         for command, expected in transcript(block.text):
