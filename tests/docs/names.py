@@ -74,6 +74,9 @@ def mentions(paths: list[Path] | None = None) -> list[Mention]:
             if block is None:
                 out += [Mention(where, "link", (path.parent / target).as_posix()) for target in _LINK.findall(line)
                         if not re.match(r"^[a-z]+:", target) and not target.startswith("#")]
+            row = re.match(r"^\| `([a-z_][a-z0-9_]*)` \| (string|integer|number|boolean|list) \|", line)
+            if row and path.name == "jobs.md":  # the spec key tables
+                out.append(Mention(where, "spec-key", row.group(1)))
             if block is not None and block.lang == "yaml" and path.name == "jobs.md":
                 m = re.match(r"^([a-z_][a-z0-9_]*):", line)
                 if m:
@@ -114,6 +117,25 @@ def repo_files() -> list[str]:
         if not {".git", ".venv", "__pycache__", ".demo"} & set(parts):
             out.append("/".join(parts))
     return out
+
+
+def anchors(path: Path) -> set[str]:
+    """GitHub's heading anchors of a Markdown file (lower case, punctuation dropped, spaces to -)."""
+    out = set()
+    for line in path.read_text(encoding="utf-8").splitlines():
+        m = re.match(r"^#{1,6} (.+)$", line)
+        if m:
+            out.add(re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-"))
+    return out
+
+
+def link_exists(target: str) -> bool:
+    """A relative link of a doc (already joined to its folder): the file, and its #anchor if any."""
+    name, _, anchor = target.partition("#")
+    path = Path(name)
+    if not path.exists():
+        return False
+    return not anchor or path.suffix != ".md" or anchor in anchors(path)
 
 
 def path_exists(name: str, files: list[str]) -> bool:
@@ -172,6 +194,11 @@ def check_command(text: str) -> str | None:
         words = shlex.split(text.replace("\\", " "))
     except ValueError:
         words = text.split()
+    for i, word in enumerate(words):  # the command ends at a pipe (not a synopsis' `--a | --b`) or a list
+        after = words[i + 1] if i + 1 < len(words) else ""
+        if word in ("&&", "||", ";", ">", ">>") or (word == "|" and not after.startswith(("-", "["))):
+            words = words[:i]
+            break
     words = [w.strip("[]|(),") for w in words[1:]]
     cmd: click.Command = cli
     path = ["tpuctl"]

@@ -23,7 +23,8 @@ def _report(bad):
 
 def test_paths_exist():
     files = names.repo_files()
-    bad = [(m, None) for m in _by("path") + _by("link") if not names.path_exists(m.name, files)]
+    bad = [(m, None) for m in _by("path") if not names.path_exists(m.name, files)]
+    bad += [(m, "no such file or heading") for m in _by("link") if not names.link_exists(m.name)]
     assert not bad, _report(bad)
 
 
@@ -78,3 +79,15 @@ def test_a_stale_name_is_caught(tmp_path, text, expected):
           "command": lambda n: names.check_command(n) is None, "env": lambda n: n in names.env_vars_in_code(),
           "make": lambda n: n in names.make_targets()}[kind](mention.name)
     assert ok is exists, (text, mention)
+
+
+def test_the_spec_key_tables_are_read():
+    """docs/jobs.md's key tables are checked too (a renamed key there fails test_spec_keys_exist)."""
+    keys = {m.name for m in _by("spec-key")}
+    assert {"train_batch_size", "doc_stride", "classifier_dropout", "corpus_files"} <= keys
+
+
+def test_a_link_to_a_missing_heading_is_caught():
+    cli_md = str(names.REPO / "docs" / "cli.md")
+    assert names.link_exists(cli_md + "#install") and names.link_exists(cli_md + "#tpuctl-up")
+    assert not names.link_exists(cli_md + "#layout") and not names.link_exists(cli_md[:-3] + "s.md")
