@@ -79,3 +79,14 @@ def test_the_examples_run(workdir):  # noqa: F811 - the fixture imported above
         assert proc.returncode == 0, f"`{path} --help`'s example `{line}` exited {proc.returncode}:\n{proc.stderr[-2000:]}"
         ran.append(path)
     assert "tpuctl up" in ran and "tpuctl simulate" in ran  # its example is `tpuctl simulate preempt`
+
+
+@pytest.mark.parametrize("path,cmd", COMMANDS, ids=[p for p, _ in COMMANDS])
+def test_every_command_line_in_a_help_exists(path, cmd):
+    """The other `tpuctl ...` lines a help shows (the overview, cron lines) name real commands and
+    options too."""
+    lines = [line.strip() for line in (cmd.help or "").splitlines()]
+    shown = [line[line.index("tpuctl "):] for line in lines if line.startswith(("tpuctl ", "*/"))
+             and "tpuctl " in line]
+    bad = {line: why for line in shown if (why := names.check_command(line.split("  (")[0]))}
+    assert not bad, f"`{path} --help`: {bad}"
