@@ -22,6 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("spec", help="job spec YAML (see templates/bert-*.yaml)")
     run.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                      help="override a spec value (repeatable)")
+    run.add_argument("--verbose", action="store_true", help="show TensorFlow's C++ start-up logs")
     args = parser.parse_args(argv)
 
     from .spec import SpecError, load
@@ -33,6 +34,9 @@ def main(argv: list[str] | None = None) -> int:
         return exitcodes.BAD_SPEC
 
     # TensorFlow's C++ start-up chatter hides the lines that matter; keep warnings and errors.
+    from .quiet import quiet_tensorflow
+
+    quiet_tensorflow(args.verbose, keep_warnings=True)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     from .registry import run_spec
 

@@ -114,6 +114,9 @@ class StopSignal:
                 print(f"jobs: warning: {exc}", file=sys.stderr)
         sys.stderr.flush()
         sys.stdout.flush()
+        from .quiet import drain
+
+        drain()  # what the start-up filter still holds reaches the log before the process ends
         os._exit(42)
 
     def uninstall(self) -> None:

@@ -39,6 +39,10 @@ def cli() -> None:
 
     Without a GCP project the embedded local provider runs the same flow on this machine's CPU
     or GPU. Shell completion: eval "$(_TPUCTL_COMPLETE=bash_source tpuctl)".
+
+    \b
+    Example:
+      tpuctl status --provider local
     """
 
 

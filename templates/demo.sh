@@ -12,7 +12,6 @@ export TPUCTL_HOME="$DEMO/home"
 export TPUCTL_CONFIG="$DEMO/home/config.toml"
 export TPUCTL_PROVIDER=local
 export TPUCTL_LOCAL_TPU_CREATE_SECONDS="${TPUCTL_LOCAL_TPU_CREATE_SECONDS:-3}"
-export TF_CPP_MIN_LOG_LEVEL=2
 rm -rf "$DEMO"
 mkdir -p "$DEMO"
 

@@ -97,7 +97,11 @@ def tpuctl_process():
 def tiny_bert(tmp_path_factory) -> Path:
     """A tiny original-format BERT directory (2 layers) with a corpus and a learnable TSV task."""
     out = tmp_path_factory.mktemp("tiny") / "bert"
-    subprocess.run([sys.executable, "-m", "jobs.bert.tiny", str(out)], check=True, capture_output=True, cwd=REPO)
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}  # as a newcomer runs it
+    proc = subprocess.run([sys.executable, "-m", "jobs.bert.tiny", str(out)], check=True, capture_output=True,
+                          cwd=REPO, env=env)
+    # what the newcomer's terminal got (tests/jobs/test_quiet.py reads it)
+    (out.parent / "tiny.stderr").write_bytes(proc.stderr)
     return out
 
 

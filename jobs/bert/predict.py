@@ -29,7 +29,11 @@ def main(argv: list[str] | None = None) -> int:
                                      "optional)")
     parser.add_argument("--output", default=".", help="directory for the outputs (default: .)")
     parser.add_argument("--batch-size", type=int, default=32, help="examples per model call")
+    parser.add_argument("--verbose", action="store_true", help="show TensorFlow's C++ start-up logs")
     args = parser.parse_args(argv)
+    from ..quiet import quiet_tensorflow
+
+    quiet_tensorflow(args.verbose)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from ..errors import ConfigError
 

@@ -223,7 +223,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m jobs.bert.tiny", description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--verbose", action="store_true", help="show TensorFlow's C++ start-up logs")
     args = parser.parse_args(argv)
+    from ..quiet import quiet_tensorflow
+
+    quiet_tensorflow(args.verbose)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     write(args.out_dir, args.seed)
     print(f"wrote a tiny BERT directory to {args.out_dir}")

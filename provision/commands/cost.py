@@ -32,6 +32,10 @@ def command(target: str | None, provider: str | None, project: str | None, as_js
     the runs' event logs; costs are list prices (on-demand and preemptible, source and date shown).
     Savings of idle reaping: a reaped TPU would otherwise have billed until the next up/train or
     down of its cluster, or until now.
+
+    \b
+    Example:
+      tpuctl cost bert-lab
     """
     import time
 

@@ -81,6 +81,10 @@ def command(corpus: tuple[str, ...], bert_dir: str, out: str, workers: int | Non
     \b
       tpuctl data wiki-*.txt --bert-dir ./uncased_L-12_H-768_A-12 --out gs://my-bucket/data/wiki
       tpuctl data wiki-*.txt --bert-dir ./uncased_L-12_H-768_A-12 --out gs://my-bucket/data/wiki --on lab
+
+    \b
+    Example:
+      tpuctl data corpus.txt --bert-dir ./uncased_L-12_H-768_A-12 --out gs://my-bucket/data/c --dry-run
     """
     from ..basics.errors import UsageError
     from ..staging.endpoints import is_bucket_url

@@ -52,6 +52,10 @@ def command(name: str | None, keep_vm: bool, idle: bool, idle_for: str | None, m
     SUSPENDED queued resources (they hold quota and never provision). TPUs labelled
     tpuctl-keep=true are never touched; host VMs are kept. Cron:
       */10 * * * *  tpuctl down --idle --idle-for 30m --json >> ~/tpuctl-reaper.log 2>&1
+
+    \b
+    Example:
+      tpuctl down --idle --idle-for 30m --dry-run
     """
     from .. import cluster
     from ..basics import validate

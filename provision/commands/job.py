@@ -15,7 +15,12 @@ from .common import parse_sets
 
 @click.group("job")
 def command() -> None:
-    """Run training jobs on this machine."""
+    """Run training jobs on this machine.
+
+    \b
+    Example:
+      tpuctl job run templates/bert-finetune.yaml --set bert_dir=./uncased_L-12_H-768_A-12
+    """
 
 
 class _SpecPath(click.Path):
@@ -36,6 +41,10 @@ def run(spec: str, sets: tuple[str, ...], dry_run: bool) -> None:
 
     Exit code: 0 finished, 42 preempted (retry from the last checkpoint), 2 bad spec,
     anything else a job error. See docs/jobs.md for the spec keys.
+
+    \b
+    Example:
+      tpuctl job run templates/bert-finetune.yaml --set bert_dir=./uncased_L-12_H-768_A-12
     """
     import os
     import sys

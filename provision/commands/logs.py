@@ -16,7 +16,12 @@ from .common import acting_on, provider_options, resolve_target
 @provider_options
 def command(run: str, follow: bool, events: bool, attempt: int | None, worker: str | None, provider: str | None,
             project: str | None) -> None:
-    """Print the log of RUN (a run id, or a cluster name for its latest run)."""
+    """Print the log of RUN (a run id, or a cluster name for its latest run).
+
+    \b
+    Example:
+      tpuctl logs bert-lab --events --follow
+    """
     import json
     import time
 

@@ -17,7 +17,12 @@ from .up import complete_cluster
 
 @click.group("simulate")
 def command() -> None:
-    """Rehearse failures on the local provider or the fake cloud."""
+    """Rehearse failures on the local provider or the fake cloud.
+
+    \b
+    Example:
+      tpuctl simulate preempt bert-lab
+    """
 
 
 @command.command("preempt")
@@ -25,7 +30,12 @@ def command() -> None:
 @provider_options
 @json_option
 def preempt(cluster: str, provider: str | None, project: str | None, as_json: bool) -> None:
-    """Preempt CLUSTER's TPU now: it goes PREEMPTED and its job is killed without warning."""
+    """Preempt CLUSTER's TPU now: it goes PREEMPTED and its job is killed without warning.
+
+    \b
+    Example:
+      tpuctl simulate preempt bert-lab
+    """
     from .. import cluster as clusters
     from ..basics import validate
 

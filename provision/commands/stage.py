@@ -34,6 +34,10 @@ def command(src: str, dest: str, delete: bool, exclude: tuple[str, ...], create_
     \b
       tpuctl stage ./uncased_L-12_H-768_A-12 gs://my-bucket/bert/base --create-bucket
       tpuctl stage gs://my-bucket/bert/base ./bert-base --exclude '*.tmp'
+
+    \b
+    Example:
+      tpuctl stage ./uncased_L-12_H-768_A-12 gs://my-bucket/bert/base --create-bucket
     """
     from ..basics.errors import EXIT_FAILURE, TpuctlError
     from ..staging import options

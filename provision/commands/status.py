@@ -26,6 +26,10 @@ def command(name: str | None, zone: str | None, provider: str | None, project: s
 
     A queued resource that has no TPU yet (waiting, FAILED, SUSPENDED) shows as the cluster's TPU
     "(queued)" with its state, and a line on the quota it holds.
+
+    \b
+    Example:
+      tpuctl status bert-lab --json
     """
     from .. import cluster
     from ..basics import validate

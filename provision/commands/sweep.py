@@ -41,6 +41,10 @@ def command() -> None:
       tpuctl sweep stop SWEEP
       tpuctl sweep resume SWEEP      (after its controller died)
       tpuctl sweep SPEC --bucket gs://B --detach --host CLUSTER   (GCP: CLUSTER's host VM drives it)
+
+    \b
+    Example:
+      tpuctl sweep templates/sweep-tiny.yaml --max-concurrent 2 --dry-run
     """
 
 
@@ -75,7 +79,12 @@ def start(spec: str, zone: str | None, accelerator_type: str, preemptible: bool,
           max_concurrent: int | None, max_trials: int | None, budget_usd: float | None, max_failures: int,
           poll_s: float, detach: bool, host_name: str | None, provider: str | None, project: str | None,
           dry_run: bool, as_json: bool) -> None:
-    """Run the sweep in SPEC (job, metric, goal, method, pruner, parameters)."""
+    """Run the sweep in SPEC (job, metric, goal, method, pruner, parameters).
+
+    \b
+    Example:
+      tpuctl sweep start templates/sweep-tiny.yaml --max-trials 3 --preemptible --dry-run
+    """
     from .. import cluster
     from ..basics import validate
     from ..basics.errors import UsageError
@@ -286,7 +295,12 @@ def _print(doc: dict) -> None:
 @provider_options
 @json_option
 def status(sweep: str, bucket: str | None, provider: str | None, project: str | None, as_json: bool) -> None:
-    """Show SWEEP's trials (parameters, state, metric, steps, preemptions, cost), the best marked *."""
+    """Show SWEEP's trials (parameters, state, metric, steps, preemptions, cost), the best marked *.
+
+    \b
+    Example:
+      tpuctl sweep status sweep-20261124-172012-a8de --json
+    """
     _target, store = _locate(sweep, bucket, provider, project)
     doc = _document(store)
     if doc["state"] == "running" and not doc["controller"]["alive"]:
@@ -316,7 +330,12 @@ def _no_controller(doc: dict, sweep: str) -> str:
 @provider_options
 @json_option
 def stop(sweep: str, bucket: str | None, wait: bool, provider: str | None, project: str | None, as_json: bool) -> None:
-    """Stop SWEEP: its running trials stop (checkpoints kept), its pool TPUs are deleted."""
+    """Stop SWEEP: its running trials stop (checkpoints kept), its pool TPUs are deleted.
+
+    \b
+    Example:
+      tpuctl sweep stop sweep-20261124-172012-a8de
+    """
     import time
 
     from ..runs.lease import LeaseBusy
@@ -364,7 +383,12 @@ def stop(sweep: str, bucket: str | None, wait: bool, provider: str | None, proje
 @json_option
 def resume(sweep: str, bucket: str | None, where: str, detach: bool, host_name: str | None, provider: str | None,
            project: str | None, as_json: bool) -> None:
-    """Continue SWEEP after its controller died: running trials' runs are adopted, finished ones kept."""
+    """Continue SWEEP after its controller died: running trials' runs are adopted, finished ones kept.
+
+    \b
+    Example:
+      tpuctl sweep resume sweep-20261124-172012-a8de
+    """
     from ..basics.errors import UsageError
     from ..sweeps.store import controller_alive, remember
 

@@ -50,6 +50,10 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
     The run gets a stable id; its spec, your code and this exact tpuctl (as a wheel) go to the
     run's directory in the bucket, with its event log. A preempted or unhealthy TPU is recreated
     with the same name, type and IP range, and the job resumes from its newest checkpoint.
+
+    \b
+    Example:
+      tpuctl train bert-lab --job templates/bert-pretrain-tiny.yaml --bucket gs://my-bucket --dry-run --set bert_dir=gs://my-bucket/bert/base --set corpus_files=gs://my-bucket/bert/base/corpus.txt
     """
     from pathlib import Path
 

@@ -78,7 +78,12 @@ def command(name: str, zone: str | None, accelerator_type: str, in_order: bool, 
             service_account: str | None, create_firewall_rule: bool, autodown: str | None,
             keep_on_failure: bool, timeout: str,
             provider: str | None, project: str | None, dry_run: bool, as_json: bool) -> None:
-    """Create the cluster NAME: a host VM and a TPU, or adopt what already exists."""
+    """Create the cluster NAME: a host VM and a TPU, or adopt what already exists.
+
+    \b
+    Example:
+      tpuctl up bert-lab --zone us-central1-b --accelerator-type v2-8 --preemptible
+    """
     from .. import cluster
     from ..basics import validate
     from ..basics.errors import UsageError

@@ -146,7 +146,7 @@ def test_a_batch_that_the_slice_cannot_split_is_refused_in_the_words_of_the_fix(
 
 @pytest.mark.parametrize("template", sorted(p.name for p in (Path(__file__).parents[2] / "templates").glob("bert-*.yaml")))
 def test_every_template_fits_a_v2_8_as_is_and_the_pods_with_the_readme_pod_batch(template):
-    """The README's pod example (`--set train_batch_size=256`) passes the check on a v3-32 and an
+    """docs/pods.md's pod example (`--set train_batch_size=256`) passes the check on a v3-32 and an
     emulated v2-32 for every job template, whatever eval_batch_size and predict_batch_size it
     keeps (the templates' 8 and 16 included: the job pads them); every template runs on a v2-8
     unchanged."""
