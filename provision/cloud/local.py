@@ -390,8 +390,10 @@ class LocalProvider:
         statefile.update_json(path, clear)
 
     def job(self, zone: str, name: str) -> dict[str, Any] | None:
+        """The job on this TPU while any of its hosts' processes lives (one host of a slice may
+        have exited while another still runs, and still holds the TPU)."""
         rec = statefile.read_json(self._job_path(zone, name))
-        if rec and not alive(rec["pid"]):
+        if rec and not any(alive(p) for p in (rec.get("pgids") or [rec["pid"]]) if p):
             return None
         return rec
 

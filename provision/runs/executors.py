@@ -55,6 +55,9 @@ class _BucketWatcher:
     store: RunStore
     start_grace_s: float
     taken_up: bool = False      # the last poll saw a heartbeat of the current attempt
+    # how long stop() waits for the rest of a group one host has left: its agents see stop.json
+    # within a heartbeat (and kill a job that ignores SIGTERM after the agent's grace)
+    broken_wait_s: float = 2 * ALIVE_EVERY_S
 
     def _expected(self, rec: RunRecord) -> int:
         return int((rec.attempt or {}).get("workers", 1))
@@ -80,16 +83,27 @@ class _BucketWatcher:
         return JobPhase.LOST, None
 
     def stop(self, rec: RunRecord, n: int, grace: float = 60.0) -> None:
-        """Ask the attempt to stop (SIGTERM: the job checkpoints, exits 42) and wait for its exit."""
-        if combine_exits(self.store.exits(n), self._expected(rec)) is not None:
+        """Ask every host of the attempt still at work to stop (SIGTERM: the job checkpoints, exits
+        42) and wait for their exits. One host's exit already decides the attempt (42 wins), but
+        the others of a slice may still run -- blocked in an all-reduce with a dead peer, holding
+        their TPU -- so the attempt is over only when no host of it is at work."""
+        if not self._at_work(rec, n):
             return
         self.store.write_json(f"{self.store.attempt_prefix(n)}/stop.json", {"time": time.time()})
-        deadline = time.time() + grace + 2 * ALIVE_EVERY_S
-        while time.time() < deadline:
-            phase, _ = self.poll(rec, n)
-            if phase != JobPhase.RUNNING:
-                return
+        # a group one host has left cannot checkpoint (the stop is agreed in an all-reduce): no grace
+        wait = self.broken_wait_s if self.store.exits(n) else grace + 2 * ALIVE_EVERY_S
+        deadline = time.time() + wait
+        while time.time() < deadline and self._at_work(rec, n):
             time.sleep(1.0)
+
+    def _at_work(self, rec: RunRecord, n: int) -> list[str]:
+        """Hosts of attempt ``n`` with a fresh heartbeat and no exit record."""
+        exits = self.store.exits(n)
+        if len(exits) >= self._expected(rec):
+            return []
+        now = time.time()
+        return [w for w, a in self.store.alive(n).items()
+                if w not in exits and now - float(a.get("time") or 0) < ALIVE_STALE_S]
 
     def poll(self, rec: RunRecord, n: int) -> tuple[JobPhase, int | None]:  # pragma: no cover - overridden
         return self._phase_from_bucket(rec, n)
@@ -103,6 +117,7 @@ class LocalExecutor(_BucketWatcher):
     """This machine is the host: the supervisor starts the attempt wrapper in a session of its own."""
 
     start_grace_s = LOCAL_START_GRACE_S
+    broken_wait_s = 0.0         # stop() kills what is left of the group at once
 
     def __init__(self, provider: Any, store: RunStore):
         self.provider = provider

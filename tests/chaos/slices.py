@@ -4,7 +4,8 @@ kills a random worker (SIGKILL, or SIGTERM as a host shutting down sends it), pr
 and kills the supervising `tpuctl train` and re-attaches, each at a random step.
 
 Invariants per seed: the run ends at num_train_steps; every attempt ran on every host of the
-slice (the group always restarts together) and the last one ended 0 on all of them; the final
+slice (the group always restarts together: no host of an earlier attempt is left running) and
+the last one ended 0 on all of them; the final
 weights (and Adam moments, step, input position) are bitwise those of an uninterrupted run of the
 same spec on the same topology. `python -m tests.chaos slices --seeds 0-9` runs the campaign.
 """
@@ -108,6 +109,18 @@ def _worker_pid(run_id: str, worker: int) -> int | None:
     return int(out[0]) if out else None
 
 
+def _left_over(run_id: str, wait: float = 10.0) -> list[str]:
+    """The run's host processes (wrappers and jobs) still alive once it has finished: a host of
+    an earlier attempt that nobody stopped holds its TPU (and here, a core) for ever."""
+    deadline = time.time() + wait
+    while True:
+        found = subprocess.run(["pgrep", "-af", f"(tpuctl-work/{run_id}/|--run {run_id} )"],
+                               capture_output=True, text=True, check=False).stdout.splitlines()
+        if not found or time.time() >= deadline:
+            return [line[:160] for line in found]
+        time.sleep(0.5)
+
+
 class Campaign:
     """One slice cluster and one uninterrupted reference run, then one seeded plan after another."""
 
@@ -191,6 +204,9 @@ class Campaign:
                        for p in (run_dir / "attempts" / str(n)).iterdir() if p.name.startswith(("alive-", "log-"))}
             if started != {str(w) for w in range(HOSTS)}:
                 out.violations.append(f"attempt {n} did not run on every host: {sorted(started)}")
+        left = _left_over(run["run_id"])
+        if left:
+            out.violations.append(f"processes of the run's hosts left running after it finished: {left}")
         last = run_dir / "attempts" / str(attempts[-1])
         codes = {p.name: json.loads(p.read_text()).get("code") for p in last.glob("exit-*.json")}
         if sorted(codes.values()) != [0] * HOSTS:

@@ -102,3 +102,37 @@ def test_an_emulated_host_whose_wrapper_died_without_an_exit_record_is_lost_at_o
     ex = LocalExecutor(provider=None, store=Beats(alive, {"2": {"code": 0}}))
     ex.procs[1] = {**{str(w): Proc(None) for w in range(4)}, "2": Proc(0)}
     assert ex.poll(rec, 1) == (JobPhase.RUNNING, None)
+
+
+def test_restarting_the_group_stops_the_hosts_still_at_work_after_one_has_exited(tmp_path):
+    """Worker 0 exited 42 (SIGTERMed, or its peer died) while worker 1 still beats: the attempt
+    is decided (42), but worker 1 is blocked in an all-reduce with no peer and holds its TPU.
+    Restarting the group must ask it to stop too (stop.json, which its agent turns into SIGTERM and
+    then a kill), not only look at the exit code. Found as leftover `jobs run` processes of a
+    slice's earlier attempts after `python -m tests.chaos slices`."""
+    import threading
+
+    from provision.cloud.storage import LocalBucket
+
+    store = RunStore(LocalBucket(tmp_path), "pod-1")
+    prefix = store.attempt_prefix(1)
+    store.write_json(f"{prefix}/exit-0.json", {"code": 42, "time": time.time()})
+    store.write_json(f"{prefix}/alive-1.json", {"time": time.time()})
+    asked = threading.Event()
+
+    def agent_of_worker_1():         # what serve/run_attempt do when they read stop.json
+        while not asked.is_set():
+            if store.read_json(f"{prefix}/stop.json") is not None:
+                store.write_json(f"{prefix}/exit-1.json", {"code": 42, "time": time.time()})
+                asked.set()
+            time.sleep(0.05)
+
+    threading.Thread(target=agent_of_worker_1, daemon=True).start()
+    rec = record()
+    rec.attempt["workers"] = 2
+    ex = BucketExecutor(store, Arch.VM)
+    assert ex.poll(rec, 1) == (JobPhase.EXITED, 42)
+    started = time.time()
+    ex.stop(rec, 1, grace=30)
+    assert asked.wait(5), "worker 1 was never asked to stop"
+    assert set(store.exits(1)) == {"0", "1"} and time.time() - started < 15
