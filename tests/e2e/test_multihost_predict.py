@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import run_tpuctl_process
 
-pytestmark = [pytest.mark.tf, pytest.mark.slow, pytest.mark.xdist_group("tf-e2e")]
+pytestmark = [pytest.mark.tf, pytest.mark.slow, pytest.mark.long, pytest.mark.xdist_group("tf-e2e")]
 
 LINES = 37
 

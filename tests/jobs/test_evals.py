@@ -121,6 +121,7 @@ def eval_scalars(model_dir) -> dict[int, dict[str, float]]:
 
 @pytest.mark.tf
 @pytest.mark.slow
+@pytest.mark.long
 def test_finetune_evals_survive_a_stop_and_resume_with_the_same_metrics(tmp_path, tiny_dir):
     """Two replicas (MirroredStrategy), 80 steps, evaluation every 20. The straight run has
     evals at 20, 40, 60, 80. The other run is SIGTERMed after its eval at 20 and resumed with

@@ -92,6 +92,7 @@ def no_dropout_dir(tiny_dir, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_the_xla_compiled_step_trains_like_the_plain_one(tmp_path, no_dropout_dir):
     """TPUCTL_XLA=1 compiles the whole step on one replica (forward, backward, AdamW and its
     assignments: the single-GPU path), and forward/backward plus AdamW's arithmetic with two

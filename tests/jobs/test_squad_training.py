@@ -129,6 +129,7 @@ def test_a_run_squad_checkpoint_loads_unchanged(tmp_path, tiny_dir):
     np.testing.assert_allclose(out.get_tensor("cls/squad/output_bias"), [0.5, -0.5], atol=1e-6)
 
 
+@pytest.mark.long
 def test_killed_and_stopped_squad_run_ends_with_the_weights_of_a_straight_one(tmp_path, tiny_dir):
     from .test_exact_resume import checkpoint_arrays, interrupt_twice, steps_per_epoch
 

@@ -48,6 +48,7 @@ def test_four_replicas_train_the_one_replica_model_and_evaluate_an_unsplittable_
             assert progress["four"]["metrics"][key] == pytest.approx(value, abs=1e-4), key
 
 
+@pytest.mark.long
 def test_the_tiny_classifier_and_squad_templates_evaluate_on_a_32_core_slice(tmp_path, tiny_dir):
     """templates/bert-finetune-tiny.yaml (eval_batch_size 16) and bert-squad-tiny.yaml
     (predict_batch_size 16) on a slice of 32 cores as the local provider emulates a v2-32 (its
