@@ -23,8 +23,9 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadgroup -m "not beam and not long" $(PYTEST_ARGS)
 
-# The long checks (a second chaos seed, exact resumption of pretraining and SQuAD, evaluations
-# across a stop, XLA, predictions and evaluation on emulated 32-core slices): `make test` leaves
+# The long checks (a second chaos seed, exact resumption of each job, evaluations across a stop,
+# XLA, the emulated v2-32 e2e, evaluation and prediction on 32-core slices, two sweep e2es that the
+# sweep chaos seeds repeat): `make test` leaves
 # them out to stay within 15 minutes on 2 cores; .ci/run runs them.
 test-long: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadgroup -m "long and not beam" $(PYTEST_ARGS)

@@ -18,7 +18,9 @@ import pytest
 from tests.benchmarks.bench_topology import distance, final_weights
 from tests.conftest import REPO, TPUCTL_BIN, run_tpuctl_process
 
-pytestmark = [pytest.mark.tf, pytest.mark.slow, pytest.mark.xdist_group("tf-e2e")]
+# make test-long: make test trains emulated slices in tests/chaos/test_slices_chaos.py (bitwise across
+# kills and restarts) and 1 vs 4 replicas in tests/jobs/test_topology.py
+pytestmark = [pytest.mark.tf, pytest.mark.slow, pytest.mark.long, pytest.mark.xdist_group("tf-e2e")]
 
 STEPS = 30
 

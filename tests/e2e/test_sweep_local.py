@@ -69,6 +69,7 @@ def start(spec: Path, *args: str) -> subprocess.Popen:
                             env={**os.environ, **FAST})
 
 
+@pytest.mark.long      # make test runs the same under chaos: tests/chaos/test_sweeps_chaos.py seed 5
 def test_grid_with_a_preempted_pool_tpu_finishes_every_trial_and_deletes_the_pool(tiny_bert, tmp_path):
     home = Path(os.environ["TPUCTL_HOME"])
     spec = write_spec(tmp_path / "sweep.yaml", tiny_bert, [3.0e-4, 1.0e-3, 3.0e-3])
@@ -149,6 +150,7 @@ def test_asha_prunes_a_hopeless_learning_rate_early(tiny_bert, tmp_path):
     no_sweep_tpu_left()
 
 
+@pytest.mark.long      # make test kills the controller in tests/chaos/test_sweeps_chaos.py (seeds 0 and 5)
 def test_a_killed_controller_resumes_without_repeating_a_finished_trial(tiny_bert, tmp_path):
     home = Path(os.environ["TPUCTL_HOME"])
     spec = write_spec(tmp_path / "sweep.yaml", tiny_bert, [1.0e-3, 3.0e-3])

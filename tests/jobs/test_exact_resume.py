@@ -80,8 +80,10 @@ def interrupt_twice(spec, model_dir, total: int) -> tuple[int, int, str]:
     return killed_at, stopped_at, last.stderr
 
 
-# the pretraining run is long (make test-long): exactness is the same code for both jobs
-@pytest.mark.parametrize("job", [pytest.param("pretrain", marks=pytest.mark.long), "finetune"])
+# make test-long; make test checks bitwise resumption on an emulated slice under kills and restarts
+# (tests/chaos/test_slices_chaos.py)
+@pytest.mark.parametrize("job", [pytest.param("pretrain", marks=pytest.mark.long),
+                                 pytest.param("finetune", marks=pytest.mark.long)])
 def test_killed_and_stopped_run_ends_with_the_weights_of_an_uninterrupted_one(tmp_path, tiny_dir, job):
     if job == "pretrain":
         total = PRETRAIN_STEPS
