@@ -25,14 +25,6 @@ COMMON = ["--max_seq_length", "64", "--max_predictions_per_seq", "10", "--dupe_f
           "--parts", "3", "--random_seed", "7"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def beam_installed():
-    try:
-        import apache_beam  # noqa: F401
-    except ImportError:
-        pytest.skip("apache-beam is not installed here: run `make test-beam` (its own venv, the beam extra)")
-
-
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory) -> tuple[Path, Path]:
     """A vocab (the tiny model's; no TensorFlow here) and 200 documents in two files, one CRLF."""
