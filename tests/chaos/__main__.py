@@ -75,50 +75,40 @@ def _local_env(root: Path) -> dict:
             "TPUCTL_LOCAL_VM_CREATE_SECONDS": "0.1", "TPUCTL_LOCAL_DELETE_SECONDS": "0.1"}
 
 
-def slices_main(argv: list[str]) -> int:
-    from tests.chaos.slices import Campaign, generate, summarize
+def _local_campaign(name: str, argv: list[str], default_seeds: str, make, line) -> int:
+    """A campaign on the local provider and the tiny BERT (slices, sweeps): one plan per seed,
+    a line per outcome on stderr, the summary as JSON."""
+    import importlib
 
-    parser = argparse.ArgumentParser(prog="python -m tests.chaos slices")
-    parser.add_argument("--seeds", default="0-9")
+    mod = importlib.import_module(f"tests.chaos.{name}")
+    parser = argparse.ArgumentParser(prog=f"python -m tests.chaos {name}")
+    parser.add_argument("--seeds", default=default_seeds)
     args = parser.parse_args(argv)
     start = time.time()
     outcomes = []
     # (a job that was just killed may still be writing under the home while it is removed)
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         root = Path(tmp)
-        campaign = Campaign(root / "tiny", _local_env(root))
+        campaign = make(mod.Campaign, root)
         for seed in _seeds(args.seeds):
-            res = campaign.run(generate(seed))
+            res = campaign.run(mod.generate(seed))
             outcomes.append(res)
-            print(f"{'ok' if res.ok else 'FAILED'} {res.plan.describe()}: {res.attempts} attempts, "
-                  f"{res.seconds:.0f}s" + "".join(f"\n  {v}" for v in res.violations), file=sys.stderr, flush=True)
-    doc = summarize(outcomes)
+            print(f"{'ok' if res.ok else 'FAILED'} {res.plan.describe()}: {line(res)}, {res.seconds:.0f}s"
+                  + "".join(f"\n  {v}" for v in res.violations), file=sys.stderr, flush=True)
+    doc = mod.summarize(outcomes)
     doc["seconds"] = round(time.time() - start, 1)
     print(json.dumps(doc, indent=2))
     return 1 if doc["violations"] else 0
+
+
+def slices_main(argv: list[str]) -> int:
+    return _local_campaign("slices", argv, "0-9", lambda cls, root: cls(root / "tiny", _local_env(root)),
+                           lambda res: f"{res.attempts} attempts")
 
 
 def sweeps_main(argv: list[str]) -> int:
-    from tests.chaos.sweeps import Campaign, generate, summarize
-
-    parser = argparse.ArgumentParser(prog="python -m tests.chaos sweeps")
-    parser.add_argument("--seeds", default="0-5")
-    args = parser.parse_args(argv)
-    start = time.time()
-    outcomes = []
-    # (a job that was just killed may still be writing under the home while it is removed)
-    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
-        root = Path(tmp)
-        campaign = Campaign(root / "tiny", _local_env(root), root)
-        for seed in _seeds(args.seeds):
-            res = campaign.run(generate(seed))
-            outcomes.append(res)
-            print(f"{'ok' if res.ok else 'FAILED'} {res.plan.describe()}: {res.trials} trials {dict(res.states)}, "
-                  f"{res.seconds:.0f}s" + "".join(f"\n  {v}" for v in res.violations), file=sys.stderr, flush=True)
-    doc = summarize(outcomes)
-    doc["seconds"] = round(time.time() - start, 1)
-    print(json.dumps(doc, indent=2))
-    return 1 if doc["violations"] else 0
+    return _local_campaign("sweeps", argv, "0-5", lambda cls, root: cls(root / "tiny", _local_env(root), root),
+                           lambda res: f"{res.trials} trials {dict(res.states)}")
 
 
 def main(argv: list[str] | None = None) -> int:
