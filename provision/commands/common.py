@@ -7,7 +7,6 @@ with ``--json`` exactly one JSON document (errors included), which scripts can p
 from __future__ import annotations
 
 import functools
-import json
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -96,6 +95,8 @@ def acting_on(target: Target, verb: str, zone: str | None = None) -> None:
 
 def emit_json(data: Any) -> None:
     """Print the command's one JSON document; an error after it adds only a stderr line."""
+    import json
+
     from ..basics.redact import redact_data
 
     data = redact_data(json.loads(json.dumps(data, default=_json_default)))

@@ -10,8 +10,7 @@ The manifest goes up last: a destination holding a complete manifest holds every
 
 from __future__ import annotations
 
-import hashlib
-import json
+# json and hashlib load inside the functions that use them: `tpuctl --help` imports this module
 import os
 import sys
 
@@ -200,6 +199,9 @@ def command(corpus: tuple[str, ...], bert_dir: str, out: str, workers: int | Non
 def _fetch_inputs(corpus: tuple[str, ...], bert_dir: str, target) -> tuple[tuple[str, ...], str]:
     """gs:// corpus files and vocab.txt copied to a local directory (named by their URLs; an
     object already there at its size is not fetched again)."""
+    import hashlib
+    import json
+
     from ..basics import validate
     from ..basics.config import home
     from ..basics.errors import UsageError
@@ -311,6 +313,9 @@ def _data_requirements() -> list[str]:
 
 
 def _work_dir(out: str, argv: list[str]):
+    import hashlib
+    import json
+
     from ..basics.config import home
 
     key = json.dumps([out.rstrip("/"), argv[argv.index("--input_file"):]])
@@ -339,6 +344,8 @@ def _seed_manifest(bucket, prefix: str, local: str, out: str) -> None:
 
 
 def _dest_complete(bucket, prefix: str) -> bool:
+    import json
+
     from ..cloud.storage.base import ObjectNotFound
 
     try:
@@ -348,6 +355,7 @@ def _dest_complete(bucket, prefix: str) -> bool:
 
 
 def _make(argv: list[str], local: str, out: str) -> dict:
+    import json
     import subprocess
 
     from ..basics.errors import TpuctlError, UsageError
