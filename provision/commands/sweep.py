@@ -89,12 +89,9 @@ def start(spec: str, zone: str | None, accelerator_type: str, preemptible: bool,
 
     # the spec first, the cheapest check: a missing or unreadable file imports nothing more
     read = read_spec(spec)
-    from .. import cluster
     from ..basics import validate
     from ..basics.errors import UsageError
-    from ..runs import store as runs
     from ..sweeps import create
-    from ..sweeps.store import SweepStore
 
     if preemptible and spot:
         raise UsageError("--preemptible and --spot both given", hint="choose one of them")
@@ -105,6 +102,10 @@ def start(spec: str, zone: str | None, accelerator_type: str, preemptible: bool,
     target = resolve_target(provider, project, zone.split(",")[0] if zone else None)
     # every problem of the sweep and job specs, before any cloud is asked anything
     checked = create.check(spec, provider=target.provider, max_trials=max_trials, read=read)
+    from .. import cluster
+    from ..runs import store as runs
+    from ..sweeps.store import SweepStore
+
     zones = validate.zones(zone) if zone else validate.zones(target.zone or cluster.default_zone(target))
     host = _check_host(target, detach, host_name)
     if host and not service_account and host.service_account:
