@@ -27,6 +27,9 @@ class Job:
     :class:`jobs.runner.Runner`) gives access to the strategy, the device and the spec."""
 
     metric_names: tuple[str, ...] = ()
+    # the training data's epoch stream (a jobs.data.EpochStream), made by ``prepare``; None
+    # before, and when the spec does not train
+    stream: Any = None
 
     def __init__(self, spec: JobSpec):
         self.spec = spec
@@ -41,6 +44,13 @@ class Job:
 
     def prepare(self, runner: Any) -> None:
         """Read or create the data (before the model exists); raise ConfigError for bad input."""
+
+    def train_examples(self) -> int | None:
+        """How many examples one epoch of the training data holds, once ``prepare`` ran (None:
+        unknown, or nothing to train on): the epoch stream's record count. The runner warns when
+        the spec's steps would read them too many times (:mod:`jobs.epochs`); a job that feeds
+        ``dataset`` another way returns its own count."""
+        return self.stream.index.total if self.stream is not None else None
 
     def build_model(self):
         """The Keras model, with ``original_variables()``; called inside ``strategy.scope()``."""

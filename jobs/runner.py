@@ -42,7 +42,7 @@ from collections.abc import Callable, Sequence
 import keras
 import tensorflow as tf
 
-from . import checkpointing, distribute, exitcodes, hparams
+from . import checkpointing, distribute, epochs, exitcodes, hparams
 from . import progress as progress_lib
 from .bert.optimization import AdamWeightDecay
 from .errors import ConfigError
@@ -172,6 +172,9 @@ class Runner:
         if self.stop.requested.is_set():  # preempted while preparing data: nothing to save
             self.progress.update(status=progress_lib.PREEMPTED, message=self.stop.name)
             return exitcodes.RETRY
+        warning = epochs.overuse_warning(job.train_examples() or 0, spec.num_train_steps, spec.train_batch_size)
+        if warning:
+            log(warning)
 
         self.build()
         parts = {"model": dict(self.variables), "optimizer": self.optimizer.slots(),

@@ -23,6 +23,7 @@ import glob
 import json
 import math
 import os
+import re
 import types
 import typing
 from collections.abc import Iterable, Sequence
@@ -383,7 +384,12 @@ MAX_YAML_ALIASES = 64
 class _SpecLoader(yaml.SafeLoader):
     """PyYAML's safe loader, bounded: aliases may only repeat scalars (a YAML bomb, "billion
     laughs", multiplies collections through aliases), nesting is shallow (deep nesting would
-    exhaust the recursion limit), and there are few of them."""
+    exhaust the recursion limit), and there are few of them.
+
+    It reads numbers as people write them: PyYAML follows YAML 1.1, whose floats need a dot and
+    a signed exponent, so ``1e-4``, ``1E5`` and ``1.0e4`` would be strings (and a sweep's
+    ``{min: 1e-4, max: 1e-2}`` "not numbers"); here they are floats, as in YAML 1.2 and JSON.
+    A quoted ``'1e-4'`` stays a string."""
 
     def __init__(self, stream: Any) -> None:
         super().__init__(stream)
@@ -408,8 +414,33 @@ class _SpecLoader(yaml.SafeLoader):
             self._depth -= 1
 
 
+# YAML 1.2's floats with an exponent that YAML 1.1's resolver misses; tried after the int and
+# 1.1 float resolvers, so 12 stays an int and 1.5 is read as before.
+_SpecLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."))
+
+
 class _Refused(Exception):
     pass
+
+
+def parse_yaml(text: str, what: str) -> Any:
+    """The document in ``text`` (``what``, e.g. ``job spec a.yaml``, names it in errors), read by
+    the bounded loader with YAML 1.2 numbers: job specs and sweep specs alike. Raises
+    :class:`SpecError`."""
+    try:
+        return yaml.load(text, Loader=_SpecLoader)  # a bounded SafeLoader: no arbitrary objects
+    except _Refused as exc:
+        raise SpecError(f"{what} {exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise SpecError(f"{what}{where} is not valid YAML "
+                        f"({getattr(exc, 'problem', None) or 'parse error'}); fix the file") from None
+    except RecursionError:
+        raise SpecError(f"{what} nests too deeply; a spec is flat key: value lines") from None
 
 
 def read_yaml(path: str) -> dict[str, Any]:
@@ -429,17 +460,7 @@ def read_yaml(path: str) -> dict[str, Any]:
         raise SpecError(f"job spec {path} is not UTF-8 text; save it as UTF-8 YAML") from None
     except OSError as exc:
         raise SpecError(f"cannot read job spec {path} ({exc.strerror or exc}); check its permissions") from None
-    try:
-        raw = yaml.load(text, Loader=_SpecLoader)  # a bounded SafeLoader: no arbitrary objects
-    except _Refused as exc:
-        raise SpecError(f"job spec {path} {exc}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise SpecError(f"job spec {path}{where} is not valid YAML "
-                        f"({getattr(exc, 'problem', None) or 'parse error'}); fix the file") from None
-    except RecursionError:
-        raise SpecError(f"job spec {path} nests too deeply; a spec is flat key: value lines") from None
+    raw = parse_yaml(text, f"job spec {path}")
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):

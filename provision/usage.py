@@ -8,7 +8,6 @@ or option when the word looks like a typo, the way git and gcloud suggest ``stat
 
 from __future__ import annotations
 
-import difflib
 import re
 
 import click
@@ -50,6 +49,8 @@ def duration_options(root: click.Group) -> set[str]:
 
 def explain(root: click.Group, exc: click.ClickException, args: list[str]) -> tuple[str, str | None]:
     """``(cause, fix)`` for a click error, one line each, never click's usage block."""
+    import difflib  # here, not at the top: `tpuctl --help` never needs it
+
     ctx = getattr(exc, "ctx", None)
     path = ctx.command_path if ctx is not None else command_path(root, args)
     see = f"see {path} --help"

@@ -395,13 +395,14 @@ class ClassifierJob(Job):
 
     def export(self, runner) -> None:
         from . import serving
+        from .export_layout import CLASSIFIER, SAVED_MODEL_DIR
 
         s = self.spec
         path = serving.export(
-            f"{runner.out_dir}/{serving.SAVED_MODEL_DIR}", serving.CLASSIFIER, self.build_model,
+            f"{runner.out_dir}/{SAVED_MODEL_DIR}", CLASSIFIER, self.build_model,
             weights.values_of(runner.variables), s.bert_dir,
             {"do_lower_case": s.do_lower_case, "max_seq_length": s.max_seq_length,
              "text_b": self.pair},
             labels=self.labels)
-        self.outputs.append(f"{serving.SAVED_MODEL_DIR}/")
+        self.outputs.append(f"{SAVED_MODEL_DIR}/")
         log(f"SavedModel for serving: {path}")

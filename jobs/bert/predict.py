@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def read_info(saved_model: str) -> dict:
     from ..errors import ConfigError
-    from .serving import MODEL_INFO
+    from .export_layout import MODEL_INFO
 
     path = os.path.join(saved_model, MODEL_INFO)
     if not os.path.isfile(os.path.join(saved_model, "saved_model.pb")):

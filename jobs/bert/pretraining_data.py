@@ -187,10 +187,9 @@ def make(args, opts: DataOptions):
 
     if args.workers < 1 or args.parts < 0 or args.num_shards < 1 or (args.pool_bytes or 1) < 1:
         raise ConfigError("--workers, --num_shards and --pool_bytes must be at least 1, --parts at least 0")
-    if not 0.0 < opts.masked_lm_prob < 1.0 or opts.dupe_factor < 1 or \
-            not 0 < opts.max_predictions_per_seq <= opts.max_seq_length or opts.max_seq_length < 5:
-        raise ConfigError("options out of range: need 0 < masked_lm_prob < 1, dupe_factor >= 1, "
-                          "0 < max_predictions_per_seq <= max_seq_length, max_seq_length >= 5")
+    problem = opts.problem()
+    if problem:
+        raise ConfigError("; ".join(problem))
     if args.runner != "local":
         if args.exact:
             raise ConfigError("--exact is one stream in one process: drop --runner "

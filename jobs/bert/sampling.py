@@ -8,21 +8,11 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .data_options import DataOptions
 from .tokenization import CLS, MASK, SEP, FullTokenizer
 
 FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
             "masked_lm_weights", "next_sentence_labels")
-
-
-@dataclass(frozen=True)
-class DataOptions:
-    max_seq_length: int = 128
-    max_predictions_per_seq: int = 20
-    masked_lm_prob: float = 0.15
-    dupe_factor: int = 10
-    short_seq_prob: float = 0.1
-    do_whole_word_mask: bool = False
-    random_seed: int = 12345
 
 
 @dataclass

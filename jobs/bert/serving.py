@@ -19,9 +19,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-SAVED_MODEL_DIR = "saved_model"
-MODEL_INFO = "tpuctl_model.json"
-CLASSIFIER, SQUAD = "classifier", "squad"
+from .export_layout import CLASSIFIER, MODEL_INFO
 
 SIGNATURE = [tf.TensorSpec([None, None], tf.int32, name="input_ids"),
              tf.TensorSpec([None, None], tf.int32, name="input_mask"),

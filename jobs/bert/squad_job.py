@@ -200,9 +200,10 @@ class SquadJob(Job):
             tf.io.gfile.copy(f"{self.spec.bert_dir.rstrip('/')}/{name}", f"{export}/{name}",
                              overwrite=True)
         from . import serving
+        from .export_layout import SAVED_MODEL_DIR, SQUAD
 
         s = self.spec
-        serving.export(f"{runner.out_dir}/{serving.SAVED_MODEL_DIR}", serving.SQUAD,
+        serving.export(f"{runner.out_dir}/{SAVED_MODEL_DIR}", SQUAD,
                        self.build_model, weights.values_of(runner.variables), s.bert_dir,
                        {"do_lower_case": s.do_lower_case, "max_seq_length": s.max_seq_length,
                         "doc_stride": s.doc_stride, "max_query_length": s.max_query_length,

@@ -7,6 +7,8 @@ failure. Every error carries a one-line message that names the fix; the CLI prin
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -17,6 +19,8 @@ class TpuctlError(Exception):
     """Base class: a failure tpuctl understands and can explain in one line."""
 
     exit_code = EXIT_FAILURE
+    # further problems of the same input, one line each, printed after the error's line
+    more: tuple[str, ...] = ()
 
     def __init__(self, message: str, *, hint: str | None = None):
         super().__init__(message)
@@ -40,6 +44,17 @@ class UsageError(TpuctlError):
     """Bad input: found before any resource is created. Exit code 2."""
 
     exit_code = EXIT_USAGE
+
+
+class SpecProblems(UsageError):
+    """Every problem found in one input (a sweep spec and its job spec), so that it is fixed in
+    one round: the most fundamental problem is the error's line, the others follow it, one line
+    each (``more``), in the order the caller ranked them. Exit code 2."""
+
+    def __init__(self, problems: Sequence[TpuctlError]):
+        first, *rest = problems
+        super().__init__(first.message, hint=first.hint)
+        self.more = tuple(p.one_line() for p in rest)
 
 
 class NotFound(TpuctlError):

@@ -7,7 +7,6 @@ with ``--json`` exactly one JSON document (errors included), which scripts can p
 from __future__ import annotations
 
 import functools
-import json
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -96,6 +95,8 @@ def acting_on(target: Target, verb: str, zone: str | None = None) -> None:
 
 def emit_json(data: Any) -> None:
     """Print the command's one JSON document; an error after it adds only a stderr line."""
+    import json
+
     from ..basics.redact import redact_data
 
     data = redact_data(json.loads(json.dumps(data, default=_json_default)))
@@ -112,18 +113,25 @@ def _json_default(obj: Any) -> Any:
 
 
 def report_error(exc: TpuctlError) -> int:
-    """Print a one-line error (and, with --json, a JSON error document); return the exit code."""
+    """Print a one-line error (and, with --json, a JSON error document); return the exit code.
+    An error that names several problems of one input prints each further one on a line of its
+    own (``  also: ...``) after it, and lists them all under ``problems`` in the JSON."""
     line = exc.one_line()
     from ..basics.redact import redact
 
     line = redact(line)
+    more = [redact(m) for m in exc.more]
     if _state["json"] and not _state["emitted"]:
         doc: dict[str, Any] = {"ok": False, "error": line, "exit_code": exc.exit_code}
         remaining = getattr(exc, "remaining", None)
         if remaining:
             doc["remaining"] = [redact(r) for r in remaining]
+        if more:
+            doc["problems"] = [line, *more]
         emit_json(doc)
     click.echo(f"tpuctl: error: {line}", err=True)
+    for extra in more:
+        click.echo(f"  also: {extra}", err=True)
     return exc.exit_code
 
 

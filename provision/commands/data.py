@@ -10,8 +10,7 @@ The manifest goes up last: a destination holding a complete manifest holds every
 
 from __future__ import annotations
 
-import hashlib
-import json
+# json and hashlib load inside the functions that use them: `tpuctl --help` imports this module
 import os
 import sys
 
@@ -90,6 +89,7 @@ def command(corpus: tuple[str, ...], bert_dir: str, out: str, workers: int | Non
     from ..staging.endpoints import is_bucket_url
     from .common import acting_on, emit_json, resolve_target, say
 
+    _check_options(max_seq_length, max_predictions_per_seq, masked_lm_prob, dupe_factor)
     if on:
         fwd = ["--max-seq-length", str(max_seq_length), "--max-predictions-per-seq", str(max_predictions_per_seq),
                "--masked-lm-prob", str(masked_lm_prob), "--dupe-factor", str(dupe_factor),
@@ -200,6 +200,9 @@ def command(corpus: tuple[str, ...], bert_dir: str, out: str, workers: int | Non
 def _fetch_inputs(corpus: tuple[str, ...], bert_dir: str, target) -> tuple[tuple[str, ...], str]:
     """gs:// corpus files and vocab.txt copied to a local directory (named by their URLs; an
     object already there at its size is not fetched again)."""
+    import hashlib
+    import json
+
     from ..basics import validate
     from ..basics.config import home
     from ..basics.errors import UsageError
@@ -232,6 +235,21 @@ def _fetch_inputs(corpus: tuple[str, ...], bert_dir: str, target) -> tuple[tuple
         fetch(f"{bert_dir.rstrip('/')}/vocab.txt", f"{name}/vocab.txt")
         bert_dir = str(root / name)
     return local, bert_dir
+
+
+def _check_options(max_seq_length: int, max_predictions_per_seq: int, masked_lm_prob: float,
+                   dupe_factor: int) -> None:
+    """The job side's rule for the data options (``jobs.bert.data_options``, no TensorFlow), here and
+    first, in this command's option names: before a corpus is staged for --on or Dataflow."""
+    from jobs.bert.data_options import DataOptions
+
+    from ..basics.errors import UsageError
+
+    problem = DataOptions(max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions_per_seq,
+                          masked_lm_prob=masked_lm_prob, dupe_factor=dupe_factor).problem(
+        flag=lambda name: "--" + name.replace("_", "-"))
+    if problem:
+        raise UsageError(problem[0], hint=problem[1])
 
 
 def _job_options(max_seq_length: int, max_predictions_per_seq: int, masked_lm_prob: float,
@@ -311,6 +329,9 @@ def _data_requirements() -> list[str]:
 
 
 def _work_dir(out: str, argv: list[str]):
+    import hashlib
+    import json
+
     from ..basics.config import home
 
     key = json.dumps([out.rstrip("/"), argv[argv.index("--input_file"):]])
@@ -339,6 +360,8 @@ def _seed_manifest(bucket, prefix: str, local: str, out: str) -> None:
 
 
 def _dest_complete(bucket, prefix: str) -> bool:
+    import json
+
     from ..cloud.storage.base import ObjectNotFound
 
     try:
@@ -348,6 +371,7 @@ def _dest_complete(bucket, prefix: str) -> bool:
 
 
 def _make(argv: list[str], local: str, out: str) -> dict:
+    import json
     import subprocess
 
     from ..basics.errors import TpuctlError, UsageError

@@ -85,12 +85,13 @@ def start(spec: str, zone: str | None, accelerator_type: str, preemptible: bool,
     Example:
       tpuctl sweep start templates/sweep-tiny.yaml --max-trials 3 --preemptible --dry-run
     """
-    from .. import cluster
+    from ..sweeps.spec_file import read_spec
+
+    # the spec first, the cheapest check: a missing or unreadable file imports nothing more
+    read = read_spec(spec)
     from ..basics import validate
     from ..basics.errors import UsageError
-    from ..runs import store as runs
     from ..sweeps import create
-    from ..sweeps.store import SweepStore
 
     if preemptible and spot:
         raise UsageError("--preemptible and --spot both given", hint="choose one of them")
@@ -99,6 +100,12 @@ def start(spec: str, zone: str | None, accelerator_type: str, preemptible: bool,
     if bucket:
         bucket = str(validate.bucket_url(bucket))
     target = resolve_target(provider, project, zone.split(",")[0] if zone else None)
+    # every problem of the sweep and job specs, before any cloud is asked anything
+    checked = create.check(spec, provider=target.provider, max_trials=max_trials, read=read)
+    from .. import cluster
+    from ..runs import store as runs
+    from ..sweeps.store import SweepStore
+
     zones = validate.zones(zone) if zone else validate.zones(target.zone or cluster.default_zone(target))
     host = _check_host(target, detach, host_name)
     if host and not service_account and host.service_account:
@@ -111,7 +118,7 @@ def start(spec: str, zone: str | None, accelerator_type: str, preemptible: bool,
                        accelerator_type=accelerator_type, preemptible=preemptible, spot=spot,
                        max_concurrent=max_concurrent, max_trials=max_trials, budget_usd=budget_usd,
                        poll_s=poll_s, max_failures=max_failures, book=open_provider(target).price_book(),
-                       service_account=service_account)
+                       service_account=service_account, checked=checked)
     rec = plan.record
     acting_on(target, "sweep", zone=",".join(zones))
     if target.provider == "gcp" and not service_account and not dry_run:

@@ -1,9 +1,9 @@
 """Making a sweep: read and check the sweep spec and its job spec, then write the sweep's directory.
 
-Everything that can be wrong with the input is found before anything is created (exit 2, one
-line): the sweep spec (:mod:`provision.sweeps.spec`), the job spec with the sweep's ``set``, and
-every swept value, checked by the job spec loader as the trial will see it (``jobs.spec`` needs
-no TensorFlow).
+Everything that can be wrong with the input is found before anything is created or asked of a
+cloud (exit 2, every problem at once, the most fundamental first): the sweep spec
+(:mod:`provision.sweeps.spec`), the job spec with the sweep's ``set``, and every swept value,
+checked by the job spec loader as the trial will see it (``jobs.spec`` needs no TensorFlow).
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from ..basics.errors import UsageError
 from ..cloud.base import Arch, ClusterSpec
 from . import spec as sweepspec
 from .pool import cluster_name
+from .spec_file import read_spec
 from .store import SWEEP_LABEL, SweepRecord, SweepStore, local_dir, new_sweep_id
 
-MAX_SPEC_BYTES = 1 << 16
+PROBE_MODEL_DIR = "/tmp/tpuctl-sweep-check/model"     # never written: the job spec loader only checks
 # Metrics each job reports, for a jobs package without jobs.spec.reported_metrics.
 FALLBACK_METRICS = {"bert-finetune": ("eval_accuracy", "eval_loss"), "bert-squad": ("exact_match", "f1"),
                     "bert-pretrain": ("masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
@@ -34,22 +35,16 @@ class Plan:
     job: dict[str, Any]            # the job spec with the sweep's set applied, paths as the job sees them
 
 
-def read_spec(path: str) -> tuple[dict[str, Any], bytes]:
-    import yaml
+@dataclass
+class Checked:
+    """A sweep spec and its job spec with nothing wrong in them (:func:`check`)."""
 
-    if not os.path.isfile(path):
-        raise UsageError(f"sweep spec {path[:200]} not found", hint="pass the path of a sweep spec YAML (docs/sweeps.md)")
-    if os.path.getsize(path) > MAX_SPEC_BYTES:
-        raise UsageError(f"sweep spec {path[:200]} is too large for a sweep spec", hint="check that this is the right file")
-    with open(path, "rb") as fh:
-        text = fh.read()
-    try:
-        raw = yaml.safe_load(text.decode("utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise UsageError(f"sweep spec {path[:200]}{where} is not valid YAML", hint="fix the file (docs/sweeps.md)") from None
-    return raw, text
+    spec: sweepspec.SweepSpec
+    spec_text: bytes
+    job: dict[str, Any]            # the job spec with the sweep's set (and hparams) applied
+    keys: set[str]                 # the job spec's keys
+    num_train_steps: int
+    eval_every: int                # evaluate every this many steps (0: only at the end)
 
 
 def _job_path(job: str, spec_path: str) -> str:
@@ -84,55 +79,98 @@ def reported_metrics(job: Any) -> tuple[str, ...]:
     return FALLBACK_METRICS.get(job.job, ())
 
 
+def check(spec_path: str, *, provider: str, max_trials: int | None,
+          read: tuple[Any, bytes] | None = None) -> Checked:
+    """Every problem of the sweep spec at ``spec_path`` and of its job spec as the trials will
+    see it, in one :class:`SpecProblems` (most fundamental first), before anything is created
+    or asked of a cloud. ``read``: what :func:`read_spec` already returned."""
+    from jobs import spec as jobspec
+
+    from ..runs.training import localize_spec
+
+    raw, text = read or read_spec(spec_path)
+    source = f"sweep spec {spec_path[:200]}"
+    problems = sweepspec.Problems()
+    job_raw, keys, known = _read_job(raw, spec_path, problems)
+    found = sweepspec.review(raw, job_keys=keys, source=source, max_trials=max_trials, problems=problems,
+                             reported=known)
+    if keys is None:                 # no job spec to check the rest against
+        problems.raise_if_any()
+    assert keys is not None
+    try:
+        base = localize_spec({**job_raw, **found.sets}, provider)
+    except UsageError as exc:        # a path the pool's TPUs cannot read
+        problems.add_error(sweepspec.VALUE, exc)
+        problems.raise_if_any()
+    extras: dict[str, Any] = {}
+    if "hparams" in keys:
+        extras["hparams"] = [p.name for p in found.parameters]
+    probe = {**base, **extras, "model_dir": base.get("model_dir") or PROBE_MODEL_DIR}
+    where = f"the job of {spec_path[:200]}"
+    checked_spec = _check(jobspec, probe, {}, where, problems)
+    if checked_spec is not None and found.metric is not None:
+        try:
+            sweepspec.check_metric(found.metric, reported_metrics(checked_spec))
+        except UsageError as exc:
+            problems.add_error(sweepspec.VALUE, exc)
+    sweep = found.spec
+    if sweep is not None and sweep.pruner != "none" and "eval_every_steps" not in keys:
+        problems.add(sweepspec.VALUE, f"pruner {sweep.pruner} needs {base.get('job')} to report its metric while "
+                     f"it trains (eval_every_steps), which this version of the jobs package lacks",
+                     hint="use pruner: none, or upgrade tpuctl")
+    num_steps = int(checked_spec.to_dict()["num_train_steps"]) if checked_spec is not None else 0
+    eval_every = sweep.eval_every_steps if sweep is not None else None
+    if eval_every is None:
+        eval_every = int(base.get("eval_every_steps") or 0) or \
+            (max(1, num_steps // 10) if sweep is not None and sweep.pruner != "none" else 0)
+    if eval_every and "eval_every_steps" in keys:
+        probe["eval_every_steps"] = eval_every
+    if checked_spec is not None:     # each swept value as the trial's job spec loader will see it
+        for p in found.parameters:
+            for value in (p.values if p.values is not None else (p.low, p.high)):
+                _check(jobspec, probe, {p.name: value}, where, problems)
+    problems.raise_if_any()
+    assert sweep is not None
+    return Checked(spec=sweep, spec_text=text, job={**base, **extras}, keys=keys, num_train_steps=num_steps,
+                   eval_every=eval_every)
+
+
+def _read_job(raw: Any, spec_path: str, problems: sweepspec.Problems
+              ) -> tuple[dict[str, Any], set[str] | None, tuple[str, ...] | None]:
+    """The job spec the sweep names: its mapping, its keys and the metrics its job can report
+    (None, None when it cannot be read: a problem of rank FILE)."""
+    from jobs import spec as jobspec
+
+    job = raw.get("job") if isinstance(raw, dict) else None
+    if not isinstance(job, str) or not job:
+        return {}, None, None         # the sweep spec's own problem (no job), reported by review
+    try:
+        job_path = _job_path(job, spec_path)
+        job_raw = jobspec.read_yaml(job_path)
+    except UsageError as exc:
+        problems.add_error(sweepspec.FILE, exc)
+        return {}, None, None
+    except jobspec.SpecError as exc:
+        problems.add(sweepspec.FILE, str(exc))
+        return {}, None, None
+    name = job_raw.get("job")
+    if not isinstance(name, str) or name not in jobspec.JOBS:
+        problems.add(sweepspec.FILE, f"job spec {job_path[:200]} has no known job", hint=f"use one of {', '.join(jobspec.JOBS)}")
+        return {}, None, None
+    return job_raw, job_fields(name), tuple(jobspec.reported_metrics(name))
+
+
 def plan(spec_path: str, *, provider: str, project: str | None, bucket: str, zones: Sequence[str],
          accelerator_type: str, preemptible: bool, spot: bool, max_concurrent: int | None,
          max_trials: int | None, budget_usd: float | None, poll_s: float, max_failures: int,
-         book: Any = None, service_account: str | None = None) -> Plan:
-    from jobs import spec as jobspec
-
+         book: Any = None, service_account: str | None = None, checked: Checked | None = None) -> Plan:
+    """The sweep's record, from its checked specs (``checked``, else :func:`check` now) and the
+    pool's options."""
     from ..basics import validate
     from ..catalog import accelerators, prices
-    from ..runs.training import localize_spec
 
-    raw, text = read_spec(spec_path)
-    job_path = _job_path(raw["job"], spec_path) if isinstance(raw, dict) and isinstance(raw.get("job"), str) \
-        and raw.get("job") else None
-    job_raw: dict[str, Any] = {}
-    keys: set[str] = set()
-    if job_path:
-        try:
-            job_raw = jobspec.read_yaml(job_path)
-        except jobspec.SpecError as exc:
-            raise UsageError(str(exc)) from None
-        name = job_raw.get("job")
-        if name not in jobspec.JOBS:
-            raise UsageError(f"job spec {job_path} has no known job", hint=f"use one of {', '.join(jobspec.JOBS)}")
-        keys = job_fields(name)
-    sweep = sweepspec.parse(raw, job_keys=keys, reported=None, source=f"sweep spec {spec_path[:200]}",
-                            max_trials=max_trials)
-    base = localize_spec({**job_raw, **sweep.set}, provider)
-    placeholder = "/tmp/tpuctl-sweep-check/model"     # never written: from_dict only checks
-    job_name = base["job"]
-    extras: dict[str, Any] = {}
-    if "hparams" in keys:
-        extras["hparams"] = sweep.names
-    probe = {**base, **extras, "model_dir": base.get("model_dir") or placeholder}
-    checked_spec = _check(jobspec, probe, {}, spec_path)
-    sweepspec.check_metric(sweep.metric, reported_metrics(checked_spec))
-    checked = checked_spec.to_dict()
-    num_steps = int(checked["num_train_steps"])
-    eval_every = sweep.eval_every_steps
-    if eval_every is None:
-        eval_every = int(base.get("eval_every_steps") or 0) or (max(1, num_steps // 10) if sweep.pruner != "none" else 0)
-    if sweep.pruner != "none" and "eval_every_steps" not in keys:
-        raise UsageError(f"pruner {sweep.pruner} needs {job_name} to report its metric while it trains "
-                         f"(eval_every_steps), which this version of the jobs package lacks",
-                         hint="use pruner: none, or upgrade tpuctl")
-    if eval_every and "eval_every_steps" in keys:
-        probe["eval_every_steps"] = eval_every
-    for p in sweep.parameters:
-        for value in (p.values if p.values is not None else (p.low, p.high)):
-            _check(jobspec, probe, {p.name: value}, spec_path)
+    c = checked or check(spec_path, provider=provider, max_trials=max_trials)
+    sweep, keys = c.spec, c.keys
     accs = [accelerators.parse(t) for t in validate.accelerator_types(accelerator_type)]
     max_conc = max_concurrent or sweep.max_concurrent or 1
     sweep_id = new_sweep_id()
@@ -150,19 +188,25 @@ def plan(spec_path: str, *, provider: str, project: str | None, bucket: str, zon
                       max_concurrent=max_conc,
                       max_trials=sweep.max_trials, spec=sweep.to_dict(), budget_usd=budget_usd,
                       hourly_usd=price.usd_per_hour, price=price.to_dict(),
-                      eval_every_steps=eval_every if "eval_every_steps" in keys else None, num_train_steps=num_steps,
+                      eval_every_steps=c.eval_every if "eval_every_steps" in keys else None,
+                      num_train_steps=c.num_train_steps,
                       max_failures=max_failures, poll_s=poll_s, service_account=service_account)
-    return Plan(record=rec, spec=sweep, spec_text=text, job={**base, **extras})
+    return Plan(record=rec, spec=sweep, spec_text=c.spec_text, job=c.job)
 
 
-def _check(jobspec: Any, probe: dict[str, Any], value: dict[str, Any], spec_path: str) -> Any:
+def _check(jobspec: Any, probe: dict[str, Any], value: dict[str, Any], where: str,
+           problems: sweepspec.Problems) -> Any:
+    """The job spec ``probe`` with ``value`` (one swept value) applied, checked as the trial's job
+    will load it; None, and a problem, when the loader refuses it."""
     try:
-        return jobspec.from_dict({**probe, **value}, (), source=f"the job of {spec_path[:200]}")
+        return jobspec.from_dict({**probe, **value}, (), source=where)
     except jobspec.SpecError as exc:
         if value:
             (name, v), = value.items()
-            raise UsageError(f"parameter {name} value {v!r:.40}: {exc}") from None
-        raise UsageError(str(exc)) from None
+            problems.add(sweepspec.VALUE, f"parameter {name} value {v!r:.40}: {exc}")
+        else:
+            problems.add(sweepspec.VALUE, str(exc))
+        return None
 
 
 def write(store: SweepStore, p: Plan) -> None:

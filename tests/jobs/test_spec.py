@@ -154,3 +154,15 @@ def test_yaml_aliases_may_repeat_single_values_but_not_collections(tmp_path, ber
     bomb.write_text("job: bert-finetune\nlabels: [&a [x, y], [*a, *a]]\n")
     with pytest.raises(SpecError, match="alias \\*a to repeat a list or mapping"):
         spec_lib.load(str(bomb))
+
+
+@pytest.mark.parametrize("written, read", [
+    ("1e-4", 1e-4), ("1E5", 1e5), ("1.0e4", 1e4), ("-2e-5", -2e-5), ("+1e+3", 1e3), (".5e3", 500.0),
+    ("1.0e-4", 1e-4), ("1.5", 1.5), ("12", 12), ("1_000", 1000), ("'1e-4'", "1e-4"), ("1e", "1e"),
+])
+def test_numbers_are_read_as_people_write_them(written, read):
+    """YAML 1.1 (PyYAML) reads 1e-4, 1E5 and 1.0e4 as strings; job and sweep specs read them as
+    numbers, as YAML 1.2 and JSON do. A quoted value stays a string."""
+    got = spec_lib.parse_yaml(f"learning_rate: {written}\n", "job spec s.yaml")["learning_rate"]
+    assert got == read and type(got) is type(read)
+    assert yaml.safe_load("a: 1e-4")["a"] == "1e-4"    # PyYAML's own loader is left as it was

@@ -1,4 +1,6 @@
-"""`tpuctl --help` stays instant because the CLI loads no cloud library and never TensorFlow."""
+"""Cheap answers stay cheap: `tpuctl --help` loads no cloud library and never TensorFlow, and a
+mistake that the first check finds (a missing sweep spec, a path that is no SavedModel) is
+answered before the heavy imports of what would come next."""
 
 import ast
 import subprocess
@@ -9,16 +11,41 @@ REPO = Path(__file__).resolve().parents[2]
 HEAVY = ("tensorflow", "google.cloud", "google.api_core", "google.auth", "grpc", "keras", "numpy")
 
 
-def _modules_after(code: str) -> set[str]:
+def _modules_after(code: str, prefixes: tuple[str, ...] = HEAVY) -> set[str]:
     out = subprocess.run([sys.executable, "-c", code + "\nimport sys\nprint('\\n'.join(sys.modules))"],
                          capture_output=True, text=True, check=True, cwd=REPO).stdout
-    return {m for m in out.split() if m.startswith(HEAVY)}
+    return {m for m in out.split() if m.split(".")[0] in prefixes or m.startswith(prefixes)}
 
 
 def test_cli_import_and_help_load_no_heavy_library():
     assert _modules_after("import provision.cli") == set()
     assert _modules_after("from provision.cli import main\ntry:\n main(['--help'])\nexcept SystemExit: pass") == set()
     assert _modules_after("from provision.cli import main\nmain(['up', '--help'])") == set()
+    # nor what only some commands use, once they run (each costs milliseconds of every --help)
+    assert _modules_after("from provision.cli import main\ntry:\n main(['--help'])\nexcept SystemExit: pass",
+                          ("json", "hashlib", "difflib")) == set()
+
+
+def test_a_missing_sweep_spec_is_answered_before_the_job_side_or_the_cloud_loads(tmp_path):
+    code = (f"from provision.cli import main\nassert main(['sweep', '{tmp_path}/missing.yaml', '--provider', 'local']) == 2")
+    assert _modules_after(code, ("jobs", "yaml", "optuna", "numpy", "provision.cloud", "provision.cluster",
+                                 "provision.sweeps.create", "provision.runs")) == set()
+    r = subprocess.run([str(Path(sys.executable).with_name("tpuctl")), "sweep", str(tmp_path / "missing.yaml")],
+                       capture_output=True, text=True, cwd=REPO, check=False)
+    assert (r.returncode, r.stderr) == (2, (f"tpuctl: error: sweep spec {tmp_path}/missing.yaml not found; "
+                                           "pass the path of a sweep spec YAML (docs/sweeps.md)\n"))
+
+
+def test_predict_says_not_a_saved_model_before_tensorflow_loads(tmp_path):
+    text = tmp_path / "texts.tsv"
+    text.write_text("a good film\n")
+    code = (f"from jobs.bert.predict import main\nassert main(['{tmp_path}/nope', '{text}']) == 2")
+    assert _modules_after(code, ("tensorflow", "keras", "numpy")) == set()
+    r = subprocess.run([sys.executable, "-m", "jobs.bert.predict", str(tmp_path / "nope"), str(text)],
+                       capture_output=True, text=True, cwd=REPO, check=False)
+    assert (r.returncode, r.stderr) == (2, (f"jobs.bert.predict: error: {tmp_path}/nope is not a SavedModel "
+                                           "directory (no saved_model.pb); pass a fine-tune's "
+                                           "<model_dir>/saved_model\n"))
 
 
 def test_local_status_loads_no_cloud_library():

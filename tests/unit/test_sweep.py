@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from provision.basics.errors import UsageError
+from provision.basics.errors import SpecProblems, UsageError
 from provision.billing.idle import SweepView, judge
 from provision.cloud.base import Arch, TpuNode, TpuState
 from provision.sweeps import budget, pool, view
@@ -104,3 +104,38 @@ def test_the_reaper_keeps_a_live_sweeps_pool_and_deletes_a_dead_ones():
     assert not live.delete and "live sweep sweep-x" in live.reason
     dead = judge(node, None, now=100.0, idle_for=3600, sweep=SweepView("sweep-x", alive=False, state="running"))
     assert dead.delete and "controller is gone" in dead.reason
+
+
+def test_every_problem_is_named_at_once_the_most_fundamental_first():
+    """A misspelt metric and no goal: the goal (a missing key) comes first, and the metric (a
+    value) is in the same error, not found only after the goal is added."""
+    with pytest.raises(SpecProblems) as exc:
+        sweepspec.parse({"job": "j.yaml", "metric": "eval_acuracy", "parameters": {"learning_rate": {"values": [1]}}},
+                        job_keys=KEYS, reported=REPORTED)
+    assert exc.value.one_line().startswith("sweep spec has no goal; add 'goal: maximize'")
+    assert exc.value.more == ("metric 'eval_acuracy' is never reported by this job; use one of eval_accuracy, eval_loss",)
+    assert exc.value.exit_code == 2
+
+
+def test_problems_are_ordered_unknown_keys_then_missing_keys_then_values_whatever_the_order_found():
+    with pytest.raises(SpecProblems) as exc:
+        sweepspec.parse({"job": "j.yaml", "metric": "eval_accuracy", "method": "tpe", "seed": -1,
+                         "parameters": {"learning_rate": {"min": 0.2, "max": 0.1}, "learning_rte": {"values": [1]}},
+                         "parallelism": 2}, job_keys=KEYS, reported=REPORTED)
+    lines = [exc.value.one_line(), *exc.value.more]
+    assert [line.split(";")[0] for line in lines] == [
+        "unknown key 'parallelism' in sweep spec",                          # unknown keys
+        "parameter 'learning_rte' is not a key of the job spec",
+        "method tpe needs max_trials",                                      # missing keys
+        "parameter learning_rate has an empty range (min 0.2 is not below max 0.1)",   # values
+        "seed in sweep spec must be an integer >= 0",
+    ]
+
+
+def test_without_a_metric_its_default_goal_is_not_asked_for_too():
+    with pytest.raises(SpecProblems) as exc:
+        sweepspec.parse({"job": "j.yaml", "parameters": {"learning_rate": {"values": [1]}}}, job_keys=KEYS,
+                        reported=REPORTED)
+    assert exc.value.one_line() == ("sweep spec has no metric; add 'metric: eval_accuracy' "
+                                    "(eval_accuracy, eval_loss are reported)")
+    assert exc.value.more == ()
