@@ -50,8 +50,10 @@ def run(spec: str, sets: tuple[str, ...], dry_run: bool) -> None:
     import sys
 
     from ..basics.errors import UsageError
+    from ..basics.templates import spec_path
 
     pairs = parse_sets(sets)
+    spec = spec_path(spec)
     try:
         from jobs.spec import SpecError, load
     except ImportError as exc:  # pragma: no cover - jobs ships in the same distribution

@@ -60,6 +60,7 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
     from .. import cluster as clusters
     from ..basics import validate
     from ..basics.errors import JobFailed, NotFound, UsageError
+    from ..basics.templates import spec_path
     from ..runs import store as runs
     from ..runs import training
 
@@ -71,6 +72,7 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
         return _attach(cluster, provider, project, poll_s=poll_s, on_interrupt=on_interrupt, as_json=as_json)
     if not job_spec:
         raise UsageError("missing --job", hint="pass --job templates/bert-finetune.yaml (or --attach to re-attach)")
+    job_spec = spec_path(job_spec)
     if not Path(job_spec).is_file():
         raise UsageError(f"job spec {job_spec} not found",
                          hint="pass --job templates/bert-finetune.yaml or another YAML file")
