@@ -51,9 +51,12 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
     run's directory in the bucket, with its event log. A preempted or unhealthy TPU is recreated
     with the same name, type and IP range, and the job resumes from its newest checkpoint.
 
+    The example checks a pretraining run of the tiny BERT that python -m jobs.bert.tiny .demo/tiny makes (the README tour),
+    once tpuctl stage has put it in gs://my-bucket/bert/tiny.
+
     \b
     Example:
-      tpuctl train bert-lab --job templates/bert-pretrain-tiny.yaml --bucket gs://my-bucket --dry-run --set bert_dir=gs://my-bucket/bert/base --set corpus_files=gs://my-bucket/bert/base/corpus.txt
+      tpuctl train bert-lab --job templates/bert-pretrain-tiny.yaml --bucket gs://my-bucket --dry-run --set bert_dir=gs://my-bucket/bert/tiny --set corpus_files=gs://my-bucket/bert/tiny/corpus.txt
     """
     from pathlib import Path
 
