@@ -18,14 +18,14 @@ RUN = [b for b in BLOCKS if not b.skip]
 # What a reader has in the repository root, where the docs say to run them: nothing else is made
 # for an example (no bucket, no BERT checkpoint); a block makes what it uses, or a `given:` line
 # above it says what the reader is assumed to have (docs/contributing.md).
-CLONE = ("templates",)
+CLONE = ("templates", "tests")
 # Why a block may be left out: it needs Google Cloud, or something slow that another test runs.
 SKIP_REASON = re.compile(r"^(real GCP|long|not a command): \S.{10,}")
 
 
 @pytest.fixture
 def workdir(tmp_path) -> tuple[Path, dict]:
-    """A scratch directory laid out as a clone's root (its templates/), and the
+    """A scratch directory laid out as a clone's root (its templates/ and tests/), and the
     environment the examples run in: the local provider and a fresh, empty TPUCTL_HOME."""
     work = tmp_path / "work"
     work.mkdir()
