@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.tpuctl-installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-long bench venv lint clean test-lowest test-beam test-bootstrap bootstrap-rootfs
+.PHONY: demo test test-long bench venv lint clean test-lowest test-beam test-bootstrap bootstrap-rootfs test-package
 
 venv: $(STAMP)
 
@@ -19,9 +19,10 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash templates/demo.sh
 
-# beam-marked tests need apache-beam, which cannot live beside TensorFlow: `make test-beam` runs them
+# beam-marked tests need apache-beam, which cannot live beside TensorFlow: `make test-beam` runs them;
+# package-marked ones install venvs from the registry: `make test-package`
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadgroup -m "not beam and not long" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n 2 --dist loadgroup -m "not beam and not long and not package" $(PYTEST_ARGS)
 
 # The long checks (a second chaos seed, exact resumption of each job, evaluations across a stop,
 # XLA, the emulated v2-32 e2e, evaluation and prediction on 32-core slices, two sweep e2es that the
@@ -69,6 +70,13 @@ $(BEAM_STAMP): pyproject.toml
 
 test-beam: $(BEAM_STAMP)
 	$(BEAM)/bin/python -m pytest -q -m beam tests/beam $(PYTEST_ARGS)
+
+# What users install (tests/package): the sdist and the wheel of `python -m build`, each installed
+# into a fresh venv in a temporary folder outside the checkout (dependencies from the registry, no
+# train extra), then the installed tpuctl from there: --help, a local up / train --dry-run / down,
+# and up / down on the GCP provider against the fake cloud (which runs from the checkout).
+test-package: $(STAMP)
+	$(PY) -m pytest -q -m package tests/package $(PYTEST_ARGS)
 
 # templates/host-startup.sh for real in a Debian 12 userland without python3-venv (root: debootstrap,
 # chroot, mount). The rootfs is built once (about a minute) and cached; the tests run on overlays.

@@ -81,9 +81,11 @@ def command(corpus: tuple[str, ...], bert_dir: str, out: str, workers: int | Non
       tpuctl data wiki-*.txt --bert-dir ./uncased_L-12_H-768_A-12 --out gs://my-bucket/data/wiki
       tpuctl data wiki-*.txt --bert-dir ./uncased_L-12_H-768_A-12 --out gs://my-bucket/data/wiki --on lab
 
+    The example plans the shards of the corpus of the tiny BERT that python -m jobs.bert.tiny .demo/tiny makes (the README tour).
+
     \b
     Example:
-      tpuctl data corpus.txt --bert-dir ./uncased_L-12_H-768_A-12 --out gs://my-bucket/data/c --dry-run
+      tpuctl data .demo/tiny/corpus.txt --bert-dir .demo/tiny --out gs://my-bucket/data/tiny --dry-run
     """
     from ..basics.errors import UsageError
     from ..staging.endpoints import is_bucket_url

@@ -17,9 +17,11 @@ from .common import parse_sets
 def command() -> None:
     """Run training jobs on this machine.
 
+    The example fine-tunes the tiny BERT that python -m jobs.bert.tiny .demo/tiny makes (the README tour).
+
     \b
     Example:
-      tpuctl job run templates/bert-finetune.yaml --set bert_dir=./uncased_L-12_H-768_A-12
+      tpuctl job run templates/bert-finetune-tiny.yaml --set bert_dir=.demo/tiny --set train_file=.demo/tiny/train.tsv --set dev_file=.demo/tiny/dev.tsv --set model_dir=.demo/runs/finetune
     """
 
 
@@ -40,18 +42,21 @@ def run(spec: str, sets: tuple[str, ...], dry_run: bool) -> None:
     """Run the job in SPEC here, on this machine's TPU, GPUs or CPU.
 
     Exit code: 0 finished, 42 preempted (retry from the last checkpoint), 2 bad spec,
-    anything else a job error. See docs/jobs.md for the spec keys.
+    anything else a job error. See docs/jobs.md for the spec keys. The example fine-tunes
+    the tiny BERT that python -m jobs.bert.tiny .demo/tiny makes (the README tour).
 
     \b
     Example:
-      tpuctl job run templates/bert-finetune.yaml --set bert_dir=./uncased_L-12_H-768_A-12
+      tpuctl job run templates/bert-finetune-tiny.yaml --set bert_dir=.demo/tiny --set train_file=.demo/tiny/train.tsv --set dev_file=.demo/tiny/dev.tsv --set model_dir=.demo/runs/finetune
     """
     import os
     import sys
 
     from ..basics.errors import UsageError
+    from ..basics.templates import spec_path
 
     pairs = parse_sets(sets)
+    spec = spec_path(spec)
     try:
         from jobs.spec import SpecError, load
     except ImportError as exc:  # pragma: no cover - jobs ships in the same distribution

@@ -35,9 +35,11 @@ def command(src: str, dest: str, delete: bool, exclude: tuple[str, ...], create_
       tpuctl stage ./uncased_L-12_H-768_A-12 gs://my-bucket/bert/base --create-bucket
       tpuctl stage gs://my-bucket/bert/base ./bert-base --exclude '*.tmp'
 
+    The example stages the tiny BERT that python -m jobs.bert.tiny .demo/tiny makes (the README tour).
+
     \b
     Example:
-      tpuctl stage ./uncased_L-12_H-768_A-12 gs://my-bucket/bert/base --create-bucket
+      tpuctl stage .demo/tiny gs://my-bucket/bert/tiny --create-bucket
     """
     from ..basics.errors import EXIT_FAILURE, TpuctlError
     from ..staging import options

@@ -85,9 +85,11 @@ def start(spec: str, zone: str | None, accelerator_type: str, preemptible: bool,
     Example:
       tpuctl sweep start templates/sweep-tiny.yaml --max-trials 3 --preemptible --dry-run
     """
+    from ..basics.templates import spec_path as shipped_spec
     from ..sweeps.spec_file import read_spec
 
     # the spec first, the cheapest check: a missing or unreadable file imports nothing more
+    spec = shipped_spec(spec)
     read = read_spec(spec)
     from ..basics import validate
     from ..basics.errors import UsageError

@@ -51,15 +51,19 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
     run's directory in the bucket, with its event log. A preempted or unhealthy TPU is recreated
     with the same name, type and IP range, and the job resumes from its newest checkpoint.
 
+    The example checks a pretraining run of the tiny BERT that python -m jobs.bert.tiny .demo/tiny makes (the README tour),
+    once tpuctl stage has put it in gs://my-bucket/bert/tiny.
+
     \b
     Example:
-      tpuctl train bert-lab --job templates/bert-pretrain-tiny.yaml --bucket gs://my-bucket --dry-run --set bert_dir=gs://my-bucket/bert/base --set corpus_files=gs://my-bucket/bert/base/corpus.txt
+      tpuctl train bert-lab --job templates/bert-pretrain-tiny.yaml --bucket gs://my-bucket --dry-run --set bert_dir=gs://my-bucket/bert/tiny --set corpus_files=gs://my-bucket/bert/tiny/corpus.txt
     """
     from pathlib import Path
 
     from .. import cluster as clusters
     from ..basics import validate
     from ..basics.errors import JobFailed, NotFound, UsageError
+    from ..basics.templates import spec_path
     from ..runs import store as runs
     from ..runs import training
 
@@ -71,6 +75,7 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
         return _attach(cluster, provider, project, poll_s=poll_s, on_interrupt=on_interrupt, as_json=as_json)
     if not job_spec:
         raise UsageError("missing --job", hint="pass --job templates/bert-finetune.yaml (or --attach to re-attach)")
+    job_spec = spec_path(job_spec)
     if not Path(job_spec).is_file():
         raise UsageError(f"job spec {job_spec} not found",
                          hint="pass --job templates/bert-finetune.yaml or another YAML file")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..basics.errors import UsageError
+from ..basics.templates import spec_path as shipped_spec
 from ..cloud.base import Arch, ClusterSpec
 from . import spec as sweepspec
 from .pool import cluster_name
@@ -54,6 +55,8 @@ def _job_path(job: str, spec_path: str) -> str:
     beside = os.path.join(os.path.dirname(os.path.abspath(spec_path)), job)
     if os.path.isfile(beside):
         return beside
+    if os.path.isfile(shipped := shipped_spec(job)):
+        return shipped
     raise UsageError(f"job spec {job[:200]} not found", hint="set job: to a job spec file such as "
                                                                "templates/bert-finetune.yaml")
 
@@ -88,6 +91,7 @@ def check(spec_path: str, *, provider: str, max_trials: int | None,
 
     from ..runs.training import localize_spec
 
+    spec_path = shipped_spec(spec_path)
     raw, text = read or read_spec(spec_path)
     source = f"sweep spec {spec_path[:200]}"
     problems = sweepspec.Problems()

@@ -15,24 +15,25 @@ from tests.docs import REPO, SHELL_LANGS, Block, all_blocks, shell_blocks, trans
 
 BLOCKS = shell_blocks()
 RUN = [b for b in BLOCKS if not b.skip]
-# The fixture's buckets: what the examples' placeholders name (docs/contributing.md).
-BUCKETS = ("my-bucket", "demo-bucket", "B")
+# What a reader has in the repository root, where the docs say to run them: nothing else is made
+# for an example (no bucket, no BERT checkpoint); a block makes what it uses, or a `given:` line
+# above it says what the reader is assumed to have (docs/contributing.md).
+CLONE = ("templates", "tests")
 # Why a block may be left out: it needs Google Cloud, or something slow that another test runs.
 SKIP_REASON = re.compile(r"^(real GCP|long|not a command): \S.{10,}")
 
 
 @pytest.fixture
-def workdir(tmp_path, tiny_bert) -> tuple[Path, dict]:
-    """A scratch directory laid out as the examples expect, and the environment they run in."""
+def workdir(tmp_path) -> tuple[Path, dict]:
+    """A scratch directory laid out as a clone's root (its templates/ and tests/), and the
+    environment the examples run in: the local provider and a fresh, empty TPUCTL_HOME."""
     work = tmp_path / "work"
     work.mkdir()
-    (work / "templates").symlink_to(REPO / "templates")
-    (work / "uncased_L-12_H-768_A-12").symlink_to(tiny_bert)
+    for name in CLONE:
+        (work / name).symlink_to(REPO / name)
     env = dict(os.environ)
     env.pop("TF_CPP_MIN_LOG_LEVEL", None)
     env.update(TPUCTL_PROVIDER="local", PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
-    for bucket in BUCKETS:
-        (Path(env["TPUCTL_HOME"]) / "local" / "buckets" / bucket).mkdir(parents=True, exist_ok=True)
     return work, env
 
 

@@ -65,3 +65,16 @@ def test_nothing_was_created_by_the_mistakes(tmp_path):
     r = run_tpuctl_process("status", "--json", "--provider", "local", timeout=60)
     assert r.code == 0, r
     assert r.json()["clusters"] == []
+
+
+def test_the_specs_the_docs_name_are_found_outside_a_clone(tmp_path, tiny_bert):
+    """`--job templates/NAME.yaml`, as every doc writes it, from a directory with no templates/
+    folder (a tpuctl installed with pip has none): the spec tpuctl ships under that name."""
+    r = run_tpuctl_process("job", "run", "templates/bert-finetune-tiny.yaml", "--dry-run",
+                           "--set", f"bert_dir={tiny_bert}", "--set", f"train_file={tiny_bert}/train.tsv",
+                           "--set", f"model_dir={tmp_path}/run", cwd=tmp_path, timeout=60)
+    assert r.code == 0, r
+    assert "templates/bert-finetune-tiny.yaml is valid" in r.err
+    r = run_tpuctl_process("train", "lab", "--job", "templates/no-such-spec.yaml", "--provider", "local",
+                           cwd=tmp_path, timeout=60)
+    assert r.code == 2 and "job spec templates/no-such-spec.yaml not found" in r.err, r

@@ -17,6 +17,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from .environment import tpuctl_env
+
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_PROJECT = "tpuctl-test"
 
@@ -89,15 +91,7 @@ class FakeGCP:
         return self.url
 
     def env(self) -> dict[str, str]:
-        return {
-            "TPUCTL_PROVIDER": "gcp",
-            "TPUCTL_PROJECT": self.project,
-            "TPUCTL_CREDENTIALS": "anonymous",
-            "TPUCTL_TPU_API_ENDPOINT": self.url,
-            "TPUCTL_COMPUTE_API_ENDPOINT": self.compute_endpoint,
-            "TPUCTL_TPU_GRPC_ENDPOINT": self.grpc_target,
-            "TPUCTL_BILLING_API_ENDPOINT": self.url,
-        }
+        return tpuctl_env(self.url, self.grpc_target, self.project)
 
     def gcloud_config(self, directory: str | os.PathLike[str]) -> dict[str, str]:
         """Write a throwaway gcloud config pointing at the fake; returns the env to run gcloud with."""

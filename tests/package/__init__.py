@@ -1,0 +1,1 @@
+"""The installed package: tests/package/test_installed.py (make test-package)."""
