@@ -85,6 +85,19 @@ def test_a_failing_catalog_falls_back_to_the_bundled_table_and_says_so(fakegcp_e
     assert run_tpuctl_process("down", "pr2").code == 0
 
 
+def test_a_disabled_billing_api_is_said_with_how_to_enable_it(fakegcp_env):
+    """Google's own words for the fix ("Enable it by visiting ...") follow a long URL: the note said
+    Google's text cut at 160 characters and lost them."""
+    fakegcp_env.disable_service("cloudbilling.googleapis.com")
+    r = run_tpuctl_process("up", "pr3", "--zone", "us-central1-b", "--no-vm", "--json")
+    assert r.code == 0, r.err
+    [note] = [line for line in r.err.splitlines() if line.startswith("prices: ")]
+    assert note.startswith("prices: the Cloud Billing Catalog API failed (Cloud Billing API has not been used in "
+                           "project "), note
+    assert ("or it is disabled; enable it: gcloud services enable cloudbilling.googleapis.com); using the "
+            "bundled table") in note, note
+
+
 def test_the_fake_pages_skus_as_the_api_does(fakegcp):
     import urllib.request
 
