@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..basics.errors import NotFound, UsageError
+from ..basics.errors import NotFound, UnknownName, UsageError
 from ..basics.validate import CLUSTER_LABEL, format_duration
 from ..catalog import prices
 from ..cloud.base import Provider, QueuedRequest, TpuNode, TpuState, Vm, VmState
@@ -135,6 +135,8 @@ def status(provider: Provider, *, name: str | None = None, zone: str | None = No
 
 def preempt(provider: Provider, name: str) -> TpuNode:
     found = find(provider, name)
+    if found.empty:
+        raise UnknownName(f"no cluster named {name}", hint="run tpuctl status to list clusters")
     if found.tpu is None:
         raise NotFound(f"cluster {name} has no TPU", hint=f"run tpuctl up {name} first")
     node = found.tpu

@@ -43,9 +43,9 @@ def command(name: str | None, zone: str | None, provider: str | None, project: s
     prov = open_provider(target)
     views = cluster.status(prov, name=name, zone=zone, run_lookup=lambda c: run_summary(c, target))
     if name and not views:
-        from ..basics.errors import NotFound
+        from ..basics.errors import UnknownName
 
-        raise NotFound(f"no cluster named {name} ({target.describe()})", hint="run tpuctl status to list clusters")
+        raise UnknownName(f"no cluster named {name} ({target.describe()})", hint="run tpuctl status to list clusters")
     from .sweep import live_sweeps
 
     sweeps = [] if name else live_sweeps(target)

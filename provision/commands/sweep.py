@@ -248,7 +248,7 @@ def _drive(prov, target, store, *, where: str, as_json: bool) -> None:
 def _locate(sweep: str, bucket: str | None, provider: str | None, project: str | None):
     """The sweep's store: --bucket, else this machine's index of sweeps."""
     from ..basics import validate
-    from ..basics.errors import NotFound
+    from ..basics.errors import UnknownName
     from ..runs import store as runs
     from ..sweeps.store import SweepStore, check_id, lookup
 
@@ -264,7 +264,7 @@ def _locate(sweep: str, bucket: str | None, provider: str | None, project: str |
         if target.provider == "local":
             bucket = runs.LOCAL_DEFAULT_BUCKET
         else:
-            raise NotFound(f"no sweep {sweep} is known on this machine", hint="pass --bucket gs://B where it lives")
+            raise UnknownName(f"no sweep {sweep} is known on this machine", hint="pass --bucket gs://B where it lives")
     return target, SweepStore(_open_bucket(bucket, target), sweep)
 
 

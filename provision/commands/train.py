@@ -59,7 +59,7 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
 
     from .. import cluster as clusters
     from ..basics import validate
-    from ..basics.errors import JobFailed, NotFound, UsageError
+    from ..basics.errors import JobFailed, NotFound, UnknownName, UsageError
     from ..runs import store as runs
     from ..runs import training
 
@@ -80,6 +80,8 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
     prov = open_provider(target)
     found = clusters.find(prov, cluster)
     tpu = found.tpu
+    if found.empty:
+        raise UnknownName(f"no cluster named {cluster} ({target.describe()})", hint="run tpuctl status to list clusters")
     if tpu is None:
         raise NotFound(f"cluster {cluster} has no TPU ({target.describe()})", hint=f"run tpuctl up {cluster} first")
     acting_on(target, "train", zone=tpu.zone)
@@ -139,14 +141,14 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
 
 def _attach(cluster: str, provider: str | None, project: str | None, *, poll_s: float, on_interrupt: str,
             as_json: bool) -> None:
-    from ..basics.errors import JobFailed, NotFound
+    from ..basics.errors import JobFailed, UnknownName
     from ..cluster import find
     from ..runs import store as runs
     from ..runs import training
 
     entry = runs.latest_for(cluster)
     if entry is None:
-        raise NotFound(f"no run of cluster {cluster} is known on this machine",
+        raise UnknownName(f"no run of cluster {cluster} is known on this machine",
                        hint=f"start one with tpuctl train {cluster} --job SPEC")
     target = resolve_target(provider or entry.get("provider"), project or (
         entry.get("project") if entry.get("provider") == "gcp" else None))

@@ -229,7 +229,7 @@ def test_preempting_an_on_demand_tpu_is_refused(tpuctl):
     assert tpuctl("up", "od").code == 0
     r = tpuctl("simulate", "preempt", "od")
     assert r.code == 2 and "on-demand and cannot be preempted" in r.err
-    assert tpuctl("simulate", "preempt", "nosuch").code == 1
+    assert tpuctl("simulate", "preempt", "nosuch").code == 2
 
 
 def test_recreated_node_gets_its_old_range_back(tpuctl):
