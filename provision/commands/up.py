@@ -93,7 +93,7 @@ def command(name: str, zone: str | None, accelerator_type: str, in_order: bool, 
     user_labels = validate.labels(labels)
     wait_s = validate.duration(timeout)
     valid_s = validate.duration(valid_until) if valid_until else None
-    autodown_s = validate.duration(autodown) if autodown else None
+    autodown_s = validate.duration_with_unit(autodown, "--autodown") if autodown else None
     if bucket:
         bucket = str(validate.bucket_url(bucket))
     if runtime_version and arch == "node":

@@ -18,19 +18,19 @@ CASES = [
     (["status", "nope"], f"no cluster named nope {LOCAL}; run tpuctl status to list clusters"),
     (["down", "nope"], "no cluster named nope; run tpuctl status to list clusters"),
     (["down", "nope", "--dry-run"], "no cluster named nope; run tpuctl status to list clusters"),
-    (["logs", "nope"], "no run or cluster 'nope' is known on this machine; pass a run id printed by tpuctl "
-                       "train, or the cluster's name"),
-    (["cost", "nope"], f"no cluster or run named nope {LOCAL}; tpuctl status lists clusters; run ids are printed "
-                       "by tpuctl train"),
+    (["logs", "nope"], ("no run or cluster 'nope' is known on this machine; pass a run id printed by tpuctl "
+                       "train, or the cluster's name")),
+    (["cost", "nope"], (f"no cluster or run named nope {LOCAL}; tpuctl status lists clusters; run ids are printed "
+                       "by tpuctl train")),
     (["train", "nope", "--job", "templates/bert-pretrain-tiny.yaml"],
      f"no cluster named nope {LOCAL}; run tpuctl status to list clusters"),
-    (["train", "nope", "--attach"], "no run of cluster nope is known on this machine; start one with tpuctl train "
-                                    "nope --job SPEC"),
+    (["train", "nope", "--attach"], ("no run of cluster nope is known on this machine; start one with tpuctl train "
+                                    "nope --job SPEC")),
     (["simulate", "preempt", "nope"], "no cluster named nope; run tpuctl status to list clusters"),
-    (["sweep", "status", SWEEP], f"sweep {SWEEP} not found in gs://tpuctl-local; check the id, or pass "
-                                 "--bucket gs://B where it lives"),
-    (["sweep", "stop", SWEEP], f"sweep {SWEEP} not found in gs://tpuctl-local; check the id, or pass "
-                               "--bucket gs://B where it lives"),
+    (["sweep", "status", SWEEP], (f"sweep {SWEEP} not found in gs://tpuctl-local; check the id, or pass "
+                                 "--bucket gs://B where it lives")),
+    (["sweep", "stop", SWEEP], (f"sweep {SWEEP} not found in gs://tpuctl-local; check the id, or pass "
+                               "--bucket gs://B where it lives")),
 ]
 
 

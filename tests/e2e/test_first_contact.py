@@ -21,6 +21,13 @@ MALFORMED = [
     (["down", "--idel"], "did you mean --idle?"),
     (["down", "--idle", "--idle-for", "5", "minutes"], "write --idle-for 5m"),
     (["up", "x", "--autodown", "30", "min"], "write --autodown 30m"),
+    # a bare number on a command that deletes: 30 read as seconds where minutes were meant
+    (["down", "--idle", "--idle-for", "30"], ("tpuctl: error: --idle-for 30 has no unit, on a command that deletes "
+     "TPUs; write --idle-for 30m for minutes or --idle-for 30s for seconds (units s, m, h, d, e.g. 1h30m)")),
+    (["up", "x", "--autodown", "30"], ("tpuctl: error: --autodown 30 has no unit, on a command that deletes TPUs; "
+     "write --autodown 30m for minutes or --autodown 30s for seconds (units s, m, h, d, e.g. 1h30m)")),
+    (["down", "x", "--timeout", "90"], ("tpuctl: error: --timeout 90 has no unit, on a command that deletes TPUs; "
+     "write --timeout 90m for minutes or --timeout 90s for seconds (units s, m, h, d, e.g. 1h30m)")),
     (["up", "x", "--zone"], "option --zone needs a value"),
     (["status", "--provider", "aws"], "'aws' is not one of 'local', 'gcp'"),
     (["status", "a", "b"], "unexpected argument b"),
