@@ -28,6 +28,9 @@ MALFORMED = [
      "write --autodown 30m for minutes or --autodown 30s for seconds (units s, m, h, d, e.g. 1h30m)")),
     (["down", "x", "--timeout", "90"], ("tpuctl: error: --timeout 90 has no unit, on a command that deletes TPUs; "
      "write --timeout 90m for minutes or --timeout 90s for seconds (units s, m, h, d, e.g. 1h30m)")),
+    (["up", "x", "--accelerator-type", "v5e-8"], ("tpuctl: error: unknown accelerator type 'v5e-8'; did you mean "
+                                                  "v5litepod-8? (Cloud TPU names v5e v5litepod)")),
+    (["up", "x", "-a", "v6e8"], "tpuctl: error: unknown accelerator type 'v6e8'; did you mean v6e-8?"),
     (["up", "x", "--zone"], "option --zone needs a value"),
     (["status", "--provider", "aws"], "'aws' is not one of 'local', 'gcp'"),
     (["status", "a", "b"], "unexpected argument b"),
