@@ -75,3 +75,19 @@ def test_nothing_was_created_by_the_mistakes(tmp_path):
     r = run_tpuctl_process("status", "--json", "--provider", "local", timeout=60)
     assert r.code == 0, r
     assert r.json()["clusters"] == []
+
+
+def test_a_dest_that_lost_its_gs_prefix_is_asked_about(tmp_path):
+    """``tpuctl stage .demo/tiny my-bucket/x`` copied silently into ./my-bucket/x."""
+    (tmp_path / "tiny").mkdir()
+    (tmp_path / "tiny" / "vocab.txt").write_text("[PAD]\n")
+    r = run_tpuctl_process("stage", "tiny", "my-bucket/x", cwd=tmp_path, timeout=60)
+    assert r.code == 2, r
+    assert r.err.splitlines()[-1] == ("tpuctl: error: DEST my-bucket/x is a local path, and ./my-bucket does not "
+                                      "exist; did you mean gs://my-bucket/x? (write ./my-bucket/x to copy into a new "
+                                      "local directory)")
+    assert not (tmp_path / "my-bucket").exists()
+    # said as a local path, it is one
+    r = run_tpuctl_process("stage", "tiny", "./my-bucket/x", cwd=tmp_path, timeout=60)
+    assert r.code == 0, r
+    assert (tmp_path / "my-bucket" / "x" / "vocab.txt").read_text() == "[PAD]\n"
