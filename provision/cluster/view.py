@@ -61,10 +61,16 @@ class ClusterView:
         created = self.tpu.created_at if self.tpu and self.tpu.created_at else None
         return time.time() - created if created else None
 
+    def vm_cell(self) -> str | None:
+        """The host VM's state, and its zone where failover put it in another zone than ZONE's."""
+        if self.vm is None:
+            return None
+        return self.vm.state.value if self.vm.zone == self.zone else f"{self.vm.state.value} in {self.vm.zone}"
+
     def row(self) -> list[Any]:
         t, q = self.tpu, self.queued
         if t is None and q is not None:
-            return [self.name, self.zone, self.vm.state.value if self.vm else None,
+            return [self.name, self.zone, self.vm_cell(),
                     f"{q.accelerator_type} (queued)", q.state.value, None, None, "spot" if q.spot else "no",
                     None, None, f"{self.hourly:.2f}"]
         run = None
@@ -72,7 +78,7 @@ class ClusterView:
             run = f"{self.run.get('run_id', '?')} ({self.run.get('status')})"
         up_s = self.uptime_seconds
         return [
-            self.name, self.zone, self.vm.state.value if self.vm else None,
+            self.name, self.zone, self.vm_cell(),
             f"{t.accelerator_type} ({t.arch.value})" if t else None,
             t.state.value if t else None, t.health.value if t else None, t.cidr_block if t else None,
             ("spot" if t.spot else "yes" if t.preemptible else "no") if t else None, run,

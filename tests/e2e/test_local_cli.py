@@ -180,6 +180,22 @@ def test_stockout_fails_over_to_the_next_zone(tpuctl, monkeypatch):
     assert "moving on to zone us-central1-c (us-central1-b: stockout)" in r.err
 
 
+def test_status_shows_the_host_vms_zone_where_failover_put_the_tpu_elsewhere(monkeypatch):
+    """The host VM is made in the first zone while the TPU fails over: status had one ZONE column,
+    the TPU's, and said nothing of the VM being in another zone."""
+    monkeypatch.setenv("TPUCTL_PROVIDER", "local")
+    monkeypatch.setenv("TPUCTL_LOCAL_STOCKOUT_ZONES", "us-central1-b")
+    r = run_tpuctl_process("up", "split", "--zone", "us-central1-b,us-central1-c", "--json")
+    assert r.code == 0, r.err
+    assert (r.json()["zone"], r.json()["vm"]["zone"]) == ("us-central1-c", "us-central1-b")
+    assert run_tpuctl_process("up", "same", "--zone", "us-central1-c").code == 0
+    r = run_tpuctl_process("status")
+    assert r.code == 0, r.err
+    rows = {line.split()[0]: line.split() for line in r.out.splitlines()[1:] if line.strip()}
+    assert rows["split"][1:5] == ["us-central1-c", "RUNNING", "in", "us-central1-b"], r.out
+    assert rows["same"][1:4] == ["us-central1-c", "RUNNING", "v2-8"], r.out
+
+
 def test_failure_everywhere_rolls_back_what_this_call_created(tpuctl, monkeypatch):
     monkeypatch.setenv("TPUCTL_LOCAL_STOCKOUT_ZONES", "us-central1-b,us-central1-c")
     r = tpuctl("up", "rb", "--zone", "us-central1-b,us-central1-c", "--arch", "node")
