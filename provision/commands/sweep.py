@@ -170,6 +170,8 @@ def _check_images(prov, rec, zones) -> None:
     """The pool's TPUs get an image in some zone (the controller creates them later, far from
     this terminal): a sweep whose zones offer none stops here, in one line, before anything exists."""
     from ..basics.errors import UsageError
+    from ..catalog.accelerators import parse
+    from ..catalog.zones import suggested_zone
     from ..cloud.base import ClusterSpec
     from ..cluster.offers import Offers, plan_zones
 
@@ -180,7 +182,7 @@ def _check_images(prov, rec, zones) -> None:
             if not offered:
                 raise UsageError(f"{name} is not offered in {', '.join(zones)}",
                                  hint="pick a zone that offers it (gcloud compute tpus accelerator-types list "
-                                      "--zone ZONE)")
+                                      f"--zone ZONE), e.g. --zone {suggested_zone(parse(name).generation.name)}")
             probe = ClusterSpec(name="sweep-check", accelerator_type=name, zones=tuple(offered),
                                 provider=rec.provider, project=rec.project or None, machine_type=None)
             plan_zones(Offers(prov), probe, offered, tpu=True, vm=False)
