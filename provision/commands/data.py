@@ -355,7 +355,7 @@ def _make(argv: list[str], local: str, out: str) -> dict:
     proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     if proc.returncode == 2:
-        line = lines[-1].removeprefix("error: ") if lines else "bad input"
+        line = lines[-1].removeprefix("tpuctl: error: ") if lines else "bad input"
         raise UsageError(line.replace(local, out))
     if proc.returncode != 0:
         raise TpuctlError(f"data creation failed (exit {proc.returncode}): {lines[-1] if lines else ''}",
