@@ -158,8 +158,8 @@ def test_yaml_aliases_may_repeat_single_values_but_not_collections(tmp_path, ber
 
 @pytest.mark.parametrize("module, args, line", [
     ("jobs", ["run"], "tpuctl: error: the following arguments are required: spec (see python -m jobs run --help)"),
-    ("jobs.bert.predict", ["model"], "tpuctl: error: the following arguments are required: file "
-                                     "(see python -m jobs.bert.predict --help)"),
+    ("jobs.bert.predict", ["model"], ("tpuctl: error: the following arguments are required: file "
+                                     "(see python -m jobs.bert.predict --help)")),
 ])
 def test_every_job_side_entry_point_speaks_with_tpuctls_error_prefix(module, args, line):
     """python -m jobs, jobs.bert.predict and the data tools said "jobs: error:", "jobs.bert.predict:
