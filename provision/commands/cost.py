@@ -19,7 +19,7 @@ STATE_LABELS = {"training": "training", "making_data": "making data (corpus_file
                 "waiting": "waiting after preemption", "idle": "idle (no live run)"}
 
 
-@click.command("cost")
+@click.command("cost", short_help="Hours and cost of a cluster or run, by state")
 @click.argument("target", required=False)
 @provider_options
 @json_option

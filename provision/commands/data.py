@@ -22,7 +22,7 @@ from .common import dry_run_option, json_option, provider_options, resolve_targe
 MANIFEST = "manifest.json"  # written by jobs.bert.pretraining_parallel
 
 
-@click.command("data")
+@click.command("data", short_help="Make BERT pretraining shards, then stage them")
 @click.argument("corpus", nargs=-1, required=True)
 @click.option("--bert-dir", required=True, metavar="DIR",
               help="The model directory (local or gs://) whose vocab.txt tokenizes the corpus.")

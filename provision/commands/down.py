@@ -19,7 +19,7 @@ from .up import complete_cluster
 DEFAULT_IDLE_FOR = "30m"
 
 
-@click.command("down")
+@click.command("down", short_help="Delete a cluster, or every idle TPU (--idle)")
 @click.argument("name", required=False, shell_complete=complete_cluster)
 @click.option("--keep-vm", is_flag=True, help="Delete the TPU only; keep the host VM.")
 @click.option("--idle", is_flag=True,

@@ -16,7 +16,7 @@ from .common import (
 from .up import complete_cluster
 
 
-@click.command("status")
+@click.command("status", short_help="Show clusters, their runs and their hourly price")
 @click.argument("name", required=False, shell_complete=complete_cluster)
 @click.option("--zone", "-z", metavar="ZONE", help="Only this zone (default: every zone).")
 @provider_options

@@ -18,7 +18,7 @@ from .common import (
 from .up import complete_cluster
 
 
-@click.command("train")
+@click.command("train", short_help="Run a job spec on a cluster through preemptions")
 @click.argument("cluster", shell_complete=complete_cluster)
 @click.option("--job", "job_spec", metavar="SPEC", help="Job spec YAML (see templates/).")
 @click.option("--attach", is_flag=True,

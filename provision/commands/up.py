@@ -23,7 +23,7 @@ def complete_cluster(ctx: click.Context, param: click.Parameter, incomplete: str
     return [click.shell_completion.CompletionItem(n) for n in cached_names() if n.startswith(incomplete)]
 
 
-@click.command("up")
+@click.command("up", short_help="Create a cluster (host VM + TPU), or adopt what exists")
 @click.argument("name", shell_complete=complete_cluster)
 @click.option("--zone", "-z", "zone", metavar="ZONE[,ZONE...]",
               help="Zone, or zones in failover order (default: TPUCTL_ZONE, config, gcloud; local: us-central1-b).")

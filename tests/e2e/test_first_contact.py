@@ -91,3 +91,27 @@ def test_a_dest_that_lost_its_gs_prefix_is_asked_about(tmp_path):
     r = run_tpuctl_process("stage", "tiny", "./my-bucket/x", cwd=tmp_path, timeout=60)
     assert r.code == 0, r
     assert (tmp_path / "my-bucket" / "x" / "vocab.txt").read_text() == "[PAD]\n"
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["sweep", "--help"], ["job", "--help"], ["simulate", "--help"]],
+                         ids=["tpuctl", "sweep", "job", "simulate"])
+def test_command_listings_say_whole_phrases_on_an_80_column_terminal(argv):
+    """click cut each summary at 45 characters or the terminal's width: "Create the cluster NAME: a
+    host VM and a TPU, or adopt what...". Each command now has a summary of its own that fits."""
+    r = run_tpuctl_process(*argv, env={"COLUMNS": "80"}, timeout=60)
+    assert r.code == 0, r.err
+    listing = r.out.split("Commands:\n", 1)[1].splitlines()
+    assert listing and all(line.startswith("  ") and not line.rstrip().endswith("...") for line in listing), r.out
+    assert all(len(line) <= 80 for line in listing), r.out
+    if argv == ["--help"]:
+        assert "  up        Create a cluster (host VM + TPU), or adopt what exists" in listing
+
+
+def test_sweep_help_shows_the_options_of_sweep_spec():
+    """``tpuctl sweep SPEC`` is what people type, but ``tpuctl sweep --help`` listed only --help and
+    the subcommands: the options were under ``tpuctl sweep start --help``."""
+    r = run_tpuctl_process("sweep", "--help", timeout=60)
+    assert r.code == 0, r.err
+    section = r.out.split("Options of tpuctl sweep SPEC (tpuctl sweep start SPEC):\n", 1)[1].split("Commands:")[0]
+    for option in ("--zone", "--accelerator-type", "--max-concurrent", "--budget-usd", "--detach", "--dry-run"):
+        assert option in section, r.out
