@@ -505,7 +505,7 @@ class LocalProvider:
 
     def price_book(self) -> PriceBook:
         """The bundled table, no network: what the same cluster would cost on Google Cloud."""
-        note = "the local provider bills nothing: these are what the same cluster would cost on Google Cloud"
+        note = "the local provider bills nothing; Google Cloud would bill these"
         return PriceBook(tpu=BUNDLED.tpu, vm=BUNDLED.vm, origin=BUNDLED.origin, notes=(note,))
 
     # ---- queued resources: none here (this machine's "TPU" needs no queue) ----------------------

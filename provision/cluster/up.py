@@ -23,6 +23,7 @@ from ..catalog.zones import suggested_zone
 from ..cloud.base import (
     Arch,
     ClusterSpec,
+    Health,
     Operation,
     Provider,
     QueuedRequest,
@@ -105,7 +106,8 @@ class UpResult:
                 lines.append(f"already there (would adopt): {', '.join(self.adopted)}")
         else:
             tpu = self.tpu
-            state = f"{tpu.state.value}/{tpu.health.value}" if tpu else "-"
+            state = "-" if tpu is None else tpu.state.value if tpu.health == Health.HEALTH_UNSPECIFIED \
+                else f"{tpu.state.value}/{tpu.health.value}"
             lines.append(f"cluster {s.name} is up in {self.zone}: TPU {s.accelerator_type} ({s.arch.value}, {kind}) "
                          f"{state}" + (f", range {self.cidr}" if self.cidr else "")
                          + (f", host VM {s.machine_type}" if s.machine_type else ", no host VM"))

@@ -11,7 +11,7 @@ from typing import Any
 from ..basics.errors import NotFound, UnknownName, UsageError
 from ..basics.validate import CLUSTER_LABEL, format_duration
 from ..catalog import prices
-from ..cloud.base import Provider, QueuedRequest, TpuNode, TpuState, Vm, VmState
+from ..cloud.base import Health, Provider, QueuedRequest, TpuNode, TpuState, Vm, VmState
 from .resources import find, tpu_price
 
 Log = Callable[[str], None]
@@ -80,7 +80,7 @@ class ClusterView:
         return [
             self.name, self.zone, self.vm_cell(),
             f"{t.accelerator_type} ({t.arch.value})" if t else None,
-            t.state.value if t else None, t.health.value if t else None, t.cidr_block if t else None,
+            t.state.value if t else None, _health(t), t.cidr_block if t else None,
             ("spot" if t.spot else "yes" if t.preemptible else "no") if t else None, run,
             format_duration(up_s) if up_s is not None else None, f"{self.hourly:.2f}",
         ]
@@ -108,6 +108,12 @@ class ClusterView:
                 "hourly_usd": self.hourly,
                 "price": {"tpu": self.tpu_price.to_dict() if self.tpu_price else None,
                           "vm": self.vm_price.to_dict() if self.vm_price else None}}
+
+
+def _health(t: TpuNode | None) -> str | None:
+    """The TPU's health, or "-" where Google reports none (HEALTH_UNSPECIFIED: a node that is not
+    running, such as a PREEMPTED one, has no health to report)."""
+    return t.health.value if t is not None and t.health != Health.HEALTH_UNSPECIFIED else None
 
 
 def status(provider: Provider, *, name: str | None = None, zone: str | None = None,

@@ -80,7 +80,7 @@ def command(name: str | None, zone: str | None, provider: str | None, project: s
     for v in views:
         for line in v.price_lines():
             click.echo(line)
-    click.echo(f"prices: {prov.price_book().describe()}")
+    click.echo(f"prices: {prov.price_book().brief()}")
 
 
 def _print_sweeps(sweeps: list[dict]) -> None:

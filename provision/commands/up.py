@@ -124,7 +124,7 @@ def command(name: str, zone: str | None, accelerator_type: str, in_order: bool, 
     )
     acting_on(target, "up", zone=",".join(zones))
     if target.provider == "gcp" and not service_account and not dry_run:
-        say(DEFAULT_ACCOUNT_NOTE.format(what="the host VM and TPU VM"))
+        say(DEFAULT_ACCOUNT_NOTE.format(what=_runs_as(no_vm=no_vm, arch=arch)))
     prov = open_provider(target)
     grant = target.provider == "gcp" and arch == "node" and bool(bucket)
     if grant:
@@ -154,6 +154,13 @@ def command(name: str, zone: str | None, accelerator_type: str, in_order: bool, 
         emit_json(result.to_dict())
     else:
         click.echo(result.summary())
+
+
+def _runs_as(*, no_vm: bool, arch: str) -> str:
+    """What --service-account applies to in this cluster: its host VM (none with --no-vm) and a TPU
+    VM (a TPU Node runs as Google's Cloud TPU service agent)."""
+    parts = ([] if no_vm else ["the host VM"]) + (["the TPU VM"] if arch == "vm" else [])
+    return " and ".join(parts)
 
 
 def _firewall(prov, spec, *, create: bool, dry_run: bool) -> str | None:

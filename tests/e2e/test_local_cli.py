@@ -196,6 +196,30 @@ def test_status_shows_the_host_vms_zone_where_failover_put_the_tpu_elsewhere(mon
     assert rows["same"][1:4] == ["us-central1-c", "RUNNING", "v2-8"], r.out
 
 
+def test_prices_and_a_preempted_tpu_in_a_few_words(monkeypatch):
+    """Each figure ended with its full source (a catalog commit or a SKU id) and status with a
+    220-character line; a PREEMPTED TPU showed HEALTH_UNSPECIFIED and "(..., nothing billed, -;
+    PREEMPTED: billing stopped)". The full sources stay in --json and tpuctl cost."""
+    monkeypatch.setenv("TPUCTL_PROVIDER", "local")
+    up = run_tpuctl_process("up", "pp", "--preemptible")
+    assert up.code == 0, up.err
+    assert "  TPU v2-8: $1.35/hour (us-central1 spot/preemptible, bundled table, 2026-11-24)" in up.out.splitlines()
+    assert run_tpuctl_process("simulate", "preempt", "pp").code == 0
+    st = run_tpuctl_process("status")
+    lines = st.out.splitlines()
+    assert lines[1].split()[:6] == ["pp", "us-central1-b", "RUNNING", "v2-8", "(vm)", "PREEMPTED"]
+    assert lines[1].split()[6] == "-" and "HEALTH_UNSPECIFIED" not in st.out
+    assert "pp: TPU v2-8 $0.00/hour (PREEMPTED: nothing billed)" in lines
+    assert lines[-1] == ("prices: list prices from the bundled table of 2026-11-24; the local provider bills "
+                         "nothing; Google Cloud would bill these")
+    assert max(len(line) for line in lines) <= 125, st.out
+    doc = json.loads(run_tpuctl_process("status", "--json").out)
+    assert "skypilot-catalog" in doc["price_source"] and "skypilot-catalog" in doc["clusters"][0]["price"]["vm"]["source"]
+    down = run_tpuctl_process("down", "pp")
+    assert down.code == 0, down.err
+    assert "  VM pp (us-central1-b): $0.07/hour (us-central1 on-demand, bundled table, 2026-11-24)" in down.out.splitlines()
+
+
 def test_failure_everywhere_rolls_back_what_this_call_created(tpuctl, monkeypatch):
     monkeypatch.setenv("TPUCTL_LOCAL_STOCKOUT_ZONES", "us-central1-b,us-central1-c")
     r = tpuctl("up", "rb", "--zone", "us-central1-b,us-central1-c", "--arch", "node")

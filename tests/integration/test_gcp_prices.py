@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 from tests.conftest import run_tpuctl_process
@@ -43,7 +44,11 @@ def test_up_status_cost_down_price_from_the_catalog_and_reuse_the_cache(fakegcp_
     [view] = json.loads(st.out)["clusters"]
     assert view["hourly_usd"] == 1.417 and view["price"]["tpu"]["source"] == tpu["source"]
     text = run_tpuctl_process("status")
-    assert f"pr1: TPU v2-8 $1.35/hour (us-central1 spot/preemptible, {tpu['source']}, 2026-11-20)" in text.out
+    assert "pr1: TPU v2-8 $1.35/hour (us-central1 spot/preemptible, Cloud Billing Catalog API, 2026-11-20)" \
+        in text.out.splitlines()
+    fetched = time.strftime("%Y-%m-%d", time.gmtime(json.loads(cache_file().read_text())["fetched_at"]))
+    assert text.out.splitlines()[-1] == (f"prices: list prices from the Cloud Billing Catalog API of {fetched}; "
+                                         "rows it lacks from the bundled table")
     cost = run_tpuctl_process("cost", "pr1", "--json")
     assert cost.code == 0, cost.err
     [row] = json.loads(cost.out)["prices"]
