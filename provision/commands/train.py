@@ -103,7 +103,7 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
             emit_json(doc)
         else:
             click.echo(f"dry run: would start run {rec.run_id} ({rec.job}, {rec.num_train_steps} steps) on {cluster}; "
-                       f"model_dir {rec.model_dir}; nothing was staged or started")
+                       f"model_dir {training.as_typed(rec.model_dir)}; nothing was staged or started")
         return
 
     store = training.open_store(rec, target)
@@ -118,7 +118,7 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
     if hasattr(prov, "point_hosts_at"):
         # hosts created without --bucket learn it now, through their metadata
         prov.point_hosts_at(spec, bucket_url)
-    say(f"run {rec.run_id}: {rec.job}, {rec.num_train_steps} steps, model_dir {rec.model_dir}")
+    say(f"run {rec.run_id}: {rec.job}, {rec.num_train_steps} steps, model_dir {training.as_typed(rec.model_dir)}")
     if detach:
         where = training.hand_over(prov, target, store, rec, spec)
         say(f"run {rec.run_id} is supervised by {where}; follow it with tpuctl logs {rec.run_id} -f")
@@ -136,7 +136,8 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
         click.echo(_summary(rec))
     if rec.status == "gave_up":
         raise JobFailed(f"run {rec.run_id} stopped: {rec.reason}",
-                        hint=f"see tpuctl logs {rec.run_id}; checkpoints are kept in {rec.model_dir}")
+                        hint=f"see tpuctl logs {rec.run_id}; checkpoints are kept in "
+                             f"{training.as_typed(rec.model_dir)}")
 
 
 def _attach(cluster: str, provider: str | None, project: str | None, *, poll_s: float, on_interrupt: str,

@@ -220,6 +220,19 @@ def test_prices_and_a_preempted_tpu_in_a_few_words(monkeypatch):
     assert "  VM pp (us-central1-b): $0.07/hour (us-central1 on-demand, bundled table, 2026-11-24)" in down.out.splitlines()
 
 
+def test_errors_about_gs_paths_say_the_url_typed_not_the_local_directory(monkeypatch):
+    """The local provider keeps gs://B/P under TPUCTL_HOME; a spec error named that directory."""
+    monkeypatch.setenv("TPUCTL_PROVIDER", "local")
+    assert run_tpuctl_process("up", "gsp", "--no-vm").code == 0
+    r = run_tpuctl_process("train", "gsp", "--job", "templates/bert-pretrain-tiny.yaml", "--bucket", "gs://my-bucket",
+                           "--set", "bert_dir=gs://my-bucket/bert/tiny", "--dry-run")
+    assert r.code == 2, r.err
+    assert r.err.splitlines()[-1] == (
+        "tpuctl: error: bert_dir gs://my-bucket/bert/tiny is not a directory; pass an original BERT directory "
+        "(bert_config.json, vocab.txt, bert_model.ckpt.*) with --set bert_dir=PATH")
+    assert os.environ["TPUCTL_HOME"] not in r.err
+
+
 def test_failure_everywhere_rolls_back_what_this_call_created(tpuctl, monkeypatch):
     monkeypatch.setenv("TPUCTL_LOCAL_STOCKOUT_ZONES", "us-central1-b,us-central1-c")
     r = tpuctl("up", "rb", "--zone", "us-central1-b,us-central1-c", "--arch", "node")
