@@ -8,15 +8,15 @@ anything else a job error. ``tpuctl job run`` validates the spec the same way an
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
 from . import exitcodes
+from .errors import ArgumentParser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jobs", description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog="python -m jobs", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a job spec here, on this machine's TPU, GPUs or CPU")
     run.add_argument("spec", help="job spec YAML (see templates/bert-*.yaml)")
@@ -25,12 +25,13 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--verbose", action="store_true", help="show TensorFlow's C++ start-up logs")
     args = parser.parse_args(argv)
 
+    from .errors import report
     from .spec import SpecError, load
 
     try:
         spec = load(args.spec, args.sets)
     except SpecError as exc:
-        print(f"jobs: error: {exc}", file=sys.stderr)
+        report(exc)
         return exitcodes.BAD_SPEC
 
     # TensorFlow's C++ start-up chatter hides the lines that matter; keep warnings and errors.

@@ -45,7 +45,7 @@ import tensorflow as tf
 from . import checkpointing, distribute, epochs, exitcodes, hparams
 from . import progress as progress_lib
 from .bert.optimization import AdamWeightDecay
-from .errors import ConfigError
+from .errors import ConfigError, report
 from .heartbeat import ProgressWriter
 from .job import Job, log
 from .preemption import StopSignal
@@ -125,11 +125,11 @@ class Runner:
         try:
             return self._run()
         except ConfigError as exc:
-            log(f"error: {exc}")
+            report(exc)
             self.progress.update(status=progress_lib.FAILED, message=str(exc))
             return exitcodes.BAD_SPEC
         except distribute.TPUResolutionError as exc:
-            log(f"error: {exc}")
+            report(exc)
             self.progress.update(status=progress_lib.FAILED, message=str(exc)[:500])
             return exitcodes.JOB_ERROR
         except KeyboardInterrupt:

@@ -12,17 +12,17 @@ Exit codes: 0 done; 2 bad input (one line naming the fix, before the model loads
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 import time
 
 from .. import exitcodes
+from ..errors import ArgumentParser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jobs.bert.predict",
+    parser = ArgumentParser(prog="python -m jobs.bert.predict",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("saved_model", help="a fine-tune's <model_dir>/saved_model directory")
     parser.add_argument("file", help="TSV/CSV of texts to label (the training columns, label "
@@ -35,12 +35,12 @@ def main(argv: list[str] | None = None) -> int:
 
     quiet_tensorflow(args.verbose)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from ..errors import ConfigError
+    from ..errors import ConfigError, report
 
     try:
         return run(args.saved_model, args.file, args.output, args.batch_size)
     except ConfigError as exc:
-        print(f"jobs.bert.predict: error: {exc}", file=sys.stderr)
+        report(exc)
         return exitcodes.BAD_SPEC
 
 

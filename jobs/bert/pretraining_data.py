@@ -32,7 +32,7 @@ import random
 import sys
 from collections.abc import Iterable, Sequence
 
-from ..errors import ConfigError
+from ..errors import ArgumentParser, ConfigError, report
 from . import beam_options
 from .sampling import (
     FEATURES,
@@ -127,7 +127,7 @@ def expand_globs(patterns: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jobs.bert.pretraining_data",
+    parser = ArgumentParser(prog="python -m jobs.bert.pretraining_data",
                                      description="Create BERT pretraining TFRecords from text.")
     parser.add_argument("--input_file", required=True, help="comma-separated globs of text files")
     parser.add_argument("--output_dir", required=True)
@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         plan, made = make(args, opts)
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        report(exc)
         return 2
     print(json.dumps({"output_dir": args.output_dir, "instances": sum(plan.counts.values()),
                       "shards": len(plan.shards()), "made_parts": made,

@@ -21,7 +21,6 @@ without TensorFlow.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import json
 import math
@@ -31,6 +30,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ..errors import ArgumentParser
 from .squad_check import SquadError, check_data, check_file, is_v2, load, parse_json
 from .tokenization import basic_tokenize, open_text
 
@@ -563,7 +563,7 @@ def check_eval_inputs(data: dict, predictions: object, na_probs: object, paths: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jobs.bert.squad",
+    parser = ArgumentParser(prog="python -m jobs.bert.squad",
                                      description="SQuAD tools without TensorFlow.")
     sub = parser.add_subparsers(dest="command", required=True)
     ev = sub.add_parser("evaluate", help="print the official EM/F1 of a predictions file as JSON")
@@ -579,7 +579,9 @@ def main(argv: list[str] | None = None) -> int:
             na_probs = _read_json(args.na_prob_file, "null odds (question id -> number), as null_odds.json")
         version = check_eval_inputs(data, predictions, na_probs, (args.data_file, args.pred_file, args.na_prob_file))
     except (SquadError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        from ..errors import report
+
+        report(exc)
         return 2
     print(json.dumps(evaluate(data, predictions, na_probs, version)))
     return 0

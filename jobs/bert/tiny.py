@@ -18,13 +18,13 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
 
 import numpy as np
 
+from ..errors import ArgumentParser
 from .config import BertConfig
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -220,7 +220,7 @@ def write(out_dir: str, seed: int = 0) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jobs.bert.tiny", description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog="python -m jobs.bert.tiny", description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--verbose", action="store_true", help="show TensorFlow's C++ start-up logs")

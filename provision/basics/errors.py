@@ -61,6 +61,14 @@ class NotFound(TpuctlError):
     """A cluster, run or object that does not exist."""
 
 
+class UnknownName(NotFound, UsageError):
+    """A cluster, run or sweep name typed on the command line that matches nothing: bad input,
+    found before anything is created, so exit 2 like any other (``tpuctl status`` lists clusters).
+    Exit 1 stays for what the cloud or the job did."""
+
+    exit_code = EXIT_USAGE
+
+
 class NotAvailable(UsageError):
     """A capability the user asked for that this provider or build does not offer."""
 

@@ -151,6 +151,17 @@ def duration(value: str | float) -> float:
     return seconds
 
 
+def duration_with_unit(value: str, option: str) -> float:
+    """A duration on a command that deletes: ``30`` could mean 30 minutes and would delete after 30
+    seconds, so a bare number other than 0 is refused with its fix; anything else as :func:`duration`."""
+    text = str(value).strip()
+    if re.fullmatch(r"\d+(\.\d+)?", text) and float(text) != 0:
+        raise UsageError(f"{option} {text} has no unit, on a command that deletes TPUs",
+                         hint=f"write {option} {text}m for minutes or {option} {text}s for seconds "
+                              "(units s, m, h, d, e.g. 1h30m)")
+    return duration(value)
+
+
 def format_duration(seconds: float) -> str:
     seconds = round(seconds)
     if seconds < 60:

@@ -113,6 +113,10 @@ def parse(name: str) -> AcceleratorType:
     raw = (name or "").strip()
     m = _TYPE_RE.match(raw.lower())
     if not m:
+        guess = suggest(raw)
+        if guess:
+            why = " (Cloud TPU names v5e v5litepod)" if guess.startswith("v5litepod") and "litepod" not in raw else ""
+            raise UsageError(f"unknown accelerator type {raw!r}", hint=f"did you mean {guess}?{why}")
         raise UsageError(
             f"unknown accelerator type {raw!r}",
             hint=f"use one of {known_summary()} (e.g. --accelerator-type v2-8)",
@@ -131,6 +135,23 @@ def parse(name: str) -> AcceleratorType:
         cores = size * gen.cores_per_chip
     hosts = 1 if chips <= gen.single_host_max_chips else chips // gen.chips_per_host
     return AcceleratorType(f"{gen.name}-{size}", gen, cores, chips, hosts)
+
+
+# what people type for a generation, as the marketing or other tools name it
+_GENERATION_ALIASES = {"v5e": "v5litepod", "v5lite": "v5litepod", "v5litepod": "v5litepod", "v6elite": "v6e"}
+_LOOSE_RE = re.compile(r"(?:tpu[-_ ]?)?(v[0-9][a-z]*)[-_ ]?([0-9]{1,5})")
+
+
+def suggest(raw: str) -> str | None:
+    """The type a mistyped name most likely means (``v5e-8`` -> ``v5litepod-8``, ``v6e8`` -> ``v6e-8``,
+    ``tpu-v3-8`` -> ``v3-8``), or None when no valid type is that close."""
+    m = _LOOSE_RE.fullmatch((raw or "").strip().lower())
+    if not m:
+        return None
+    gen = GENERATIONS.get(_GENERATION_ALIASES.get(m.group(1), m.group(1)))
+    if gen is None or int(m.group(2)) not in gen.sizes:
+        return None
+    return f"{gen.name}-{int(m.group(2))}"
 
 
 def known_summary() -> str:

@@ -26,6 +26,7 @@ and what a run cost, at list price, without committed-use or sustained-use disco
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,8 +78,12 @@ class Price:
     note: str | None = None      # e.g. priced in the nearest known region, or not offered
 
     def label(self) -> str:
-        """``us-central1 spot, <source>, <date>`` (plus the note) for a one-line display."""
-        text = f"{self.region} {self.tier}, {self.source}, {self.date}"
+        """``us-central1 spot/preemptible, bundled table, 2026-11-24`` (plus the note): a few words
+        after a figure in a listing. The source in full (a SKU, a catalog's commit) is in --json and
+        in ``tpuctl cost``; a price of nothing billed says only why."""
+        if self.source == NOTHING_BILLED:
+            return self.note or NOTHING_BILLED
+        text = f"{self.region} {self.tier}, {origin_of(self.source)}, {self.date}"
         return f"{text}; {self.note}" if self.note else text
 
     def to_dict(self) -> dict[str, Any]:
@@ -86,7 +91,16 @@ class Price:
                 "tier": self.tier, "source": self.source, "date": self.date, "note": self.note}
 
 
-NO_PRICE = Price(0.0, "-", ON_DEMAND, "nothing billed", "-")
+NOTHING_BILLED = "nothing billed"
+NO_PRICE = Price(0.0, "-", ON_DEMAND, NOTHING_BILLED, "-")
+CATALOG_API = "Cloud Billing Catalog API"
+BUNDLED_NAME = "bundled table"
+
+
+def origin_of(source: str) -> str:
+    """A rate's source in two or three words: Google's catalog, or the bundled table (whose rows name
+    skypilot-catalog or Google's pricing page)."""
+    return CATALOG_API if source.startswith(CATALOG_API) else BUNDLED_NAME
 
 
 def tier_of(interruptible: bool) -> str:
@@ -166,6 +180,13 @@ class PriceBook:
     def describe(self) -> str:
         text = f"list prices in {CURRENCY} per region and tier, from the {self.origin}"
         return "; ".join((text, *self.notes))
+
+    def brief(self) -> str:
+        """The book in a few words, for the end of a listing (``describe`` is the whole, in --json):
+        where from and of when, and its short notes (a failed fetch was already said on stderr)."""
+        when = re.search(r"(?:read|fetched) ([0-9-]+)", self.origin)
+        text = f"list prices from the {origin_of(self.origin)}" + (f" of {when.group(1)}" if when else "")
+        return "; ".join((text, *(n for n in self.notes if len(n) <= 80)))
 
     def overlaid_on(self, base: PriceBook) -> PriceBook:
         """This book's rates, with ``base``'s for every key this one lacks (each keeps its source)."""

@@ -27,11 +27,11 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from .prices import ON_DEMAND, SPOT, PriceBook, Rate
+from .prices import CATALOG_API, ON_DEMAND, SPOT, PriceBook, Rate
 
 TPU_SERVICE = "E000-3F24-B8AA"
 COMPUTE_SERVICE = "6F81-5844-456A"
-API = "Cloud Billing Catalog API"
+API = CATALOG_API
 
 _TPU_RE = re.compile(r"\btpu[-\s]?(v\d+[a-z]*)\b", re.IGNORECASE)
 _VM_RE = re.compile(r"^(?:spot preemptible )?(e2 instance|n1 predefined instance|n2 instance) (core|ram)\b",

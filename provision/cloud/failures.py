@@ -26,8 +26,12 @@ responses, each with its public source, that this module must read right:
   this zone does not offer the type that way, the next zone may;
 - a bare 429 ``RESOURCE_EXHAUSTED`` whose only words are Google's default "Resource has been
   exhausted (e.g. check quota)." names no quota: retried with backoff, as throttling is;
-- a create operation that ends ``NOT_FOUND`` ("Reservation not found") names something missing
-  from the request itself: no other zone can fix it, so it stops, said as what it is;
+- Compute's 400 "Machine type with name 'e2-standard-2' does not exist in zone 'us-east5-a'." on a
+  host VM insert: that zone lacks the type, another zone may have it; the next zone;
+- a create operation that ends "Reservation not found" although tpuctl never names a reservation
+  (an on-demand TPU VM create in us-east5-a): that zone cannot serve the request as asked; the next
+  zone, as a stockout would. Any other create operation that ends ``NOT_FOUND`` names something
+  missing from the request itself (a network, a service account): no zone can fix it, so it stops;
 - a FAILED queued resource whose ``failedData`` carries no error (:data:`QUEUED_NO_REASON`): its
   zone did not grant it and Google said not why; the next zone.
 
@@ -166,7 +170,12 @@ _ZONE_UNAVAILABLE = re.compile(
     r"\bzone\b[^.;]{0,80}\bis not (?:supported|available)\b|"
     r"received an invalid AcceleratorType, \"[^\"]+\" for zone|"
     r"provisioning model is not supported for accelerator type \"?[\w-]+\"? in location|"
-    r"the accelerator [\w-]+ was not found in zone", re.IGNORECASE)
+    r"the accelerator [\w-]+ was not found in zone|"
+    r"Machine type with name '[^']+' does not exist in zone", re.IGNORECASE)
+# Compute's words for a machine type the zone lacks (tests/corpus: terratest#1132)
+_MACHINE_TYPE_NOT_IN_ZONE = re.compile(r"Machine type with name '([^']+)' does not exist in zone '([^']+)'")
+# an operation that ends "Reservation not found" for a request that named none (tpuctl never does)
+_RESERVATION_NOT_FOUND = re.compile(r"\bReservation not found\b", re.IGNORECASE)
 _RATE_TEXT = re.compile(
     r"\bRate Limit Exceeded\b|"
     r"Quota exceeded for quota (?:metric|group) '[^']*' and limit '[^']*per (?:minute|second|100 seconds)|"
@@ -179,7 +188,6 @@ _QUOTA_WORD = re.compile(r"\bquota\b", re.IGNORECASE)
 # Google's default text for RESOURCE_EXHAUSTED: its "check quota" names no quota (tests/corpus)
 _GENERIC_EXHAUSTED = re.compile(r"Resource has been exhausted \(e\.g\. check quota\)\.?", re.IGNORECASE)
 _PROVISIONING_MODEL = re.compile(r"provisioning model is not supported for accelerator type", re.IGNORECASE)
-_RESERVATION = re.compile(r"\breservation\b", re.IGNORECASE)
 _TOKEN_SCOPES = re.compile(r"insufficient authentication scopes|ACCESS_TOKEN_SCOPE_INSUFFICIENT", re.IGNORECASE)
 # What tpuctl says of a FAILED queued resource whose failedData carries no error (gcp_errors writes
 # it, this module reads it back: an operation error is only a code and a message)
@@ -209,6 +217,11 @@ ROLE_FOR_PERMISSION_PREFIX = {
     "compute.instances.": "roles/compute.instanceAdmin.v1",
     "compute.projects.": "roles/compute.instanceAdmin.v1",   # the TPU range reservations in project metadata
     "compute.globalAddresses.": "roles/compute.networkAdmin",
+    # up --create-firewall-rule and the down that removes that rule; reading rules is a viewer's
+    "compute.firewalls.": "roles/compute.securityAdmin",
+    "compute.firewalls.get": "roles/compute.networkViewer",
+    "compute.firewalls.list": "roles/compute.networkViewer",
+    "compute.networks.updatePolicy": "roles/compute.securityAdmin",
     "compute.networks.": "roles/compute.networkViewer",
     "compute.subnetworks.": "roles/compute.networkViewer",
     "compute.routes.": "roles/compute.networkViewer",
@@ -492,6 +505,15 @@ def classify_report(r: ErrorReport) -> Failure:
         return failure(Kind.ZONE_UNAVAILABLE, message,
                        "this zone does not offer that accelerator type with that provisioning model: tpuctl "
                        "tries the next zone of --zone")
+    if r.where != "call" and _RESERVATION_NOT_FOUND.search(text):
+        return failure(Kind.ZONE_UNAVAILABLE, message,
+                       "Google answered 'Reservation not found' to a request that names no reservation: this "
+                       "zone cannot serve it as asked; tpuctl tries the next zone of --zone")
+    machine = _MACHINE_TYPE_NOT_IN_ZONE.search(text)
+    if machine:
+        return failure(Kind.ZONE_UNAVAILABLE, message,
+                       f"zone {machine.group(2)} has no machine type {machine.group(1)}: tpuctl tries the next "
+                       "zone of --zone")
     if reasons & ZONE_POLICY_REASONS or ccodes & COMPUTE_ZONE_CODES or _ZONE_UNAVAILABLE.search(text):
         return failure(Kind.ZONE_UNAVAILABLE, message,
                        "this zone is not served to the project (not offered there, or not allowed by an "
@@ -505,13 +527,8 @@ def classify_report(r: ErrorReport) -> Failure:
                        "look at the TPU quotas (IAM & Admin > Quotas) or retry later", retry_after=r.retry_after)
     if code == NOT_FOUND_CODE and r.where == "operation":
         # a create operation that ends NOT_FOUND: something the request names is missing; no zone can help
-        if _RESERVATION.search(text):
-            hint = ("the reservation this create was to use does not exist there: list the project's TPU "
-                    "reservations (gcloud alpha compute tpus reservations list --zone ZONE) and ask in the zone "
-                    "that holds one, or ask without a reservation")
-        else:
-            hint = "something the request names (network, subnetwork, reservation, service account) does not exist"
-        return failure(Kind.INVALID, message, hint)
+        return failure(Kind.INVALID, message,
+                       "something the request names (network, subnetwork, service account) does not exist")
     if code in (UNAVAILABLE, INTERNAL, DEADLINE_EXCEEDED, ABORTED, UNKNOWN_CODE) or (
             r.http_status is not None and r.http_status >= 500):
         return failure(Kind.TRANSIENT, message)

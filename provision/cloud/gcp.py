@@ -318,6 +318,10 @@ class GcpProvider:
             raise
         return True
 
+    def caveats(self, zone: str, accelerator_type: str) -> list[str]:
+        """None: the zone itself answered whether it offers the type."""
+        return []
+
     def runtime_versions(self, zone: str) -> list[str]:
         """The TPU VM images the zone offers (``runtimeVersions.list``, every page)."""
         items = self._pages("tpu.v2.runtimeVersions.list", f"{self._loc(zone)}/runtimeVersions", "runtimeVersions")

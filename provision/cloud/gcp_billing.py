@@ -26,6 +26,7 @@ from ..basics.config import home
 from ..basics.statefile import read_json, write_json
 from ..catalog.prices import BUNDLED, PriceBook, Rate
 from ..catalog.skus import COMPUTE_SERVICE, TPU_SERVICE, book_from_skus
+from .failures import Kind
 
 ENDPOINT_ENV = "TPUCTL_BILLING_API_ENDPOINT"
 ENDPOINT = "https://cloudbilling.googleapis.com"
@@ -105,7 +106,7 @@ def load(call: Callable[[], Callable[..., dict[str, Any]]], *, warn: Callable[[s
         if not fetched.tpu:
             raise ValueError("the answer listed no TPU prices")
     except Exception as exc:  # noqa: BLE001 - pricing never fails a command: fall back and say why
-        reason = _reason(exc)
+        reason = reason_of(exc)
         write_json(path, {**(good or {}), "version": CACHE_VERSION, "failed_at": now, "error": reason}
                    if good else {"version": CACHE_VERSION, "failed_at": now, "error": reason})
         return _fallback(good, reason, warn, retry=True)
@@ -115,11 +116,30 @@ def load(call: Callable[[], Callable[..., dict[str, Any]]], *, warn: Callable[[s
     return _from_cache(data)
 
 
-def _reason(exc: BaseException) -> str:
+def reason_of(exc: BaseException) -> str:
+    """Why the catalog could not be read, in a few words and the fix: a disabled API or a missing
+    role is said with how to enable or grant it (Google's own words for that, "Enable it by
+    visiting ...", come after a long URL and would be cut)."""
+    from .gcp_errors import failure_of
+
     name = type(exc).__name__
     if "Connection" in name or "Timeout" in name:
         return f"{name}: {billing_base()} did not answer"
-    return (" ".join(str(exc).split()) or name)[:160]
+    f = failure_of(exc)
+    if f.kind in (Kind.API_DISABLED, Kind.PERMISSION) and f.hint:
+        return f"{_first_sentence(f.message)}; {f.hint}"
+    return _cut(" ".join(str(exc).split()) or name, 160)
+
+
+def _first_sentence(text: str) -> str:
+    text = " ".join(text.split())
+    end = text.find(". ")
+    return _cut(text[:end] if end > 0 else text.rstrip("."), 160)
+
+
+def _cut(text: str, limit: int) -> str:
+    """At most ``limit`` characters, cut at a word and marked."""
+    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " ..."
 
 
 def _fallback(good: dict[str, Any] | None, reason: str, warn: Callable[[str], None], *, retry: bool) -> PriceBook:

@@ -224,8 +224,19 @@ class LocalProvider:
 
     # ---- TPUs -------------------------------------------------------------------------------
     def offered(self, zone: str, accelerator_type: str) -> bool:
-        """Every zone offers every type here: the "TPU" is this machine."""
-        return True
+        """What Google offers there, by the bundled zone table (:mod:`provision.catalog.zones`, a
+        source per row): the "TPU" is this machine, but a rehearsal refuses ``v4-8`` in
+        us-central1-b, or a zone with no TPU, as Google Cloud would."""
+        from ..catalog import accelerators, zones
+
+        return zones.offers(zone, accelerators.parse(accelerator_type))
+
+    def caveats(self, zone: str, accelerator_type: str) -> list[str]:
+        """A zone the table has only from earlier editions of Google's list: Google may refuse it now."""
+        from ..catalog import accelerators, zones
+
+        note = zones.unconfirmed(zone, accelerators.parse(accelerator_type))
+        return [note] if note else []
 
     def runtime_versions(self, zone: str) -> list[str]:
         """The rehearsal offers, in every zone, the images seen in public use
@@ -494,7 +505,7 @@ class LocalProvider:
 
     def price_book(self) -> PriceBook:
         """The bundled table, no network: what the same cluster would cost on Google Cloud."""
-        note = "the local provider bills nothing: these are what the same cluster would cost on Google Cloud"
+        note = "the local provider bills nothing; Google Cloud would bill these"
         return PriceBook(tpu=BUNDLED.tpu, vm=BUNDLED.vm, origin=BUNDLED.origin, notes=(note,))
 
     # ---- queued resources: none here (this machine's "TPU" needs no queue) ----------------------

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..basics.errors import NotFound, PartialFailure, TpuctlError
+from ..basics.errors import NotFound, PartialFailure, TpuctlError, UnknownName
 from ..catalog import prices
 from ..cloud.base import ClusterSpec, Provider, TpuNode, TpuState
 from ..cloud.operations import Backoff, OperationTimeout, wait_all, wait_until
@@ -64,7 +64,7 @@ def down(provider: Provider, name: str, *, zone: str | None = None, keep_vm: boo
     if found.empty:
         cached = cached_spec(provider, name)
         if cached is None and provider.reserved_range(_stub_spec(name)) is None:
-            raise NotFound(f"no cluster named {name}", hint="run tpuctl status to list clusters")
+            raise UnknownName(f"no cluster named {name}", hint="run tpuctl status to list clusters")
         if not dry_run:
             provider.release_range(name)
             uncache(provider, name)

@@ -108,8 +108,8 @@ def tpu_price(node: TpuNode, book: prices.PriceBook | None = None) -> prices.Pri
 
     tier = prices.tier_of(node.interruptible)
     if node.dead:
-        return prices.Price(0.0, prices.region_of(node.zone) or "-", tier, "nothing billed", "-",
-                            f"{node.state.value}: billing stopped")
+        return prices.Price(0.0, prices.region_of(node.zone) or "-", tier, prices.NOTHING_BILLED, "-",
+                            f"{node.state.value}: nothing billed")
     return (book or prices.BUNDLED).tpu_price(parse(node.accelerator_type), node.zone, tier)
 
 

@@ -19,9 +19,11 @@ from typing import Any
 from ..basics.errors import CloudError, NotFound, PartialFailure, TpuctlError, UsageError
 from ..basics.validate import region_of
 from ..catalog import prices
+from ..catalog.zones import suggested_zone
 from ..cloud.base import (
     Arch,
     ClusterSpec,
+    Health,
     Operation,
     Provider,
     QueuedRequest,
@@ -104,7 +106,8 @@ class UpResult:
                 lines.append(f"already there (would adopt): {', '.join(self.adopted)}")
         else:
             tpu = self.tpu
-            state = f"{tpu.state.value}/{tpu.health.value}" if tpu else "-"
+            state = "-" if tpu is None else tpu.state.value if tpu.health == Health.HEALTH_UNSPECIFIED \
+                else f"{tpu.state.value}/{tpu.health.value}"
             lines.append(f"cluster {s.name} is up in {self.zone}: TPU {s.accelerator_type} ({s.arch.value}, {kind}) "
                          f"{state}" + (f", range {self.cidr}" if self.cidr else "")
                          + (f", host VM {s.machine_type}" if s.machine_type else ", no host VM"))
@@ -297,6 +300,7 @@ def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_
 
     if dry_run:
         planned_zone = tpu.zone if tpu else zone0
+        result.notes.extend(provider.caveats(planned_zone, acc.name))
         if (acc.name, planned_zone) in fits:
             result.spec = fits[(acc.name, planned_zone)].apply(spec)
         result.zone = tpu.zone if tpu else (vm.zone if vm and spec.arch == Arch.NODE else zone0)
@@ -313,6 +317,8 @@ def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_
         _fail(provider, spec, attempt, exc, keep_on_failure=keep_on_failure, log=log, backoff=backoff)
         raise  # _fail raises; this is for type checkers
     result.spec = _as_made(spec, result)
+    if result.tpu is not None:
+        result.notes.extend(provider.caveats(result.tpu.zone, result.tpu.accelerator_type))
     if attempt.chosen is not None and attempt.plan is not None and attempt.plan.several:
         result.notes.append(_chosen_note(spec, attempt.chosen, attempt.plan))
     cache_spec(provider, result.spec, zone=result.zone, cidr=result.cidr)
@@ -372,7 +378,7 @@ def _candidates(provider: Provider, spec: ClusterSpec, zones: list[str], offers:
             if not offered:
                 raise UsageError(f"{acc.name} is not offered in {', '.join(zones)}",
                                  hint=f"pick a zone that offers it (gcloud compute tpus accelerator-types list "
-                                      f"--zone ZONE), e.g. --zone {_suggest_zone(acc.generation.name)}")
+                                      f"--zone ZONE), e.g. --zone {suggested_zone(acc.generation.name)}")
             keep = keep_image if prefer is None or prefer[0] == acc.name else None
             got = plan_zones(offers, spec.with_type(acc.name), offered, tpu=True, vm=need_vm, keep_image=keep,
                              log=log)
@@ -413,11 +419,6 @@ def _chosen_note(spec: ClusterSpec, chosen: Candidate, plan: CandidatePlan) -> s
     else:
         why = f"the first that could be had after {plan.explain()}"
     return f"chose {chosen.describe()}: {why}"
-
-
-def _suggest_zone(generation: str) -> str:
-    return {"v2": "us-central1-b", "v3": "europe-west4-a", "v4": "us-central2-b", "v5litepod": "us-west4-a",
-            "v5p": "us-east5-a", "v6e": "us-east5-b"}.get(generation, "us-central1-b")
 
 
 def _pool(provider: Provider) -> cidrs.IPv4Network:

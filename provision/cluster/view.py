@@ -8,10 +8,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..basics.errors import NotFound, UsageError
+from ..basics.errors import NotFound, UnknownName, UsageError
 from ..basics.validate import CLUSTER_LABEL, format_duration
 from ..catalog import prices
-from ..cloud.base import Provider, QueuedRequest, TpuNode, TpuState, Vm, VmState
+from ..cloud.base import Health, Provider, QueuedRequest, TpuNode, TpuState, Vm, VmState
 from .resources import find, tpu_price
 
 Log = Callable[[str], None]
@@ -61,10 +61,16 @@ class ClusterView:
         created = self.tpu.created_at if self.tpu and self.tpu.created_at else None
         return time.time() - created if created else None
 
+    def vm_cell(self) -> str | None:
+        """The host VM's state, and its zone where failover put it in another zone than ZONE's."""
+        if self.vm is None:
+            return None
+        return self.vm.state.value if self.vm.zone == self.zone else f"{self.vm.state.value} in {self.vm.zone}"
+
     def row(self) -> list[Any]:
         t, q = self.tpu, self.queued
         if t is None and q is not None:
-            return [self.name, self.zone, self.vm.state.value if self.vm else None,
+            return [self.name, self.zone, self.vm_cell(),
                     f"{q.accelerator_type} (queued)", q.state.value, None, None, "spot" if q.spot else "no",
                     None, None, f"{self.hourly:.2f}"]
         run = None
@@ -72,9 +78,9 @@ class ClusterView:
             run = f"{self.run.get('run_id', '?')} ({self.run.get('status')})"
         up_s = self.uptime_seconds
         return [
-            self.name, self.zone, self.vm.state.value if self.vm else None,
+            self.name, self.zone, self.vm_cell(),
             f"{t.accelerator_type} ({t.arch.value})" if t else None,
-            t.state.value if t else None, t.health.value if t else None, t.cidr_block if t else None,
+            t.state.value if t else None, _health(t), t.cidr_block if t else None,
             ("spot" if t.spot else "yes" if t.preemptible else "no") if t else None, run,
             format_duration(up_s) if up_s is not None else None, f"{self.hourly:.2f}",
         ]
@@ -102,6 +108,12 @@ class ClusterView:
                 "hourly_usd": self.hourly,
                 "price": {"tpu": self.tpu_price.to_dict() if self.tpu_price else None,
                           "vm": self.vm_price.to_dict() if self.vm_price else None}}
+
+
+def _health(t: TpuNode | None) -> str | None:
+    """The TPU's health, or "-" where Google reports none (HEALTH_UNSPECIFIED: a node that is not
+    running, such as a PREEMPTED one, has no health to report)."""
+    return t.health.value if t is not None and t.health != Health.HEALTH_UNSPECIFIED else None
 
 
 def status(provider: Provider, *, name: str | None = None, zone: str | None = None,
@@ -135,6 +147,8 @@ def status(provider: Provider, *, name: str | None = None, zone: str | None = No
 
 def preempt(provider: Provider, name: str) -> TpuNode:
     found = find(provider, name)
+    if found.empty:
+        raise UnknownName(f"no cluster named {name}", hint="run tpuctl status to list clusters")
     if found.tpu is None:
         raise NotFound(f"cluster {name} has no TPU", hint=f"run tpuctl up {name} first")
     node = found.tpu

@@ -79,7 +79,7 @@ def say(message: str) -> None:
         click.echo(redact(message), err=True)
 
 
-DEFAULT_ACCOUNT_NOTE = ("note: {what} run as the Compute Engine default service account, which is often a "
+DEFAULT_ACCOUNT_NOTE = ("note: {what} will run as the Compute Engine default service account, which is often a "
                         "project Editor; pass --service-account with an account that has only the roles in "
                         "docs/reliability.md")
 

@@ -19,7 +19,7 @@ STATE_LABELS = {"training": "training", "making_data": "making data (corpus_file
                 "waiting": "waiting after preemption", "idle": "idle (no live run)"}
 
 
-@click.command("cost")
+@click.command("cost", short_help="Hours and cost of a cluster or run, by state")
 @click.argument("target", required=False)
 @provider_options
 @json_option
@@ -40,13 +40,11 @@ def command(target: str | None, provider: str | None, project: str | None, as_js
     import time
 
     from ..basics import validate
-    from ..basics.errors import NotFound
+    from ..basics.errors import NotFound, UnknownName, UsageError
     from ..billing import costs
     from ..runs import store as runs
 
     if target:
-        from ..basics.errors import UsageError
-
         try:
             validate.run_id(target)
         except UsageError:
@@ -64,10 +62,10 @@ def command(target: str | None, provider: str | None, project: str | None, as_js
         try:
             run_entry = runs.lookup(target)
         except NotFound:
-            raise NotFound(f"no cluster or run named {target} ({tgt.describe()})",
+            raise UnknownName(f"no cluster or run named {target} ({tgt.describe()})",
                            hint="tpuctl status lists clusters; run ids are printed by tpuctl train") from None
         if run_entry.get("provider") != prov.name:
-            raise NotFound(f"run {target} belongs to provider {run_entry.get('provider')}",
+            raise UsageError(f"run {target} belongs to provider {run_entry.get('provider')}",
                            hint=f"pass --provider {run_entry.get('provider')}")
     if run_entry is not None:
         reports = [costs.cluster_cost(prov, tgt, run_entry["cluster"], live, now=now, run_ids={target})]

@@ -21,7 +21,7 @@ from .common import dry_run_option, json_option, provider_options, resolve_targe
 MANIFEST = "manifest.json"  # written by jobs.bert.pretraining_parallel
 
 
-@click.command("data")
+@click.command("data", short_help="Make BERT pretraining shards, then stage them")
 @click.argument("corpus", nargs=-1, required=True)
 @click.option("--bert-dir", required=True, metavar="DIR",
               help="The model directory (local or gs://) whose vocab.txt tokenizes the corpus.")
@@ -381,7 +381,7 @@ def _make(argv: list[str], local: str, out: str) -> dict:
     proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     if proc.returncode == 2:
-        line = lines[-1].removeprefix("error: ") if lines else "bad input"
+        line = lines[-1].removeprefix("tpuctl: error: ") if lines else "bad input"
         raise UsageError(line.replace(local, out))
     if proc.returncode != 0:
         raise TpuctlError(f"data creation failed (exit {proc.returncode}): {lines[-1] if lines else ''}",

@@ -19,7 +19,7 @@ from .up import complete_cluster
 DEFAULT_IDLE_FOR = "30m"
 
 
-@click.command("down")
+@click.command("down", short_help="Delete a cluster, or every idle TPU (--idle)")
 @click.argument("name", required=False, shell_complete=complete_cluster)
 @click.option("--keep-vm", is_flag=True, help="Delete the TPU only; keep the host VM.")
 @click.option("--idle", is_flag=True,
@@ -69,7 +69,7 @@ def command(name: str | None, keep_vm: bool, idle: bool, idle_for: str | None, m
         validate.zone(zone)
     if zone and all_zones:
         raise UsageError("--zone and --all-zones both given", hint="choose one of them")
-    wait_s = validate.duration(timeout)
+    wait_s = validate.duration_with_unit(timeout, "--timeout")
     if not idle:
         for flag, value in (("--idle-for", idle_for), ("--min-duty-cycle", min_duty_cycle), ("--bucket", bucket),
                             ("--all-zones", all_zones or None)):
@@ -88,7 +88,7 @@ def command(name: str | None, keep_vm: bool, idle: bool, idle_for: str | None, m
 
     if keep_vm:
         raise UsageError("--keep-vm is implied by --idle (host VMs are always kept)", hint="drop --keep-vm")
-    idle_s = validate.duration(idle_for or DEFAULT_IDLE_FOR)
+    idle_s = validate.duration_with_unit(idle_for or DEFAULT_IDLE_FOR, "--idle-for")
     duty = parse_percent(min_duty_cycle) if min_duty_cycle is not None else None
     if bucket:
         validate.bucket_url(bucket)

@@ -13,7 +13,7 @@ import click
 from .common import parse_sets
 
 
-@click.group("job")
+@click.group("job", short_help="Run training jobs on this machine")
 def command() -> None:
     """Run training jobs on this machine.
 
@@ -34,7 +34,7 @@ class _SpecPath(click.Path):
         return super().convert(value, param, ctx)
 
 
-@command.command("run")
+@command.command("run", short_help="Run the job in SPEC on this machine's TPU, GPUs or CPU")
 @click.argument("spec", type=_SpecPath(dir_okay=False))
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a job spec value (repeatable).")
 @click.option("--dry-run", is_flag=True, help="Check the spec and print the command that would run; run nothing.")

@@ -7,7 +7,7 @@ import click
 from .common import acting_on, provider_options, resolve_target
 
 
-@click.command("logs")
+@click.command("logs", short_help="Print a run's log, or its events")
 @click.argument("run")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing as the log grows, until the run ends.")
 @click.option("--events", is_flag=True, help="Print the run's event log instead of the job's output.")

@@ -15,7 +15,7 @@ from .common import (
 from .up import complete_cluster
 
 
-@click.group("simulate")
+@click.group("simulate", short_help="Rehearse failures as the cloud would")
 def command() -> None:
     """Rehearse failures on the local provider or the fake cloud.
 
@@ -25,7 +25,7 @@ def command() -> None:
     """
 
 
-@command.command("preempt")
+@command.command("preempt", short_help="Preempt CLUSTER's TPU now, killing its job")
 @click.argument("cluster", shell_complete=complete_cluster)
 @provider_options
 @json_option

@@ -7,7 +7,7 @@ import click
 from .common import dry_run_option, json_option, provider_options
 
 
-@click.command("stage")
+@click.command("stage", short_help="Copy to or from a bucket, sending only what changed")
 @click.argument("src")
 @click.argument("dest")
 @click.option("--delete", is_flag=True, help="Remove from DEST what is no longer in SRC.")

@@ -16,7 +16,7 @@ from .common import (
 from .up import complete_cluster
 
 
-@click.command("status")
+@click.command("status", short_help="Show clusters, their runs and their hourly price")
 @click.argument("name", required=False, shell_complete=complete_cluster)
 @click.option("--zone", "-z", metavar="ZONE", help="Only this zone (default: every zone).")
 @provider_options
@@ -43,9 +43,9 @@ def command(name: str | None, zone: str | None, provider: str | None, project: s
     prov = open_provider(target)
     views = cluster.status(prov, name=name, zone=zone, run_lookup=lambda c: run_summary(c, target))
     if name and not views:
-        from ..basics.errors import NotFound
+        from ..basics.errors import UnknownName
 
-        raise NotFound(f"no cluster named {name} ({target.describe()})", hint="run tpuctl status to list clusters")
+        raise UnknownName(f"no cluster named {name} ({target.describe()})", hint="run tpuctl status to list clusters")
     from .sweep import live_sweeps
 
     sweeps = [] if name else live_sweeps(target)
@@ -80,7 +80,7 @@ def command(name: str | None, zone: str | None, provider: str | None, project: s
     for v in views:
         for line in v.price_lines():
             click.echo(line)
-    click.echo(f"prices: {prov.price_book().describe()}")
+    click.echo(f"prices: {prov.price_book().brief()}")
 
 
 def _print_sweeps(sweeps: list[dict]) -> None:

@@ -30,8 +30,20 @@ class _SweepGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(self.commands)
 
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """``tpuctl sweep --help`` shows what ``tpuctl sweep SPEC`` takes (the options of ``sweep
+        start``), not only ``--help`` and the subcommands: SPEC is what people type."""
+        click.Command.format_options(self, ctx, formatter)
+        start = self.commands["start"]
+        sub = click.Context(start, info_name="start", parent=ctx)
+        rows = [rec for param in start.get_params(sub) if isinstance(param, click.Option)
+                and "--help" not in param.opts and (rec := param.get_help_record(sub)) is not None]
+        with formatter.section("Options of tpuctl sweep SPEC (tpuctl sweep start SPEC)"):
+            formatter.write_dl(rows)
+        self.format_commands(ctx, formatter)
 
-@click.group("sweep", cls=_SweepGroup)
+
+@click.group("sweep", cls=_SweepGroup, short_help="Search hyperparameters, one supervised run per trial")
 def command() -> None:
     """Search hyperparameters: one supervised run per trial on a pool of TPUs (docs/sweeps.md).
 
@@ -48,7 +60,7 @@ def command() -> None:
     """
 
 
-@command.command("start")
+@command.command("start", short_help="Run the sweep in SPEC (what tpuctl sweep SPEC does)")
 @click.argument("spec", metavar="SPEC")
 @click.option("--zone", "-z", "zone", metavar="ZONE[,ZONE...]", help="Zone, or zones in failover order, of the pool.")
 @click.option("--accelerator-type", "-a", default="v2-8", show_default=True, metavar="TYPE[,TYPE...]",
@@ -179,6 +191,8 @@ def _check_images(prov, rec, zones) -> None:
     """The pool's TPUs get an image in some zone (the controller creates them later, far from
     this terminal): a sweep whose zones offer none stops here, in one line, before anything exists."""
     from ..basics.errors import UsageError
+    from ..catalog.accelerators import parse
+    from ..catalog.zones import suggested_zone
     from ..cloud.base import ClusterSpec
     from ..cluster.offers import Offers, plan_zones
 
@@ -189,7 +203,7 @@ def _check_images(prov, rec, zones) -> None:
             if not offered:
                 raise UsageError(f"{name} is not offered in {', '.join(zones)}",
                                  hint="pick a zone that offers it (gcloud compute tpus accelerator-types list "
-                                      "--zone ZONE)")
+                                      f"--zone ZONE), e.g. --zone {suggested_zone(parse(name).generation.name)}")
             probe = ClusterSpec(name="sweep-check", accelerator_type=name, zones=tuple(offered),
                                 provider=rec.provider, project=rec.project or None, machine_type=None)
             plan_zones(Offers(prov), probe, offered, tpu=True, vm=False)
@@ -257,7 +271,7 @@ def _drive(prov, target, store, *, where: str, as_json: bool) -> None:
 def _locate(sweep: str, bucket: str | None, provider: str | None, project: str | None):
     """The sweep's store: --bucket, else this machine's index of sweeps."""
     from ..basics import validate
-    from ..basics.errors import NotFound
+    from ..basics.errors import UnknownName
     from ..runs import store as runs
     from ..sweeps.store import SweepStore, check_id, lookup
 
@@ -273,7 +287,7 @@ def _locate(sweep: str, bucket: str | None, provider: str | None, project: str |
         if target.provider == "local":
             bucket = runs.LOCAL_DEFAULT_BUCKET
         else:
-            raise NotFound(f"no sweep {sweep} is known on this machine", hint="pass --bucket gs://B where it lives")
+            raise UnknownName(f"no sweep {sweep} is known on this machine", hint="pass --bucket gs://B where it lives")
     return target, SweepStore(_open_bucket(bucket, target), sweep)
 
 
@@ -298,7 +312,7 @@ def _print(doc: dict) -> None:
         click.echo(line)
 
 
-@command.command("status")
+@command.command("status", short_help="Show SWEEP's trials, the best marked *")
 @click.argument("sweep")
 @click.option("--bucket", metavar="gs://BUCKET", help="Where the sweep lives (default: this machine's record of it).")
 @provider_options
@@ -332,7 +346,7 @@ def _no_controller(doc: dict, sweep: str) -> str:
     return f"its controller is gone (last heartbeat at {beat}); tpuctl sweep resume {sweep} continues it"
 
 
-@command.command("stop")
+@command.command("stop", short_help="Stop SWEEP's trials and delete its pool TPUs")
 @click.argument("sweep")
 @click.option("--bucket", metavar="gs://BUCKET", help="Where the sweep lives (default: this machine's record of it).")
 @click.option("--wait/--no-wait", default=True, show_default=True, help="Wait until the controller has stopped.")
@@ -381,7 +395,7 @@ def stop(sweep: str, bucket: str | None, wait: bool, provider: str | None, proje
         _print(doc)
 
 
-@command.command("resume")
+@command.command("resume", short_help="Continue SWEEP after its controller died")
 @click.argument("sweep")
 @click.option("--bucket", metavar="gs://BUCKET", help="Where the sweep lives (default: this machine's record of it).")
 @click.option("--where", default="foreground", hidden=True)

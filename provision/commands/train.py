@@ -18,7 +18,7 @@ from .common import (
 from .up import complete_cluster
 
 
-@click.command("train")
+@click.command("train", short_help="Run a job spec on a cluster through preemptions")
 @click.argument("cluster", shell_complete=complete_cluster)
 @click.option("--job", "job_spec", metavar="SPEC", help="Job spec YAML (see templates/).")
 @click.option("--attach", is_flag=True,
@@ -62,7 +62,7 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
 
     from .. import cluster as clusters
     from ..basics import validate
-    from ..basics.errors import JobFailed, NotFound, UsageError
+    from ..basics.errors import JobFailed, NotFound, UnknownName, UsageError
     from ..basics.templates import spec_path
     from ..runs import store as runs
     from ..runs import training
@@ -85,6 +85,8 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
     prov = open_provider(target)
     found = clusters.find(prov, cluster)
     tpu = found.tpu
+    if found.empty:
+        raise UnknownName(f"no cluster named {cluster} ({target.describe()})", hint="run tpuctl status to list clusters")
     if tpu is None:
         raise NotFound(f"cluster {cluster} has no TPU ({target.describe()})", hint=f"run tpuctl up {cluster} first")
     acting_on(target, "train", zone=tpu.zone)
@@ -106,7 +108,7 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
             emit_json(doc)
         else:
             click.echo(f"dry run: would start run {rec.run_id} ({rec.job}, {rec.num_train_steps} steps) on {cluster}; "
-                       f"model_dir {rec.model_dir}; nothing was staged or started")
+                       f"model_dir {training.as_typed(rec.model_dir)}; nothing was staged or started")
         return
 
     store = training.open_store(rec, target)
@@ -121,7 +123,7 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
     if hasattr(prov, "point_hosts_at"):
         # hosts created without --bucket learn it now, through their metadata
         prov.point_hosts_at(spec, bucket_url)
-    say(f"run {rec.run_id}: {rec.job}, {rec.num_train_steps} steps, model_dir {rec.model_dir}")
+    say(f"run {rec.run_id}: {rec.job}, {rec.num_train_steps} steps, model_dir {training.as_typed(rec.model_dir)}")
     if detach:
         where = training.hand_over(prov, target, store, rec, spec)
         say(f"run {rec.run_id} is supervised by {where}; follow it with tpuctl logs {rec.run_id} -f")
@@ -139,19 +141,20 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
         click.echo(_summary(rec))
     if rec.status == "gave_up":
         raise JobFailed(f"run {rec.run_id} stopped: {rec.reason}",
-                        hint=f"see tpuctl logs {rec.run_id}; checkpoints are kept in {rec.model_dir}")
+                        hint=f"see tpuctl logs {rec.run_id}; checkpoints are kept in "
+                             f"{training.as_typed(rec.model_dir)}")
 
 
 def _attach(cluster: str, provider: str | None, project: str | None, *, poll_s: float, on_interrupt: str,
             as_json: bool) -> None:
-    from ..basics.errors import JobFailed, NotFound
+    from ..basics.errors import JobFailed, UnknownName
     from ..cluster import find
     from ..runs import store as runs
     from ..runs import training
 
     entry = runs.latest_for(cluster)
     if entry is None:
-        raise NotFound(f"no run of cluster {cluster} is known on this machine",
+        raise UnknownName(f"no run of cluster {cluster} is known on this machine",
                        hint=f"start one with tpuctl train {cluster} --job SPEC")
     target = resolve_target(provider or entry.get("provider"), project or (
         entry.get("project") if entry.get("provider") == "gcp" else None))

@@ -23,7 +23,7 @@ def complete_cluster(ctx: click.Context, param: click.Parameter, incomplete: str
     return [click.shell_completion.CompletionItem(n) for n in cached_names() if n.startswith(incomplete)]
 
 
-@click.command("up")
+@click.command("up", short_help="Create a cluster (host VM + TPU), or adopt what exists")
 @click.argument("name", shell_complete=complete_cluster)
 @click.option("--zone", "-z", "zone", metavar="ZONE[,ZONE...]",
               help="Zone, or zones in failover order (default: TPUCTL_ZONE, config, gcloud; local: us-central1-b).")
@@ -93,7 +93,7 @@ def command(name: str, zone: str | None, accelerator_type: str, in_order: bool, 
     user_labels = validate.labels(labels)
     wait_s = validate.duration(timeout)
     valid_s = validate.duration(valid_until) if valid_until else None
-    autodown_s = validate.duration(autodown) if autodown else None
+    autodown_s = validate.duration_with_unit(autodown, "--autodown") if autodown else None
     if bucket:
         bucket = str(validate.bucket_url(bucket))
     if runtime_version and arch == "node":
@@ -124,7 +124,7 @@ def command(name: str, zone: str | None, accelerator_type: str, in_order: bool, 
     )
     acting_on(target, "up", zone=",".join(zones))
     if target.provider == "gcp" and not service_account and not dry_run:
-        say(DEFAULT_ACCOUNT_NOTE.format(what="the host VM and TPU VM"))
+        say(DEFAULT_ACCOUNT_NOTE.format(what=_runs_as(no_vm=no_vm, arch=arch)))
     prov = open_provider(target)
     grant = target.provider == "gcp" and arch == "node" and bool(bucket)
     if grant:
@@ -154,6 +154,13 @@ def command(name: str, zone: str | None, accelerator_type: str, in_order: bool, 
         emit_json(result.to_dict())
     else:
         click.echo(result.summary())
+
+
+def _runs_as(*, no_vm: bool, arch: str) -> str:
+    """What --service-account applies to in this cluster: its host VM (none with --no-vm) and a TPU
+    VM (a TPU Node runs as Google's Cloud TPU service agent)."""
+    parts = ([] if no_vm else ["the host VM"]) + (["the TPU VM"] if arch == "vm" else [])
+    return " and ".join(parts)
 
 
 def _firewall(prov, spec, *, create: bool, dry_run: bool) -> str | None:

@@ -28,7 +28,7 @@ from typing import Any
 
 from ..basics import statefile
 from ..basics.config import home
-from ..basics.errors import NotFound, TpuctlError, UsageError
+from ..basics.errors import NotFound, TpuctlError, UnknownName, UsageError
 from ..cloud.storage import LOCAL_DEFAULT_BUCKET
 
 RUNS_PREFIX = "tpuctl/runs"
@@ -122,7 +122,7 @@ class RunStore:
         try:
             return RunRecord.from_dict(json.loads(self.bucket.read_bytes(f"{self.prefix}/run.json")))
         except NotFound:
-            raise NotFound(f"run {self.run_id} not found in {self.bucket.url}",
+            raise UnknownName(f"run {self.run_id} not found in {self.bucket.url}",
                            hint="check the run id with tpuctl status") from None
 
     def save(self, rec: RunRecord) -> None:
@@ -246,7 +246,7 @@ def _checked_ref(ref: str) -> str:
 def lookup(run_id: str) -> dict[str, Any]:
     entry = statefile.read_json(_index_path(_checked_ref(run_id)))
     if entry is None:
-        raise NotFound(f"no run {run_id} is known on this machine",
+        raise UnknownName(f"no run {run_id} is known on this machine",
                        hint="use a run id printed by tpuctl train here, or a cluster name for its latest run")
     return entry
 
@@ -273,7 +273,7 @@ def resolve_run(ref: str) -> dict[str, Any]:
     latest = latest_for(ref)
     if latest is not None:
         return latest
-    raise NotFound(f"no run or cluster {ref!r} is known on this machine",
+    raise UnknownName(f"no run or cluster {ref!r} is known on this machine",
                    hint="pass a run id printed by tpuctl train, or the cluster's name")
 
 

@@ -43,6 +43,14 @@ def local_path_for(url: str) -> str:
     return str(local_buckets_dir() / u.bucket / u.prefix) if u.prefix else str(local_buckets_dir() / u.bucket)
 
 
+def as_typed(text: str) -> str:
+    """``text`` with the local provider's bucket directories written back as the gs:// URLs the user
+    typed (``.../local/buckets/my-bucket/bert`` -> ``gs://my-bucket/bert``), for messages."""
+    from ..cloud.storage import local_buckets_dir
+
+    return text.replace(f"{local_buckets_dir()}/", "gs://")
+
+
 def _local_path_value(value: str) -> bool:
     """A string that names files on this machine (an existing path, or a glob that matches)."""
     if "\n" in value or not ("/" in value or "." in value):
@@ -98,7 +106,7 @@ def resolve_spec(job_spec: str, sets: list[tuple[str, str]], model_dir_default: 
     try:
         spec = jobspec.from_dict(localized_raw, localized_sets, source=job_spec)
     except jobspec.SpecError as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(as_typed(str(exc))) from None
     return spec.to_dict()
 
 

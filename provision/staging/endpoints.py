@@ -113,6 +113,21 @@ def open_endpoint(text: str, target: Target | None, *, pool_size: int = 16) -> E
     return Endpoint(text, LocalBucket(path), "", False)
 
 
+_BUCKET_NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]")
+
+
+def meant_bucket(text: str) -> str | None:
+    """``my-bucket/x`` as a local DEST: a relative path whose first folder does not exist here and
+    is shaped like a bucket name most likely lost its ``gs://``; the URL it would be, else None.
+    ``./my-bucket/x`` says a local folder is meant."""
+    if text.startswith((".", "~", "/")) or "/" not in text.strip("/"):
+        return None
+    first = text.split("/", 1)[0]
+    if not _BUCKET_NAME_RE.fullmatch(first) or Path(first).exists():
+        return None
+    return f"gs://{text}"
+
+
 def _shown(text: str) -> str:
     text = "".join(ch if ch.isprintable() else "?" for ch in text)
     return repr(text if len(text) <= 60 else text[:57] + "...")

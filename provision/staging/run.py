@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..basics.errors import CloudError, UsageError
 from ..cloud.storage import PARTS_PREFIX, BucketNotFound, LocalBucket, ObjectInfo, crc
 from . import plan as planning
-from .endpoints import Endpoint
+from .endpoints import Endpoint, meant_bucket
 from .executor import Executor, Outcome
 from .ignore import IGNORE_FILE, Excluder, parse_ignore_file
 from .options import StageOptions
@@ -122,6 +122,11 @@ def check_sides(src: Endpoint, dest: Endpoint, opts: StageOptions) -> None:
             raise UsageError(f"SRC {src.text} and DEST {dest.text} are the same file", hint="pick another DEST")
     if not src.is_bucket and src.single is None and not Path(os.path.expanduser(src.text)).is_dir():
         raise UsageError(f"SRC {src.text} does not exist", hint="check the path")
+    meant = None if src.is_bucket or dest.is_bucket else meant_bucket(dest.text)
+    if meant:
+        first = dest.text.split("/", 1)[0]
+        raise UsageError(f"DEST {dest.text} is a local path, and ./{first} does not exist",
+                         hint=f"did you mean {meant}? (write ./{dest.text} to copy into a new local directory)")
     if not dest.is_bucket and d_root is not None and d_root.exists() and not d_root.is_dir():
         raise UsageError(f"DEST {dest.text} is a file", hint="name a directory to stage into")
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from ..basics import statefile
 from ..basics.config import home
-from ..basics.errors import NotFound, UsageError
+from ..basics.errors import NotFound, UnknownName, UsageError
 
 SWEEPS_PREFIX = "tpuctl/sweeps"
 SWEEP_LABEL = "tpuctl-sweep"
@@ -165,7 +165,7 @@ class SweepStore:
     def load(self) -> SweepRecord:
         data = self.read_json("sweep.json")
         if not isinstance(data, dict):
-            raise NotFound(f"sweep {self.sweep_id} not found in {self.bucket.url}",
+            raise UnknownName(f"sweep {self.sweep_id} not found in {self.bucket.url}",
                            hint="check the id, or pass --bucket gs://B where it lives")
         return SweepRecord.from_dict(data)
 

@@ -1,5 +1,5 @@
-"""Slices under chaos: an emulated multi-host slice (`tpuctl up -a v4-16`: 2 hosts, 2 processes
-joined by MultiWorkerMirroredStrategy) training the tiny pretraining spec while a seeded plan
+"""Slices under chaos: an emulated multi-host slice (`tpuctl up -z us-central2-b -a v4-16`: 2 hosts,
+2 processes joined by MultiWorkerMirroredStrategy) training the tiny pretraining spec while a seeded plan
 kills a random worker (SIGKILL, or SIGTERM as a host shutting down sends it), preempts the slice,
 and kills the supervising `tpuctl train` and re-attaches, each at a random step.
 
@@ -26,7 +26,7 @@ from pathlib import Path
 from tests.conftest import REPO
 
 STEPS, CKPT, PER_LOOP = 40, 10, 5
-ACCELERATOR, HOSTS = "v4-16", 2
+ACCELERATOR, HOSTS, ZONE = "v4-16", 2, "us-central2-b"     # v4 is offered in us-central2-b only
 KINDS = ("kill_worker", "stop_worker", "preempt", "kill_supervisor")
 
 
@@ -131,7 +131,8 @@ class Campaign:
         self.reference: dict | None = None
 
     def _up(self) -> None:
-        res = _tpuctl("up", self.cluster, "--accelerator-type", ACCELERATOR, "--preemptible", env=self.env)
+        res = _tpuctl("up", self.cluster, "--zone", ZONE, "--accelerator-type", ACCELERATOR, "--preemptible",
+                      env=self.env)
         if res.returncode != 0:
             raise RuntimeError(f"tpuctl up failed: {res.stderr[-2000:]}")
 

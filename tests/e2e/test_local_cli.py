@@ -180,6 +180,59 @@ def test_stockout_fails_over_to_the_next_zone(tpuctl, monkeypatch):
     assert "moving on to zone us-central1-c (us-central1-b: stockout)" in r.err
 
 
+def test_status_shows_the_host_vms_zone_where_failover_put_the_tpu_elsewhere(monkeypatch):
+    """The host VM is made in the first zone while the TPU fails over: status had one ZONE column,
+    the TPU's, and said nothing of the VM being in another zone."""
+    monkeypatch.setenv("TPUCTL_PROVIDER", "local")
+    monkeypatch.setenv("TPUCTL_LOCAL_STOCKOUT_ZONES", "us-central1-b")
+    r = run_tpuctl_process("up", "split", "--zone", "us-central1-b,us-central1-c", "--json")
+    assert r.code == 0, r.err
+    assert (r.json()["zone"], r.json()["vm"]["zone"]) == ("us-central1-c", "us-central1-b")
+    assert run_tpuctl_process("up", "same", "--zone", "us-central1-c").code == 0
+    r = run_tpuctl_process("status")
+    assert r.code == 0, r.err
+    rows = {line.split()[0]: line.split() for line in r.out.splitlines()[1:] if line.strip()}
+    assert rows["split"][1:5] == ["us-central1-c", "RUNNING", "in", "us-central1-b"], r.out
+    assert rows["same"][1:4] == ["us-central1-c", "RUNNING", "v2-8"], r.out
+
+
+def test_prices_and_a_preempted_tpu_in_a_few_words(monkeypatch):
+    """Each figure ended with its full source (a catalog commit or a SKU id) and status with a
+    220-character line; a PREEMPTED TPU showed HEALTH_UNSPECIFIED and "(..., nothing billed, -;
+    PREEMPTED: billing stopped)". The full sources stay in --json and tpuctl cost."""
+    monkeypatch.setenv("TPUCTL_PROVIDER", "local")
+    up = run_tpuctl_process("up", "pp", "--preemptible")
+    assert up.code == 0, up.err
+    assert "  TPU v2-8: $1.35/hour (us-central1 spot/preemptible, bundled table, 2026-11-24)" in up.out.splitlines()
+    assert run_tpuctl_process("simulate", "preempt", "pp").code == 0
+    st = run_tpuctl_process("status")
+    lines = st.out.splitlines()
+    assert lines[1].split()[:6] == ["pp", "us-central1-b", "RUNNING", "v2-8", "(vm)", "PREEMPTED"]
+    assert lines[1].split()[6] == "-" and "HEALTH_UNSPECIFIED" not in st.out
+    assert "pp: TPU v2-8 $0.00/hour (PREEMPTED: nothing billed)" in lines
+    assert lines[-1] == ("prices: list prices from the bundled table of 2026-11-24; the local provider bills "
+                         "nothing; Google Cloud would bill these")
+    assert max(len(line) for line in lines) <= 125, st.out
+    doc = json.loads(run_tpuctl_process("status", "--json").out)
+    assert "skypilot-catalog" in doc["price_source"] and "skypilot-catalog" in doc["clusters"][0]["price"]["vm"]["source"]
+    down = run_tpuctl_process("down", "pp")
+    assert down.code == 0, down.err
+    assert "  VM pp (us-central1-b): $0.07/hour (us-central1 on-demand, bundled table, 2026-11-24)" in down.out.splitlines()
+
+
+def test_errors_about_gs_paths_say_the_url_typed_not_the_local_directory(monkeypatch):
+    """The local provider keeps gs://B/P under TPUCTL_HOME; a spec error named that directory."""
+    monkeypatch.setenv("TPUCTL_PROVIDER", "local")
+    assert run_tpuctl_process("up", "gsp", "--no-vm").code == 0
+    r = run_tpuctl_process("train", "gsp", "--job", "templates/bert-pretrain-tiny.yaml", "--bucket", "gs://my-bucket",
+                           "--set", "bert_dir=gs://my-bucket/bert/tiny", "--dry-run")
+    assert r.code == 2, r.err
+    assert r.err.splitlines()[-1] == (
+        "tpuctl: error: bert_dir gs://my-bucket/bert/tiny is not a directory; pass an original BERT directory "
+        "(bert_config.json, vocab.txt, bert_model.ckpt.*) with --set bert_dir=PATH")
+    assert os.environ["TPUCTL_HOME"] not in r.err
+
+
 def test_failure_everywhere_rolls_back_what_this_call_created(tpuctl, monkeypatch):
     monkeypatch.setenv("TPUCTL_LOCAL_STOCKOUT_ZONES", "us-central1-b,us-central1-c")
     r = tpuctl("up", "rb", "--zone", "us-central1-b,us-central1-c", "--arch", "node")
@@ -229,7 +282,7 @@ def test_preempting_an_on_demand_tpu_is_refused(tpuctl):
     assert tpuctl("up", "od").code == 0
     r = tpuctl("simulate", "preempt", "od")
     assert r.code == 2 and "on-demand and cannot be preempted" in r.err
-    assert tpuctl("simulate", "preempt", "nosuch").code == 1
+    assert tpuctl("simulate", "preempt", "nosuch").code == 2
 
 
 def test_recreated_node_gets_its_old_range_back(tpuctl):

@@ -217,7 +217,7 @@ def test_bad_input_is_refused_before_anything_is_deleted(tpuctl):
         assert r.err.startswith("tpuctl: error: ") and len(r.err.strip().splitlines()) == 1, r.err
     assert tpus() == {"lab": "READY"} and [v.name for v in provider().list_vms()] == ["lab"]
     r = tpuctl("cost", "nope")
-    assert r.code == 1 and "no cluster or run named nope" in r.err
+    assert r.code == 2 and "no cluster or run named nope" in r.err
 
 
 def test_records_of_clusters_with_nothing_left_are_cleared(tpuctl):

@@ -1,8 +1,10 @@
 """What the fake cloud offers: regions, zones, default subnets, TPU types and software versions.
 
-The region ranges are the ones an auto-mode ``default`` network gets; the TPU offerings follow the
-public regions-and-zones page closely enough that a zone failover test has somewhere to go
-(v2-8 is offered in us-central1-b, us-central1-c, us-central1-f, europe-west4-a, asia-east1-c).
+The region ranges are the ones an auto-mode ``default`` network gets. Which zones offer which TPU
+generation is tpuctl's bundled table (:mod:`provision.catalog.zones`, a public source per row),
+the one the local provider rehearses with: both stand-ins for Google agree, and a zone failover
+test has somewhere to go (v2 is offered in us-central1-b, us-central1-c, us-central1-f,
+europe-west4-a, asia-east1-c).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import hashlib
 import math
 import re
 from dataclasses import dataclass
+
+from provision.catalog.zones import zones_of
 
 # region -> (default subnet range, zone suffixes)
 REGIONS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -57,17 +61,13 @@ def _shapes(text: str) -> dict[int, str]:
 SHAPES: dict[str, dict[int, str]] = {"v4": _shapes(_V4_SHAPES), "v5p": _shapes(_V5P_SHAPES)}
 
 # generation -> (suffix counts "cores"|"chips", cores per chip, single-host max chips, sizes, zones)
-_V2_ZONES = ("us-central1-b", "us-central1-c", "us-central1-f", "europe-west4-a", "asia-east1-c")
-_V3_ZONES = ("us-central1-a", "us-central1-b", "europe-west4-a")
 GENERATIONS: dict[str, tuple[str, int, int, tuple[int, ...], tuple[str, ...]]] = {
-    "v2": ("cores", 2, 4, (8, 32, 128, 256, 512), _V2_ZONES),
-    "v3": ("cores", 2, 4, (8, 32, 64, 128, 256, 512, 1024, 2048), _V3_ZONES),
-    "v4": ("cores", 2, 4, tuple(sorted(SHAPES["v4"])), ("us-central2-b",)),
-    "v5litepod": ("chips", 1, 8, (1, 4, 8, 16, 32, 64, 128, 256),
-                  ("us-central1-a", "us-west4-a", "us-east1-c", "europe-west4-b", "us-south1-a")),
-    "v5p": ("cores", 2, 4, tuple(sorted(SHAPES["v5p"])), ("us-east5-a", "europe-west4-b")),
-    "v6e": ("chips", 1, 8, (1, 4, 8, 16, 32, 64, 128, 256),
-            ("us-east1-d", "us-east5-b", "europe-west4-a", "asia-northeast1-b", "us-central1-b")),
+    "v2": ("cores", 2, 4, (8, 32, 128, 256, 512), zones_of("v2")),
+    "v3": ("cores", 2, 4, (8, 32, 64, 128, 256, 512, 1024, 2048), zones_of("v3")),
+    "v4": ("cores", 2, 4, tuple(sorted(SHAPES["v4"])), zones_of("v4")),
+    "v5litepod": ("chips", 1, 8, (1, 4, 8, 16, 32, 64, 128, 256), zones_of("v5litepod")),
+    "v5p": ("cores", 2, 4, tuple(sorted(SHAPES["v5p"])), zones_of("v5p")),
+    "v6e": ("chips", 1, 8, (1, 4, 8, 16, 32, 64, 128, 256), zones_of("v6e")),
 }
 # AcceleratorConfig.Type enum of the v2 API, by name and number (REST clients send numbers).
 ACCELERATOR_CONFIG_TYPES = {"V2": 2, "V3": 4, "V4": 7, "V5LITE_POD": 9, "V5P": 10, "V6E": 11}

@@ -199,6 +199,12 @@ def service_disabled(service: str, title: str, project_number: str) -> ApiError:
 
 
 def permission_denied(permission: str, resource: str, service: str) -> ApiError:
+    """A missing permission, as the service words it: Compute Engine's JSON API still answers in its
+    legacy form, "Required 'compute.firewalls.create' permission for 'projects/P'" with
+    ``errors[].reason`` forbidden and no details (tests/corpus: bosh-google-cpi-release#118,
+    forseti-security#3424); the other APIs name the permission in IAM's words and ErrorInfo."""
+    if service == "compute.googleapis.com":
+        return ApiError(7, f"Required '{permission}' permission for '{resource}'", compute_reason="forbidden")
     full = f"//{service}/{resource}"
     return ApiError(7, f"Permission '{permission}' denied on resource '{full}' (or it may not exist).",
                     details=[{"@type": ERROR_INFO, "reason": "IAM_PERMISSION_DENIED",

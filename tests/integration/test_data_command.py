@@ -87,4 +87,5 @@ def test_bad_corpus_is_refused_before_anything_is_written(tpuctl_process, tiny_b
     for corpus, needle in ((bad, "is not UTF-8 text"), (empty, "holds no text")):
         r = data(tpuctl_process, tiny_bert, f"gs://{bucket}/d", env=env, corpus=corpus)
         assert r.code == 2 and needle in r.err and r.err.strip().splitlines()[-1].startswith("tpuctl: error:")
+        assert r.err.count("error: ") == 1, r.err      # the tool's own line, its prefix not doubled
     assert list(gcs_client.list_blobs(bucket)) == []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 from tests.conftest import run_tpuctl_process
@@ -43,7 +44,11 @@ def test_up_status_cost_down_price_from_the_catalog_and_reuse_the_cache(fakegcp_
     [view] = json.loads(st.out)["clusters"]
     assert view["hourly_usd"] == 1.417 and view["price"]["tpu"]["source"] == tpu["source"]
     text = run_tpuctl_process("status")
-    assert f"pr1: TPU v2-8 $1.35/hour (us-central1 spot/preemptible, {tpu['source']}, 2026-11-20)" in text.out
+    assert "pr1: TPU v2-8 $1.35/hour (us-central1 spot/preemptible, Cloud Billing Catalog API, 2026-11-20)" \
+        in text.out.splitlines()
+    fetched = time.strftime("%Y-%m-%d", time.gmtime(json.loads(cache_file().read_text())["fetched_at"]))
+    assert text.out.splitlines()[-1] == (f"prices: list prices from the Cloud Billing Catalog API of {fetched}; "
+                                         "rows it lacks from the bundled table")
     cost = run_tpuctl_process("cost", "pr1", "--json")
     assert cost.code == 0, cost.err
     [row] = json.loads(cost.out)["prices"]
@@ -83,6 +88,19 @@ def test_a_failing_catalog_falls_back_to_the_bundled_table_and_says_so(fakegcp_e
     assert st.code == 0 and "not asked again for an hour" in st.err
     assert fakegcp_env.call_counts()[SKUS] == asked
     assert run_tpuctl_process("down", "pr2").code == 0
+
+
+def test_a_disabled_billing_api_is_said_with_how_to_enable_it(fakegcp_env):
+    """Google's own words for the fix ("Enable it by visiting ...") follow a long URL: the note said
+    Google's text cut at 160 characters and lost them."""
+    fakegcp_env.disable_service("cloudbilling.googleapis.com")
+    r = run_tpuctl_process("up", "pr3", "--zone", "us-central1-b", "--no-vm", "--json")
+    assert r.code == 0, r.err
+    [note] = [line for line in r.err.splitlines() if line.startswith("prices: ")]
+    assert note.startswith("prices: the Cloud Billing Catalog API failed (Cloud Billing API has not been used in "
+                           "project "), note
+    assert ("or it is disabled; enable it: gcloud services enable cloudbilling.googleapis.com); using the "
+            "bundled table") in note, note
 
 
 def test_the_fake_pages_skus_as_the_api_does(fakegcp):

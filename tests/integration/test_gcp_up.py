@@ -322,3 +322,13 @@ def test_node_with_bucket_grants_the_tpu_service_agent_that_bucket_only(fakegcp_
         assert not created_anything(fakegcp_env)
     finally:
         stub.server.shutdown()
+
+
+@pytest.mark.parametrize("args, what", [([], "the host VM and the TPU VM"), (["--no-vm"], "the TPU VM")])
+def test_the_default_account_note_names_only_what_the_cluster_has(fakegcp_env, args, what):
+    """With --no-vm the note still said "the host VM and TPU VM run as ..."."""
+    r = run_tpuctl_process("up", "acct", "--zone", "us-central1-b", *args)
+    assert r.code == 0, r.err
+    assert (f"note: {what} will run as the Compute Engine default service account, which is often a project "
+            "Editor; pass --service-account with an account that has only the roles in docs/reliability.md"
+            ) in r.err.splitlines()

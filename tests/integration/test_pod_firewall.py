@@ -91,6 +91,21 @@ def test_the_flag_creates_the_rule_up_succeeds_and_down_deletes_it(lab_net, tpuc
     assert "tpuctl-pod-workers" not in _firewalls(lab_net)
 
 
+def test_a_refused_rule_names_the_role_that_carries_the_permission(lab_net, tpuctl_process):
+    """Compute refuses firewalls.insert in its legacy words ("Required 'compute.firewalls.create'
+    permission for ..."): the fix is roles/compute.securityAdmin, not roles/compute.instanceAdmin.v1."""
+    lab_net.deny("compute.firewalls.create")
+    r = tpuctl_process("up", "pod", "--zone", ZONE, "--accelerator-type", "v4-16", "--no-vm",
+                       "--network", "lab-net", "--create-firewall-rule")
+    assert r.code == 1, r.err
+    lines = [line for line in r.err.splitlines() if line.startswith("tpuctl: error:")]
+    assert len(lines) == 1, r.err
+    assert "Required 'compute.firewalls.create' permission for 'projects/tpuctl-test/global/firewalls'" in lines[0]
+    assert "grant roles/compute.securityAdmin (it carries compute.firewalls.create)" in lines[0], lines[0]
+    assert "instanceAdmin" not in lines[0]
+    assert _nodes(lab_net) == [] and "tpuctl-pod-workers" not in _firewalls(lab_net)
+
+
 def test_a_single_host_slice_needs_no_check(lab_net, tpuctl_process):
     r = tpuctl_process("up", "one", "--zone", ZONE, "--accelerator-type", "v4-8", "--no-vm",
                        "--network", "lab-net", "--json")

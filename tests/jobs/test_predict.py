@@ -42,7 +42,7 @@ def _predict_cli(*args: str) -> subprocess.CompletedProcess:
 
 def _error_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines()
-            if line.startswith(("jobs: error:", "jobs.bert.predict: error:"))]
+            if line.startswith("tpuctl: error:")]
 
 
 def test_predictions_savedmodel_and_checkpoint_agree(tmp_path, tiny_dir):
@@ -138,13 +138,13 @@ def test_predictions_savedmodel_and_checkpoint_agree(tmp_path, tiny_dir):
     # Bad input to the command line: one line, exit 2.
     bad = _predict_cli(str(run), str(test))
     assert bad.returncode == 2 and _error_lines(bad.stderr) == [
-        (f"jobs.bert.predict: error: {run} is not a SavedModel directory (no saved_model.pb); "
+        (f"tpuctl: error: {run} is not a SavedModel directory (no saved_model.pb); "
         "pass a fine-tune's <model_dir>/saved_model")]
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text("good film\tyes\tpos\n")
     bad = _predict_cli(str(saved), str(pairs))
     assert bad.returncode == 2 and _error_lines(bad.stderr) == [
-        (f"jobs.bert.predict: error: {pairs} line 1 has 3 columns but training had 1 text "
+        (f"tpuctl: error: {pairs} line 1 has 3 columns but training had 1 text "
         "column(s); give text[<TAB>label]")]
 
 
@@ -160,7 +160,7 @@ def test_a_bad_test_file_stops_before_any_step(tmp_path, tiny_dir, content, mess
     spec = finetune_spec(tmp_path, tiny_dir, num_train_steps=10, test_file=str(test))
     proc = run_job(spec)
     assert proc.returncode == 2, proc.stderr[-2000:]
-    assert _error_lines(proc.stderr) == [f"jobs: error: {test} {message}"]
+    assert _error_lines(proc.stderr) == [f"tpuctl: error: {test} {message}"]
     assert checkpoint_steps(tmp_path / "run") == []
 
 
@@ -171,7 +171,7 @@ def test_predict_only_needs_a_fine_tuned_checkpoint(tmp_path, tiny_dir):
     proc = run_job(spec)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert _error_lines(proc.stderr) == [
-        (f"jobs: error: checkpoint {tiny_dir / 'bert_model.ckpt'} has no output_weights: it is "
+        (f"tpuctl: error: checkpoint {tiny_dir / 'bert_model.ckpt'} has no output_weights: it is "
         "not fine-tuned by bert-finetune; for a predict-only run (do_train: false) set "
         "init_checkpoint to a bert-finetune run's model_dir")]
     assert not (tmp_path / "run" / "test_results.tsv").exists()

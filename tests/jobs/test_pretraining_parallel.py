@@ -155,7 +155,7 @@ def test_bad_input_is_one_line_exit_2_and_leaves_nothing_complete(tmp_path, big_
         proc = create(*args, "--output_dir", str(out), check=False)
         assert proc.returncode == 2, (needle, proc.stderr[-1000:])
         line = proc.stderr.strip().splitlines()[-1]
-        assert needle in line and line.startswith("error: "), (needle, proc.stderr)
+        assert needle in line and line.startswith("tpuctl: error: "), (needle, proc.stderr)
         assert not (out / "manifest.json").exists()
     # an output directory made with other options is refused, and left as it was
     common = ["--input_file", str(big_corpus / "a.txt"), "--vocab_file", vocab, *SMALL,

@@ -32,7 +32,7 @@ SEEN = [
 ]
 KEPT = [
     b"Traceback (most recent call last):",
-    b"jobs: error: train_batch_size 16 does not divide over 32 replicas",
+    b"tpuctl: error: train_batch_size 16 does not divide over 32 replicas",
     b"E0000 00:00:1795540510.968669   10082 bfc_allocator.cc:485] Allocator ran out of memory",
     b"F0000 00:00:1795540510.968669   10082 tpu_init.cc:12] Check failed: chips > 0",
     b"WARNING:tensorflow:Detecting that an object or model or tf.train.Checkpoint is being deleted",

@@ -129,7 +129,7 @@ def test_python_m_jobs_rejects_a_bad_spec_before_tensorflow(tmp_path, bert_dir, 
                           text=True, timeout=60, check=False)
     assert proc.stdout.split() == ["2", "False"]
     lines = proc.stderr.strip().splitlines()
-    assert lines == [("jobs: error: num_train_steps must be a positive integer, got -5; "
+    assert lines == [("tpuctl: error: num_train_steps must be a positive integer, got -5; "
                       "e.g. --set num_train_steps=1000")]
 
 
@@ -166,3 +166,17 @@ def test_numbers_are_read_as_people_write_them(written, read):
     got = spec_lib.parse_yaml(f"learning_rate: {written}\n", "job spec s.yaml")["learning_rate"]
     assert got == read and type(got) is type(read)
     assert yaml.safe_load("a: 1e-4")["a"] == "1e-4"    # PyYAML's own loader is left as it was
+
+
+@pytest.mark.parametrize("module, args, line", [
+    ("jobs", ["run"], "tpuctl: error: the following arguments are required: spec (see python -m jobs run --help)"),
+    ("jobs.bert.predict", ["model"], ("tpuctl: error: the following arguments are required: file "
+                                     "(see python -m jobs.bert.predict --help)")),
+])
+def test_every_job_side_entry_point_speaks_with_tpuctls_error_prefix(module, args, line):
+    """python -m jobs, jobs.bert.predict and the data tools said "jobs: error:", "jobs.bert.predict:
+    error:", "error:" or argparse's usage block: one prefix now, the control plane's."""
+    proc = subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.splitlines() == [line]

@@ -72,7 +72,7 @@ def test_bad_inputs_are_one_line_naming_the_file_and_exit_2(tmp_path, data, pred
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     assert proc.stdout == "" and "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], lines
+    assert len(lines) == 1 and lines[0].startswith("tpuctl: error: ") and expected in lines[0], lines
     assert str(tmp_path / file) in lines[0]
 
 

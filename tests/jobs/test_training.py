@@ -98,8 +98,8 @@ def test_multi_replica_path_and_batch_size_check(tmp_path, tiny_dir):
                          steps_per_execution=20)
     bad = run_job(spec, "train_batch_size=15", env=job_env(TPUCTL_CPU_REPLICAS="2"))
     assert bad.returncode == 2
-    errors = [line for line in bad.stderr.splitlines() if line.startswith("jobs: error")]
-    assert errors == [("jobs: error: train_batch_size 15 does not divide over the 2 replicas of "
+    errors = [line for line in bad.stderr.splitlines() if line.startswith("tpuctl: error")]
+    assert errors == [("tpuctl: error: train_batch_size 15 does not divide over the 2 replicas of "
                        "this CPU (2 logical replicas); use a multiple of 2, e.g. "
                        "--set train_batch_size=16")]
     assert checkpoint_steps(tmp_path / "run") == []

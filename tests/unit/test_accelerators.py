@@ -4,6 +4,7 @@ import pytest
 
 from provision.basics.errors import UsageError
 from provision.catalog import accelerators, prices
+from provision.catalog.accelerators import parse, suggest
 
 
 @pytest.mark.parametrize("name, cores, chips, hosts, prefix", [
@@ -47,3 +48,31 @@ def test_published_anchor_prices():
     # skypilot-catalog v8 gcp/vms.csv: tpu-v3-8 us-central1 SpotPrice 2.04 (not $0.60/chip)
     assert prices.tpu_hourly(accelerators.parse("v3-8"), preemptible=True) == 2.04
     assert "read 2026-" in prices.describe_source()
+
+
+@pytest.mark.parametrize("typed, meant", [("v5e-8", "v5litepod-8"), ("V5E-16", "v5litepod-16"), ("v6e8", "v6e-8"),
+                                          ("v5litepod8", "v5litepod-8"), ("tpu-v3-8", "v3-8"), ("v5p_8", "v5p-8")])
+def test_a_near_miss_gets_the_type_it_most_likely_means(typed, meant):
+    assert suggest(typed) == meant
+    with pytest.raises(UsageError) as info:
+        parse(typed)
+    assert f"did you mean {meant}?" in info.value.one_line()
+
+
+@pytest.mark.parametrize("typed", ["v7-8", "v5e-9", "v2-9x", "gpu-8", ""])
+def test_no_suggestion_without_a_valid_type_that_close(typed):
+    assert suggest(typed) is None
+
+
+def test_every_zone_row_names_its_source_and_every_generation_has_a_listed_zone():
+    from provision.catalog import zones
+
+    assert set(zones.TPU_ZONES) == set(accelerators.GENERATIONS)
+    for gen, rows in zones.TPU_ZONES.items():
+        assert rows and all(src in (zones.PAGE, zones.PRICED, zones.EARLIER) for _, src in rows), gen
+        assert len({z for z, _ in rows}) == len(rows), gen
+        assert zones.source_of(gen, zones.suggested_zone(gen)) != zones.EARLIER, gen
+    assert not zones.offers("us-central1-b", parse("v4-8")) and zones.offers("us-central2-b", parse("v4-16"))
+    assert not zones.offers("europe-west9-z", parse("v2-8"))
+    assert zones.unconfirmed("us-central1-b", parse("v2-8")) is None
+    assert "earlier editions" in zones.unconfirmed("us-central1-f", parse("v2-8"))

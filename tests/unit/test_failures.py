@@ -268,14 +268,56 @@ def test_a_provisioning_model_not_offered_in_a_zone_moves_on():
     assert (f.kind, f.scope) == (Kind.ZONE_UNAVAILABLE, Scope.ZONE) and "provisioning model" in f.hint
 
 
-def test_a_create_operation_ending_not_found_stops_and_names_the_reservation():
+def test_reservation_not_found_for_a_request_that_names_none_moves_to_the_next_zone():
+    """An on-demand TPU VM create in us-east5-a ended NOT_FOUND "Reservation not found" (reported as
+    gcloud compute tpus tpu-vm create's output; its body is not in a public source, tests/corpus/README.md).
+    tpuctl names no reservation, so that zone cannot serve the request: the next zone, as a stockout."""
     f = classify(code=5, message="Reservation not found", where="operation")
-    assert (f.kind, f.scope) == (Kind.INVALID, Scope.CLOUD)
-    assert "reservation" in f.hint and "reservations list" in f.hint
+    assert (f.kind, f.scope) == (Kind.ZONE_UNAVAILABLE, Scope.ZONE)
+    assert "names no reservation" in f.hint and "next zone" in f.hint
+    # as a FAILED queued resource carries it, and as tpuctl keeps it with another code
+    assert classify(code=9, message="Reservation not found", where="operation").scope == Scope.ZONE
+    # anything else missing from a create stops: no zone has the network the request names
     other = classify(code=5, message="The resource 'projects/p/global/networks/n' was not found", where="operation")
-    assert other.scope == Scope.CLOUD and "reservation" not in other.hint.split("(")[0]
+    assert (other.kind, other.scope) == (Kind.INVALID, Scope.CLOUD) and "network" in other.hint
     # a call's 404 is still "gone" (a delete of what is gone, a get): the caller decides
     assert classify(code=5, message="Resource 'projects/p/locations/z/nodes/n' was not found").kind == Kind.NOT_FOUND
+
+
+def _entry(entry_id: str) -> dict:
+    return next(e for e in ENTRIES if e["id"] == entry_id)
+
+
+def test_a_machine_type_the_zone_lacks_moves_the_host_vm_to_the_next_zone():
+    e = _entry("compute-machine-type-not-in-zone-terratest-1132")
+    f = classify_body(e["body"], http_status=400, where="call")
+    assert (f.kind, f.scope) == (Kind.ZONE_UNAVAILABLE, Scope.ZONE)
+    assert f.hint == "zone europe-west8-a has no machine type f1-micro: tpuctl tries the next zone of --zone"
+    # through google-api-core, as the REST call raises it
+    assert failure_of(_http_error(400, e["body"])).scope == Scope.ZONE
+
+
+def test_a_refused_firewall_rule_names_the_role_that_carries_the_permission():
+    e = _entry("compute-firewall-permission-403-bosh-google-cpi-118")
+    f = classify_body(e["body"], http_status=403, where="call")
+    assert f.kind == Kind.PERMISSION
+    assert f.hint == ("grant roles/compute.securityAdmin (it carries compute.firewalls.create) to the account "
+                      "tpuctl runs as")
+    from provision.cloud.failures import role_for
+
+    assert role_for("compute.firewalls.delete") == role_for("compute.networks.updatePolicy") \
+        == "roles/compute.securityAdmin"
+    assert role_for("compute.firewalls.list") == "roles/compute.networkViewer"   # up's check only reads
+
+
+def test_a_disabled_billing_api_says_how_to_enable_it_in_the_price_note():
+    """The price note quoted Google's text cut at 160 characters, before "Enable it by visiting"."""
+    from provision.cloud.gcp_billing import reason_of
+
+    e = _entry("billing-disabled-403-k8s-config-connector-187")
+    reason = reason_of(_http_error(403, e["body"]))
+    assert reason == ("Cloud Billing API has not been used in project XXXXXXXXX before or it is disabled; "
+                      "enable it: gcloud services enable cloudbilling.googleapis.com")
 
 
 def test_a_failed_queued_resource_without_a_reason_is_its_zones_not_a_rate_limit():
@@ -312,7 +354,8 @@ def test_failover_says_which_zones_were_asked():
     plan = ZonePlan(("us-central1-b", "us-central1-c", "europe-west4-a"))
     plan.record("us-central1-b", classify(code=8, message="Quota 'X' exhausted. Limit 8 in region us-central1"))
     assert plan.next_zone() == "europe-west4-a"
-    plan.record("europe-west4-a", classify(code=5, message="Reservation not found", where="operation"))
+    plan.record("europe-west4-a", classify(code=5, message="The resource 'projects/p/global/networks/n' was "
+                                                   "not found", where="operation"))
     assert plan.next_zone() is None and plan.stopped.kind == Kind.INVALID
     assert plan.tried == ["us-central1-b", "europe-west4-a"] and plan.untried() == ["us-central1-c"]
     assert "europe-west4-a: invalid" in plan.explain()
