@@ -43,7 +43,7 @@ def test_predict_says_not_a_saved_model_before_tensorflow_loads(tmp_path):
     assert _modules_after(code, ("tensorflow", "keras", "numpy")) == set()
     r = subprocess.run([sys.executable, "-m", "jobs.bert.predict", str(tmp_path / "nope"), str(text)],
                        capture_output=True, text=True, cwd=REPO, check=False)
-    assert (r.returncode, r.stderr) == (2, (f"jobs.bert.predict: error: {tmp_path}/nope is not a SavedModel "
+    assert (r.returncode, r.stderr) == (2, (f"tpuctl: error: {tmp_path}/nope is not a SavedModel "
                                            "directory (no saved_model.pb); pass a fine-tune's "
                                            "<model_dir>/saved_model\n"))
 
