@@ -486,7 +486,11 @@ class LocalProvider:
         return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}
 
     def update_host_metadata(self, cluster: str, key: str, update: Callable[[str | None], str]) -> list[str]:
-        """Set ``key`` to ``update(its value)`` in the cluster's metadata file, under its lock."""
+        """Set ``key`` to ``update(its value)`` in the cluster's metadata file, under its lock
+        (read first without it: an unchanged value is not written again)."""
+        current = self.metadata_of("vm", "", cluster).get(key)
+        if update(current) == current:
+            return []
         changed = []
 
         def apply(cur: dict[str, Any] | None) -> dict[str, Any]:

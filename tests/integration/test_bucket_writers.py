@@ -191,3 +191,16 @@ def test_a_tpu_vm_recreated_after_a_preemption_is_pinned_again_from_the_host_vm(
     monkeypatch.setenv("TPUCTL_METADATA_URL", fake.metadata_url(ZONE, "lab", worker=0))
     assert pinning.read_host_pin("gcp", "lab").entry("run", run_id) == entry
     assert entry["code"] and entry["spec"] and entry["wheel"] and entry["cluster"] == "lab"
+
+
+def test_train_without_the_right_to_pin_stages_nothing_and_names_the_role(cloud, tmp_path, gcs_client):
+    """The pin is written before anything is staged: an account that may write the bucket but not
+    the hosts' metadata gets one line naming the role, and the bucket has no run."""
+    fake, bucket, _put, _get = cloud
+    fake.deny("compute.instances.setMetadata")
+    r = run_tpuctl_process("train", "lab", "--job", "templates/bert-finetune-tiny.yaml",
+                           "--set", f"bert_dir={bucket}/bert", "--set", f"train_file={bucket}/train.tsv",
+                           "--bucket", bucket, "--detach")
+    assert r.code == 1, r.err
+    assert "compute.instances.setMetadata" in r.err and "roles/compute.instanceAdmin.v1" in r.err, r.err
+    assert [b.name for b in gcs_client.list_blobs(bucket[5:], prefix="tpuctl/runs/")] == []
