@@ -244,6 +244,10 @@ class Supervisor:
         if phase in (JobPhase.RUNNING, JobPhase.LOST):
             # started: can a host that has not taken it up yet never do so?
             obs = dataclasses.replace(obs, blocked=self.executor.blocked(rec))
+        elif phase == JobPhase.EXITED and code == 2 and rec.attempt:
+            # a host that would not run it (provision.runs.pins) says why in its exit record
+            refused = [e["refused"] for e in self.store.exits(rec.attempt["n"]).values() if e.get("refused")]
+            obs = dataclasses.replace(obs, refused=str(refused[0]) if refused else None)
         d = decide(obs)
         if d.action == Action.WAIT:
             self.store.save(rec)

@@ -115,7 +115,9 @@ def _start_attempt(bucket: str, run_id: str) -> None:
     rec = store.load()
     tpu = GcpProvider(PROJECT).get_tpu(ZONE, "lab")
     rec.attempt = {"n": 1, "started_at": time.time(), "workers": 1}
+    rec.attempts = 1
     BucketExecutor(store, Arch.VM).start(rec, 1, tpu, training.attempt_command(rec, 1, tpu))
+    store.save(rec)
 
 
 def _wait_exit(get, run_id: str, timeout: float = 90.0) -> dict:
@@ -160,6 +162,11 @@ def test_a_pinned_run_runs_with_the_code_and_spec_pinned_with_it_and_nothing_els
         assert f"the {tamper} of run {run_id} in the bucket" in ended["refused"], ended
         assert "is not the one pinned in this host's metadata" in ended["refused"]
         assert not ours.exists() and not theirs.exists()
+        # the supervisor gives up at once, with the host's reason (exit 2 is never retried)
+        r = run_tpuctl_process("train", "lab", "--attach", "--poll", "1", "--json", timeout=180)
+        assert r.code == 1, r.err
+        assert r.json()["run"]["reason"] == f"a host refused the attempt: {ended['refused']}"
+        assert f"a host refused the attempt: the {tamper} of run {run_id}" in r.err
 
 
 def test_a_tpu_vm_recreated_after_a_preemption_is_pinned_again_from_the_host_vm(cloud, tmp_path, monkeypatch):
