@@ -72,9 +72,9 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
                 workdir: Path | None = None) -> int:
     """Run attempt ``n`` of ``run_id`` on this host; returns (and records) the job's exit code.
 
-    Only a run pinned on this host (provision.runs.pins) runs, and only with the spec, code and
-    wheel whose digests were pinned with it: what is read from the bucket is checked against the
-    pin before anything of it is used. A refusal is recorded as exit code 2 (never retried) with
+    Only a run pinned on this host (provision.runs.pins) runs, and only with the spec and code
+    whose digests were pinned with it (the bootstrap checked the wheel): what is read from the
+    bucket is checked against the pin before anything of it is used. A refusal is recorded as exit code 2 (never retried) with
     its reason, in the attempt's log and exit record."""
     from ..runs.pinning import read_host_pin
     from ..runs.pins import manifest, sha256

@@ -9,10 +9,13 @@ machine that staged the run), else from the metadata of the cluster's hosts. Nev
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from ..basics.errors import TpuctlError
 from ..cloud.base import Provider
 from . import pins
 
@@ -26,8 +29,6 @@ def code_files(code_dir: Path) -> list[tuple[str, Path]]:
 
 
 def file_digest(path: Path) -> str:
-    import hashlib
-
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -50,13 +51,12 @@ def trusted_run_entry(provider: Provider, cluster: str, run_id: str) -> dict[str
     from .store import lookup
 
     try:
-        entry = (lookup(run_id) or {}).get("pin")
-    except Exception:  # noqa: BLE001 - not staged here
+        entry = lookup(run_id).get("pin")
+    except TpuctlError:         # not staged on this machine
         entry = None
     if isinstance(entry, dict):
-        found = pins.Pin().with_entry("run", run_id, entry).entry("run", run_id)
-        if found is not None:
-            return found
+        with contextlib.suppress(ValueError):
+            return pins.Pin().with_entry("run", run_id, entry).entry("run", run_id)
     from .. import cluster as clusters
 
     found_cluster = clusters.find(provider, cluster)
@@ -76,8 +76,6 @@ def ensure_run_pinned(provider: Provider, cluster: str, run_id: str, entry: dict
         log(f"no pin of run {run_id} is known on this machine or on the cluster's hosts: a new TPU VM "
             f"will refuse it (re-attach from the machine that started it)")
         return
-    from ..basics.errors import TpuctlError
-
     try:
         changed = pin(provider, cluster, "run", run_id, entry)
     except TpuctlError as exc:
