@@ -4,11 +4,14 @@
 # Nothing reaches in: the host pulls. It waits until the instance metadata names the cluster's
 # bucket (tpuctl-bucket, set by `tpuctl up --bucket` or by `tpuctl train`), reads which tpuctl
 # wheel the cluster's runs use from gs://BUCKET/tpuctl/clusters/CLUSTER/agent.json (written by
-# `tpuctl train`; until then the host waits), installs it into a virtual environment that sees the
-# image's TensorFlow (--system-site-packages: Cloud TPU runtime images ship it system-wide;
-# reinstalling it would be slow and could break the TPU runtime), and runs `tpuctl agent`,
-# restarting it if it dies. The agent runs the attempts the supervisor assigns, takes over
-# supervision on request, and enforces --autodown.
+# `tpuctl train`; until then the host waits), downloads it and installs it only if its sha256 is
+# one the instance metadata pins (tpuctl-pin, written by `tpuctl train`, `sweep --detach --host`
+# and `data --on`: bucket writers cannot change it, docs/security.md), into a virtual environment
+# that sees the image's TensorFlow (--system-site-packages: Cloud TPU runtime images ship it
+# system-wide; reinstalling it would be slow and could break the TPU runtime), and runs `tpuctl
+# agent` (its files under TPUCTL_HOME, /var/lib/tpuctl, mode 0700), restarting it if it dies. The
+# agent runs the attempts the supervisor assigns, takes over supervision on request, and enforces
+# --autodown; it too runs only what the pin names.
 #
 # Works on a bare Debian 12 image and on the Ubuntu 22.04 TPU VM runtime images: their python3
 # has no ensurepip until python3-venv is installed, so when `python3 -m venv` fails the script
@@ -28,7 +31,7 @@
 #    "step", "message", "time", "started", "run_id", "wheel_object", "log_tail": [last lines]}
 # "installing" when it starts installing, "ok" once `tpuctl --version` runs from the venv (just
 # before the agent starts), "failed" when it stops: step says where (tools, metadata, bucket,
-# agent.json, wheel, venv, pip, check, agent), log_tail holds the last lines of its log (of the
+# agent.json, wheel, pin, venv, pip, check, agent), log_tail holds the last lines of its log (of the
 # agent's log for step agent), secrets scrubbed. The full log is /var/log/tpuctl-bootstrap.log.
 #
 # Every value read from the metadata server or the bucket is checked against the shape tpuctl
@@ -46,6 +49,7 @@ umask 022
 MD="${TPUCTL_METADATA_URL:-http://metadata.google.internal/computeMetadata/v1}"
 GCS="${TPUCTL_STORAGE_URL:-https://storage.googleapis.com}"
 VENV="${TPUCTL_VENV:-/opt/tpuctl}"
+export TPUCTL_HOME="${TPUCTL_HOME:-/var/lib/tpuctl}"   # the agent's own files: work dirs, logs, its run index
 LOG="${TPUCTL_AGENT_LOG:-/var/log/tpuctl-agent.log}"
 BOOT_LOG="${TPUCTL_BOOTSTRAP_LOG:-/var/log/tpuctl-bootstrap.log}"
 RETRY_S="${TPUCTL_BOOTSTRAP_RETRY_S:-10}"     # first wait between tries; doubles, at most 60 s
@@ -63,7 +67,8 @@ BUCKET_RE='^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$'
 PROJECT_RE='^[a-z][-a-z0-9.:]{4,61}[a-z0-9]$'
 WORKER_RE='^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$'
 TOKEN_RE='^[A-Za-z0-9._~+/=-]{1,4096}$'
-WHEEL_RE='^tpuctl/(runs|sweeps)/[a-z0-9][a-z0-9-]{0,62}/tpuctl/[A-Za-z0-9][A-Za-z0-9_.+-]{0,200}\.whl$'
+# where tpuctl stages its wheel: under a run's, a sweep's or a data request's prefix (runs.store.wheel_object)
+WHEEL_RE='^tpuctl/(runs|sweeps|data)/[a-z0-9][a-z0-9-]{0,62}/tpuctl/[A-Za-z0-9][A-Za-z0-9_.+-]{0,200}\.whl$'
 
 STEP=tools
 STARTED=$(date -u +%Y-%m-%dT%H:%M:%SZ)
@@ -304,17 +309,19 @@ STATUS_OBJ="tpuctl/clusters/$CLUSTER/bootstrap/$ROLE-$WORKER.json"
 
 STEP=agent.json
 AGENT_JSON="tpuctl/clusters/$CLUSTER/agent.json"
-announced=""
-while :; do
-  rc=0; gcs_get "$AGENT_JSON" "$WORK/agent.json" || rc=$?
-  [ "$rc" -ne 0 ] || break
-  [ "$rc" -eq 3 ] || die "cannot read gs://$BUCKET/$AGENT_JSON (check the hosts' service account: roles/storage.objectUser on the bucket)"
-  if [ -z "$announced" ]; then
-    say "no gs://$BUCKET/$AGENT_JSON yet: waiting for tpuctl train"
-    announced=1
-  fi
-  sleep "$POLL_S"
-done
+wait_for_agent_json() {
+  local announced="" rc
+  while :; do
+    rc=0; gcs_get "$AGENT_JSON" "$WORK/agent.json" || rc=$?
+    [ "$rc" -ne 0 ] || return 0
+    [ "$rc" -eq 3 ] || die "cannot read gs://$BUCKET/$AGENT_JSON (check the hosts' service account: roles/storage.objectUser on the bucket)"
+    if [ -z "$announced" ]; then
+      say "no gs://$BUCKET/$AGENT_JSON yet: waiting for tpuctl train"
+      announced=1
+    fi
+    sleep "$POLL_S"
+  done
+}
 read_agent_json() {  # the wheel_object and run_id of agent.json, one a line
   python3 - "$WORK/agent.json" 2>>"$BOOT_LOG" <<'PY'
 import json, sys
@@ -327,19 +334,65 @@ print(wheel)
 print(run if one_line(run) else "")
 PY
 }
-AGENT_FIELDS=$(read_agent_json) || die "gs://$BUCKET/$AGENT_JSON names no wheel_object"
-WHEEL_OBJ=$(printf '%s\n' "$AGENT_FIELDS" | sed -n 1p)
-RUN_ID=$(printf '%s\n' "$AGENT_FIELDS" | sed -n 2p)
-if ! [[ "$WHEEL_OBJ" =~ $WHEEL_RE ]]; then
-  WHEEL_OBJ=""
-  die "the wheel_object in agent.json is not a tpuctl wheel of a run"
-fi
-[[ "$RUN_ID" =~ ^[a-z0-9][a-z0-9-]{0,119}$ ]] || RUN_ID=""
+wheel_pinned() {  # wheel_pinned PIN_FILE SHA256: whether the pin names that wheel digest
+  python3 - "$1" "$2" 2>>"$BOOT_LOG" <<'PY'
+import json, sys
+try:
+    doc = json.load(open(sys.argv[1]))
+except (OSError, ValueError):
+    sys.exit(1)
+kinds = [doc.get(k) for k in ("run", "sweep", "data")] if isinstance(doc, dict) and doc.get("version") == 1 else []
+wheels = {f.get("wheel") for kind in kinds if isinstance(kind, dict) for f in kind.values() if isinstance(f, dict)}
+sys.exit(0 if sys.argv[2] in wheels else 1)
+PY
+}
 
-STEP=wheel
-write_status installing "installing tpuctl from gs://$BUCKET/$WHEEL_OBJ" "$BOOT_LOG"
-WHEEL="$WORK/$(basename -- "$WHEEL_OBJ")"
-gcs_get "$WHEEL_OBJ" "$WHEEL" || die "cannot download gs://$BUCKET/$WHEEL_OBJ"
+# the wheel agent.json names, downloaded and installed only if the instance metadata pins its sha256;
+# a pin that names another wheel gets one more look after the metadata changes (a train under way)
+WHEEL=""
+looks=0
+pin_announced=""
+while [ -z "$WHEEL" ]; do
+  STEP=agent.json
+  wait_for_agent_json
+  AGENT_FIELDS=$(read_agent_json) || die "gs://$BUCKET/$AGENT_JSON names no wheel_object"
+  WHEEL_OBJ=$(printf '%s\n' "$AGENT_FIELDS" | sed -n 1p)
+  RUN_ID=$(printf '%s\n' "$AGENT_FIELDS" | sed -n 2p)
+  if ! [[ "$WHEEL_OBJ" =~ $WHEEL_RE ]]; then
+    WHEEL_OBJ=""
+    die "the wheel_object in agent.json is not a tpuctl wheel of a run"
+  fi
+  [[ "$RUN_ID" =~ ^[a-z0-9][a-z0-9-]{0,119}$ ]] || RUN_ID=""
+
+  STEP=wheel
+  candidate="$WORK/$(basename -- "$WHEEL_OBJ")"
+  gcs_get "$WHEEL_OBJ" "$candidate" || die "cannot download gs://$BUCKET/$WHEEL_OBJ"
+  digest=$(python3 -c 'import hashlib, sys; print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())' \
+             "$candidate") || die "cannot read the downloaded wheel"
+
+  STEP=pin
+  while :; do
+    rc=0; attr tpuctl-pin > "$WORK/pin.json" || rc=$?
+    [ "$rc" -eq 3 ] || break
+    # waiting for work: a TPU VM recreated after a preemption is pinned by its supervisor once READY
+    [ -n "$pin_announced" ] || say "no tpuctl-pin in metadata yet: waiting for tpuctl train to pin what this host may run"
+    pin_announced=1
+    md "instance/attributes/?recursive=true&wait_for_change=true&timeout_sec=$MD_WAIT_S" \
+        --max-time $((MD_WAIT_S + 30)) >/dev/null 2>&1 || sleep "$RETRY_S"
+  done
+  [ "$rc" -eq 0 ] || die "cannot read tpuctl-pin from the metadata server"
+  if wheel_pinned "$WORK/pin.json" "$digest"; then
+    WHEEL="$candidate"
+    break
+  fi
+  looks=$((looks + 1))
+  [ "$looks" -lt 2 ] || die "gs://$BUCKET/$WHEEL_OBJ has sha256 $digest, which tpuctl-pin in this VM's metadata does not name: not installing it"
+  say "gs://$BUCKET/$WHEEL_OBJ (sha256 ${digest:0:12}) is not pinned in this VM's metadata: waiting for the pin to change"
+  rm -f -- "$candidate"
+  md "instance/attributes/?recursive=true&wait_for_change=true&timeout_sec=$MD_WAIT_S" \
+      --max-time $((MD_WAIT_S + 30)) >/dev/null 2>&1 || sleep "$RETRY_S"
+done
+write_status installing "installing tpuctl from gs://$BUCKET/$WHEEL_OBJ (sha256 ${digest:0:12}, pinned)" "$BOOT_LOG"
 
 STEP=venv
 make_venv() {
@@ -373,6 +426,7 @@ done
 
 STEP=check
 "$VENV/bin/tpuctl" --version >>"$BOOT_LOG" 2>&1 || die "the installed tpuctl does not run"
+mkdir -p -m 0700 -- "$TPUCTL_HOME"
 FINAL=ok
 write_status ok "tpuctl installed; starting the agent" "$BOOT_LOG"
 

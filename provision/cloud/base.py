@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import ipaddress
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -560,6 +561,11 @@ class Provider(Protocol):
 
     # What tpuctl wrote on a host VM (kind "vm") or TPU VM (kind "tpu"): {} when none
     def metadata_of(self, kind: str, zone: str, name: str) -> dict[str, str]: ...
+    # Set ``key`` to ``update(its current value or None)`` in the metadata of every host of the
+    # cluster (host VM, live TPU VM), where only holders of compute.instances.setMetadata /
+    # tpu.nodes.update can write (provision.runs.pins keeps what hosts may run there); returns
+    # what was updated
+    def update_host_metadata(self, cluster: str, key: str, update: Callable[[str | None], str]) -> list[str]: ...
 
     # Accelerator duty cycle per node over the last window_s seconds: (table keyed by
     # (node, zone), how it was read), or (None, why not) where the cloud has no such metric

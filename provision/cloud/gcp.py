@@ -699,31 +699,40 @@ class GcpProvider:
 
         self._write_ranges(drop)
 
-    # ---- telling hosts where their work is -------------------------------------------------------
+    # ---- telling hosts where their work is, and what they may run ------------------------------
     def point_hosts_at(self, spec: ClusterSpec, bucket: str) -> list[str]:
         """Set ``tpuctl-bucket`` in the metadata of the cluster's host VM and TPU VM, if it differs.
 
         The hosts' bootstrap waits on that key (templates/host-startup.sh); a cluster created without
         --bucket learns it when its first run starts. Returns what was updated.
         """
+        return self.update_host_metadata(spec.name, "tpuctl-bucket", lambda _current: bucket)
+
+    def update_host_metadata(self, cluster: str, key: str, update: Callable[[str | None], str]) -> list[str]:
+        """Set ``key`` to ``update(its value)`` in the metadata of the cluster's host VM and of its
+        live TPU VM (a TPU Node has no metadata: its host VM runs the job). The VM's write is a
+        compare-and-swap (``instances.setMetadata`` with the fingerprint read); the TPU VM's is
+        ``nodes.patch`` of the whole map (the Cloud TPU API has no fingerprint). Writes only what
+        differs; returns what was updated."""
         from ..basics.validate import CLUSTER_LABEL
 
         updated = []
-        for vm in self.list_vms(None, {CLUSTER_LABEL: spec.name}):
-            if self._set_vm_metadata(vm.zone, vm.name, {"tpuctl-bucket": bucket}):
+        for vm in self.list_vms(None, {CLUSTER_LABEL: cluster}):
+            if self._update_vm_metadata(vm.zone, vm.name, key, update):
                 updated.append(f"VM {vm.name}")
-        for node in self.list_tpus(None, {CLUSTER_LABEL: spec.name}):
-            if node.arch == Arch.VM and self._set_tpu_metadata(node.zone, node.name, {"tpuctl-bucket": bucket}):
+        for node in self.list_tpus(None, {CLUSTER_LABEL: cluster}):
+            if node.arch == Arch.VM and not node.dead and self._update_tpu_metadata(node.zone, node.name, key, update):
                 updated.append(f"TPU {node.name}")
         return updated
 
-    def _set_vm_metadata(self, zone: str, name: str, values: dict[str, str]) -> bool:
+    def _update_vm_metadata(self, zone: str, name: str, key: str, update: Callable[[str | None], str]) -> bool:
         for attempt in range(10):
             meta = self._instance(zone, name).get("metadata") or {}
             items = {i.get("key"): i.get("value", "") for i in _items(meta)}
-            if all(items.get(k) == v for k, v in values.items()):
+            value = update(items.get(key))
+            if items.get(key) == value:
                 return False
-            items.update(values)
+            items[key] = value
             body = {"fingerprint": meta.get("fingerprint"), "items": [{"key": k, "value": v} for k, v in items.items()]}
             try:
                 op = self._call("compute.instances.setMetadata", "POST",
@@ -741,12 +750,13 @@ class GcpProvider:
             return True
         raise CloudError(f"could not update the metadata of VM {name}: it keeps changing", kind="transient")
 
-    def _set_tpu_metadata(self, zone: str, name: str, values: dict[str, str]) -> bool:
+    def _update_tpu_metadata(self, zone: str, name: str, key: str, update: Callable[[str | None], str]) -> bool:
         node = self._call("tpu.v2.nodes.get", "GET", f"{self._loc(zone)}/nodes/{name}")
         meta = dict(node.get("metadata") or {})
-        if all(meta.get(k) == v for k, v in values.items()):
+        value = update(meta.get(key))
+        if meta.get(key) == value:
             return False
-        meta.update(values)
+        meta[key] = value
         op = self._call("tpu.v2.nodes.patch", "PATCH", f"{self._tpu}/v2/{node['name']}",
                         params={"updateMask": "metadata"}, body={"metadata": meta})
         from .operations import wait_all

@@ -22,6 +22,7 @@ import socket
 import subprocess
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -483,9 +484,36 @@ class LocalProvider:
         """Every cluster's range reservation: {cluster: {cidr, network, zone, at}}."""
         return dict(statefile.read_json(self._ranges_path(), {}) or {})
 
+    def _metadata_path(self, cluster: str) -> Path:
+        from ..basics.validate import cluster_name
+
+        return self.root / "metadata" / f"{cluster_name(cluster)}.json"
+
     def metadata_of(self, kind: str, zone: str, name: str) -> dict[str, str]:
-        """Local VMs and TPUs carry no metadata: the local cluster cache says everything."""
-        return {}
+        """What tpuctl wrote for the hosts of cluster ``name`` (this machine is its VM and its TPU):
+        a mode-0600 file under ``$TPUCTL_HOME/local/metadata``, the local counterpart of instance
+        metadata (the pin of what they may run; the cluster cache says everything else)."""
+        data = statefile.read_json(self._metadata_path(name), {}) or {}
+        return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}
+
+    def update_host_metadata(self, cluster: str, key: str, update: Callable[[str | None], str]) -> list[str]:
+        """Set ``key`` to ``update(its value)`` in the cluster's metadata file, under its lock
+        (read first without it: an unchanged value is not written again)."""
+        current = self.metadata_of("vm", "", cluster).get(key)
+        if update(current) == current:
+            return []
+        changed = []
+
+        def apply(cur: dict[str, Any] | None) -> dict[str, Any]:
+            cur = dict(cur or {})
+            value = update(cur.get(key))
+            if cur.get(key) != value:
+                cur[key] = value
+                changed.append(f"VM {cluster}")
+            return cur
+
+        statefile.update_json(self._metadata_path(cluster), apply)
+        return changed
 
     # ---- firewall: none here (every emulated worker is a process on this machine) ---------------
     def firewall_rules(self, network: str) -> None:

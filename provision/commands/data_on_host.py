@@ -106,7 +106,8 @@ def make_on_host(cluster: str, corpus: tuple[str, ...], bert_dir: str, out: str,
     else:
         from ..sweeps.handover import prepare_host
 
-        prepare_host(prov, bucket, host, log=say, wheel_prefix=f"{dr.DATA_PREFIX}/{rid}")
+        prepare_host(prov, bucket, host, log=say, wheel_prefix=dr.request_prefix(rid), kind="data", ident=rid,
+                     fields={"request": dr.digest(req)})
         bucket.write_bytes(dr.request_name(cluster, rid),
                            json.dumps({**dr.to_json(req), "time": time.time()}).encode())
     if as_json:

@@ -253,11 +253,11 @@ def _hand_over(prov, target, store, host) -> str:
     return f"a detached controller on this machine (log: {log_path})"
 
 
-def _drive(prov, target, store, *, where: str, as_json: bool) -> None:
+def _drive(prov, target, store, *, where: str, as_json: bool, pinned_on: str | None = None) -> None:
     from ..basics.errors import JobFailed
     from ..sweeps.controller import Controller
 
-    ctl = Controller(prov, target, store, where=where, log=say)
+    ctl = Controller(prov, target, store, where=where, log=say, pinned_on=pinned_on)
     rec = ctl.run()
     doc = _document(store)
     if as_json:
@@ -399,22 +399,27 @@ def stop(sweep: str, bucket: str | None, wait: bool, provider: str | None, proje
 @click.argument("sweep")
 @click.option("--bucket", metavar="gs://BUCKET", help="Where the sweep lives (default: this machine's record of it).")
 @click.option("--where", default="foreground", hidden=True)
+@click.option("--pinned-on", "pinned_on", default=None, hidden=True,
+              help="The host VM's agent starts it: drive the sweep only as that cluster's host pinned it.")
 @click.option("--detach", is_flag=True, help="Run the controller detached (GCP: on the --host VM).")
 @click.option("--host", "host_name", metavar="CLUSTER",
               help="GCP, with --detach: the tpuctl cluster whose host VM runs the controller.")
 @provider_options
 @json_option
-def resume(sweep: str, bucket: str | None, where: str, detach: bool, host_name: str | None, provider: str | None,
-           project: str | None, as_json: bool) -> None:
+def resume(sweep: str, bucket: str | None, where: str, pinned_on: str | None, detach: bool, host_name: str | None,
+           provider: str | None, project: str | None, as_json: bool) -> None:
     """Continue SWEEP after its controller died: running trials' runs are adopted, finished ones kept.
 
     \b
     Example:
       tpuctl sweep resume sweep-20261124-172012-a8de
     """
+    from ..basics import validate
     from ..basics.errors import UsageError
     from ..sweeps.store import controller_alive, remember
 
+    if pinned_on:
+        validate.cluster_name(pinned_on)
     target, store = _locate(sweep, bucket, provider, project)
     rec = store.load()
     if not rec.live:
@@ -438,7 +443,7 @@ def resume(sweep: str, bucket: str | None, where: str, detach: bool, host_name: 
         else:
             click.echo(sweep)
         return
-    _drive(prov, target, store, where=where, as_json=as_json)
+    _drive(prov, target, store, where=where, as_json=as_json, pinned_on=pinned_on)
 
 
 def live_sweeps(target) -> list[dict]:

@@ -119,7 +119,7 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
             raise UsageError(f"bucket {bucket_url} does not exist",
                              hint=f"create it with gcloud storage buckets create {bucket_url} --location REGION, "
                                   f"or stage data into it with tpuctl stage SRC {bucket_url} --create-bucket")
-    training.stage_run(store, prep, say)
+    pin = training.stage_run(store, prep, say, prov)
     if hasattr(prov, "point_hosts_at"):
         # hosts created without --bucket learn it now, through their metadata
         prov.point_hosts_at(spec, bucket_url)
@@ -134,7 +134,7 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
             click.echo(rec.run_id)
         return
 
-    rec = _supervise_foreground(prov, target, spec, store, rec, poll_s=poll_s, on_interrupt=on_interrupt)
+    rec = _supervise_foreground(prov, target, spec, store, rec, poll_s=poll_s, on_interrupt=on_interrupt, pin=pin)
     if as_json:
         emit_json({"ok": rec.status == "finished", "run": rec.to_dict()})
     else:
@@ -190,7 +190,7 @@ def _summary(rec) -> str:
 
 
 def _supervise_foreground(prov, target, spec, store, rec, *, poll_s: float, on_interrupt: str,
-                          take_over: bool = True, wait_for_lease: float = 0.0):
+                          take_over: bool = True, wait_for_lease: float = 0.0, pin=None):
     import sys
 
     from ..runs import training
@@ -198,7 +198,7 @@ def _supervise_foreground(prov, target, spec, store, rec, *, poll_s: float, on_i
 
     executor = training.make_executor(prov, store, spec.arch)
     sup = Supervisor(prov, spec, store, executor, training.attempt_command, where="foreground", poll_s=poll_s,
-                     log=say)
+                     log=say, pin=pin)
     while True:
         try:
             return sup.run(take_over=take_over, wait_for_lease=wait_for_lease)
@@ -253,12 +253,26 @@ def supervise(run: str, where: str, bucket: str | None, poll_s: float, provider:
     rec = store.load()
     from ..cluster import find
 
+    pin = None
+    if where == "host":
+        # started by the host's agent for a run named in the bucket: supervise only a run pinned
+        # on this host, on the cluster and with the cluster spec pinned with it
+        from ..basics.errors import UsageError
+        from ..runs.pinning import read_host_pin
+
+        pinned = read_host_pin(target.provider, rec.cluster)
+        refusal = pinned.refusal("run", rec.run_id, {"cluster": rec.cluster})
+        if refusal:
+            raise UsageError(refusal, hint=f"start it with tpuctl train {rec.cluster} --detach")
+        pin = pinned.entry("run", rec.run_id)
     tpu = find(prov, rec.cluster).tpu
-    spec = training.cluster_spec_for(prov, rec.cluster, tpu, bucket=rec.bucket)
+    spec = training.cluster_spec_for(prov, rec.cluster, tpu, bucket=rec.bucket,
+                                     spec_digest=(pin or {}).get("cluster_spec"))
     executor = training.make_executor(prov, store, spec.arch)
     from ..runs.supervisor import Supervisor
 
-    sup = Supervisor(prov, spec, store, executor, training.attempt_command, where=where, poll_s=poll_s, log=say)
+    sup = Supervisor(prov, spec, store, executor, training.attempt_command, where=where, poll_s=poll_s, log=say,
+                     pin=pin)
     rec = sup.run(take_over=False)
     click.echo(_summary(rec))
 

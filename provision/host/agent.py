@@ -24,18 +24,20 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..basics.private import UnsafeDirectory, open_append, private_dir
 from ..runs.store import ALIVE_EVERY_S
+from .trust import HostPin
 
 # the only variables a command from the bucket may set for the job (never LD_PRELOAD, PATH, ...;
 # the PJRT plug-in path only to the one library the TPU VM images ship): provision.runs.launch
@@ -57,11 +59,33 @@ def _store(bucket_url: str, provider: str, project: str, run_id: str):
     return RunStore(open_bucket(bucket_url, target), run_id)
 
 
-def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: int, worker: str,
+def host_dir(*parts: str) -> Path:
+    """A directory of this host's own under ``$TPUCTL_HOME/host`` (``/var/lib/tpuctl`` on a GCP
+    host), private to the agent's user (provision.basics.private): never a predictable path in a
+    shared directory another local user could make first."""
+    from ..basics.config import home
+
+    return private_dir(home(), "host", *parts)
+
+
+def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: int, worker: str, cluster: str,
                 workdir: Path | None = None) -> int:
-    """Run attempt ``n`` of ``run_id`` on this host; returns (and records) the job's exit code."""
+    """Run attempt ``n`` of ``run_id`` on this host; returns (and records) the job's exit code.
+
+    Only a run pinned on this host (provision.runs.pins) runs, and only with the spec and code
+    whose digests were pinned with it (the bootstrap checked the wheel): what is read from the
+    bucket is checked against the pin before anything of it is used. A refusal is recorded as exit code 2 (never retried) with
+    its reason, in the attempt's log and exit record."""
+    from ..runs.pinning import read_host_pin
+    from ..runs.pins import manifest, sha256
+
     store = _store(bucket_url, provider, project, run_id)
     prefix = store.attempt_prefix(n)
+    pin = read_host_pin(provider, cluster)
+    refusal = pin.refusal("run", run_id)
+    if refusal:
+        return refuse(store, n, worker, refusal)
+    entry = pin.entry("run", run_id) or {}
     command = store.read_json(f"{prefix}/command.json")
     if command is None:
         print(f"tpuctl agent: attempt {n} of {run_id} has no command", file=sys.stderr)
@@ -69,11 +93,17 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
     mine = (command.get("workers") or {}).get(worker)
     if isinstance(mine, dict) and mine.get("run") is False:
         return serve_attempt(store, n, worker, command)
-    # one directory per worker: an emulated slice's workers share this machine
-    work = Path(workdir or Path(tempfile.gettempdir()) / "tpuctl-work" / run_id / worker)
-    work.mkdir(parents=True, exist_ok=True)
+    # one directory per worker (an emulated slice's workers share this machine), private to this user
+    try:
+        work = private_dir(Path(workdir)) if workdir else host_dir("work", run_id, worker)
+    except UnsafeDirectory as exc:
+        return refuse(store, n, worker, exc.one_line())
+    spec = store.bucket.read_bytes(f"{store.prefix}/spec.yaml")
+    refusal = pin.refusal("run", run_id, {"spec": sha256(spec)})
+    if refusal:
+        return refuse(store, n, worker, refusal)
     spec_path = work / "spec.yaml"
-    spec_path.write_bytes(store.bucket.read_bytes(f"{store.prefix}/spec.yaml"))
+    spec_path.write_bytes(spec)
     env = dict(os.environ)
     # this worker's own environment (a slice's workers differ), else the attempt's (a TPU Node's host)
     wanted = (mine.get("env") if isinstance(mine, dict) else None) or command.get("env") or {}
@@ -82,23 +112,28 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
     env["TPUCTL_RUN_ID"] = run_id
     env["TPUCTL_ATTEMPT"] = str(n)
     env["TPUCTL_WORKER"] = worker
-    if command.get("code"):
+    if entry.get("code"):       # the pin says whether the run has code, not command.json
         code_dir = work / "code"
+        shutil.rmtree(code_dir, ignore_errors=True)     # exactly what is in the bucket now, nothing left over
+        code_dir.mkdir(mode=0o700)
+        digests = []
         for info in store.bucket.list(f"{store.prefix}/code/"):
             rel = info.name[len(f"{store.prefix}/code/"):]
             target = (code_dir / rel).resolve()
             if not target.is_relative_to(code_dir.resolve()):
-                print(f"tpuctl agent: skipping code object outside the code directory: {rel!r}", file=sys.stderr)
-                continue
+                return refuse(store, n, worker, f"a code object outside the code directory: {rel!r:.80}")
             target.parent.mkdir(parents=True, exist_ok=True)
             store.bucket.download_file(info.name, target)
+            digests.append((rel, sha256(target.read_bytes())))
+        refusal = pin.refusal("run", run_id, {"code": manifest(digests)})
+        if refusal:
+            shutil.rmtree(code_dir, ignore_errors=True)
+            return refuse(store, n, worker, refusal)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(code_dir), env.get("PYTHONPATH", "")) if p)
     argv = [sys.executable, "-m", "jobs", "run", str(spec_path)]
-    for item in command.get("sets") or []:
-        argv += ["--set", item]
 
     log_path = work / f"attempt-{n}-{worker}.log"
-    log = open(log_path, "ab", buffering=0)  # noqa: SIM115 - the attempt process writes to it until it exits
+    log = os.fdopen(open_append(log_path), "ab", buffering=0)  # the attempt process writes to it until it exits
     log.write(f"[tpuctl] attempt {n} of run {run_id} on {socket.gethostname()} (worker {worker})\n".encode())
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(work),
                             start_new_session=False)
@@ -143,6 +178,19 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
     store.write_json(f"{prefix}/exit-{worker}.json", {"code": code, "time": time.time(),
                                                        "host": socket.gethostname()})
     return code
+
+
+def refuse(store: Any, n: int, worker: str, reason: str) -> int:
+    """Record that this host will not run attempt ``n`` (exit code 2: a spec or code that cannot
+    run, never retried), with the reason in its log and exit record; returns 2."""
+    prefix = store.attempt_prefix(n)
+    print(f"tpuctl agent: refused attempt {n} of {store.run_id}: {reason}", file=sys.stderr, flush=True)
+    with contextlib.suppress(Exception):
+        store.bucket.write_bytes(f"{prefix}/log-{worker}.txt", f"[tpuctl] refused: {reason}\n".encode())
+    with contextlib.suppress(Exception):
+        store.write_json(f"{prefix}/exit-{worker}.json", {"code": 2, "refused": reason, "time": time.time(),
+                                                           "host": socket.gethostname()})
+    return 2
 
 
 def serve_attempt(store: Any, n: int, worker: str, command: dict[str, Any]) -> int:
@@ -208,6 +256,7 @@ def agent_loop(cluster: str, bucket_url: str, project: str, worker: str, role: s
         from .autodown import start_host_autodown
 
         start_host_autodown(cluster, bucket_url, project, autodown_s)
+    trust = HostPin("gcp", cluster)
     running: dict[tuple[str, int], subprocess.Popen] = {}
     supervising: dict[str, subprocess.Popen] = {}
     controllers: dict[str, Controlled] = {}
@@ -224,19 +273,27 @@ def agent_loop(cluster: str, bucket_url: str, project: str, worker: str, role: s
             if run_id and n and runs_here and key not in running:
                 store_prefix = f"tpuctl/runs/{run_id}/attempts/{n}"
                 started = any(True for _ in bucket.list(f"{store_prefix}/alive-{worker}"))
-                if not started:
+                refusal = None if started else trust.refusal("run", run_id)
+                if refusal:
+                    if trust.report_once(f"run {run_id} attempt {n}", refusal):
+                        refuse(_store(bucket_url, "gcp", project, run_id), n, worker, refusal)
+                elif not started:
                     running[key] = subprocess.Popen(
                         [sys.executable, "-m", "provision.host.agent", "attempt", "--bucket", bucket_url,
                          "--provider", "gcp", "--project", project, "--run", run_id, "--attempt", str(n),
-                         "--worker", worker])
+                         "--worker", worker, "--cluster", cluster])
             want = _checked(current.get("supervise_on_host"))
             if role == "host" and want and (want not in supervising or supervising[want].poll() is not None):
-                supervising[want] = subprocess.Popen(
-                    [sys.executable, "-m", "provision", "supervise", want, "--where", "host", "--provider", "gcp",
-                     "--project", project, "--bucket", bucket_url])
+                refusal = trust.refusal("run", want)
+                if refusal:
+                    trust.report_once(f"supervising run {want}", refusal)
+                else:
+                    supervising[want] = subprocess.Popen(
+                        [sys.executable, "-m", "provision", "supervise", want, "--where", "host", "--provider",
+                         "gcp", "--project", project, "--bucket", bucket_url])
         if role == "host":
-            watch_sweeps(bucket, cluster, project, bucket_url, controllers)
-            watch_data(bucket, cluster, ["--provider", "gcp", "--project", project], data_runs)
+            watch_sweeps(bucket, cluster, project, bucket_url, controllers, trust=trust)
+            watch_data(bucket, cluster, ["--provider", "gcp", "--project", project], data_runs, trust=trust)
         for key in [k for k, p in running.items() if p.poll() is not None]:
             running.pop(key)
         if once:
@@ -252,15 +309,17 @@ class Controlled:
     started_at: float
 
 
-def sweep_controller_argv(sweep_id: str, project: str, bucket_url: str) -> list[str]:
-    """``tpuctl sweep resume`` on this host: it takes the sweep's lease and drives it to its end."""
-    return [sys.executable, "-m", "provision", "sweep", "resume", sweep_id, "--where", "host", "--provider", "gcp",
-            "--project", project, "--bucket", bucket_url]
+def sweep_controller_argv(sweep_id: str, project: str, bucket_url: str, cluster: str) -> list[str]:
+    """``tpuctl sweep resume`` on this host: it takes the sweep's lease and drives it to its end,
+    as pinned in this host's metadata (``--pinned-on``)."""
+    return [sys.executable, "-m", "provision", "sweep", "resume", sweep_id, "--where", "host", "--pinned-on", cluster,
+            "--provider", "gcp", "--project", project, "--bucket", bucket_url]
 
 
 def watch_sweeps(bucket: Any, cluster: str, project: str, bucket_url: str, controllers: dict[str, Controlled],
-                 now: float | None = None) -> None:
-    """Run the controller of every sweep handed to this host (provision.host.controllers decides)."""
+                 now: float | None = None, *, trust: HostPin) -> None:
+    """Run the controller of every sweep handed to this host (provision.host.controllers decides)
+    and pinned here with its record and job spec as they are in the bucket (provision.runs.pins)."""
     from ..sweeps.store import ENDED, LIVE, SweepStore, controller_alive, host_requests_prefix
     from .controllers import Seen, decide
 
@@ -288,8 +347,13 @@ def watch_sweeps(bucket: Any, cluster: str, project: str, bucket_url: str, contr
                          running_here=running_here, started_at=mine.started_at if mine else None))
     plan = decide(seen, now)
     for sweep_id in plan.start:
+        refusal = _sweep_refusal(SweepStore(bucket, sweep_id), trust)
+        if refusal:
+            trust.report_once(f"sweep {sweep_id}", refusal)
+            continue
         print(f"tpuctl agent: starting the controller of sweep {sweep_id}", file=sys.stderr, flush=True)
-        controllers[sweep_id] = Controlled(subprocess.Popen(sweep_controller_argv(sweep_id, project, bucket_url),
+        controllers[sweep_id] = Controlled(subprocess.Popen(sweep_controller_argv(sweep_id, project, bucket_url,
+                                                                                  cluster),
                                                             stdin=subprocess.DEVNULL), now)
     for sweep_id in plan.forget:
         with contextlib.suppress(Exception):
@@ -297,6 +361,20 @@ def watch_sweeps(bucket: Any, cluster: str, project: str, bucket_url: str, contr
         mine = controllers.get(sweep_id)
         if mine is not None and mine.proc.poll() is not None:
             controllers.pop(sweep_id)
+
+
+def _sweep_refusal(store: Any, trust: HostPin) -> str | None:
+    """Why this host will not start the sweep's controller (not pinned, or not as pinned), or None."""
+    from ..runs.pins import sha256
+
+    refusal = trust.refusal("sweep", store.sweep_id)
+    if refusal:
+        return refusal
+    try:
+        observed = {"record": store.load().digest(), "job": sha256(store.bucket.read_bytes(store.name("job.yaml")))}
+    except Exception:  # noqa: BLE001 - unreadable now: not started
+        return "its record or job spec cannot be read"
+    return trust.refusal("sweep", store.sweep_id, observed)
 
 
 @dataclass
@@ -308,11 +386,12 @@ class DataRun:
     request: str  # the request object, removed when the run ends
 
 
-def watch_data(bucket: Any, cluster: str, provider_args: list[str], runs: dict[str, DataRun]) -> None:
-    """Run each ``tpuctl data`` request handed to this host (provision.host.data_requests), one
-    process each; upload its log every poll; when it ends, record status.json and drop the
-    request. A request left by an agent that stopped (a rebooted VM) is started again, and the
-    run resumes from its manifest."""
+def watch_data(bucket: Any, cluster: str, provider_args: list[str], runs: dict[str, DataRun], *,
+               trust: HostPin) -> None:
+    """Run each ``tpuctl data`` request handed to this host (provision.host.data_requests) and
+    pinned here as it is (provision.runs.pins), one process each; upload its log every poll;
+    when it ends, record status.json and drop the request. A request left by an agent that
+    stopped (a rebooted VM) is started again, and the run resumes from its manifest."""
     from . import data_requests as dr
 
     prefix = dr.requests_prefix(cluster)
@@ -332,15 +411,22 @@ def watch_data(bucket: Any, cluster: str, provider_args: list[str], runs: dict[s
             req = dr.from_json(json.loads(raw))
         except ValueError:
             req = None
-        if req is None or req.request_id != rid:
-            print(f"tpuctl agent: ignoring {name}: not a data request this agent runs", file=sys.stderr, flush=True)
+        refusal = trust.refusal("data", rid, {"request": dr.digest(req)}) if req is not None and \
+            req.request_id == rid else "not a data request this agent runs"
+        if refusal:
+            trust.report_once(f"data request {rid}", refusal)
             with contextlib.suppress(Exception):
                 bucket.delete(name)
             continue
-        log_path = Path(tempfile.gettempdir()) / "tpuctl-data" / f"{rid}.log"
-        log_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            log_path = host_dir("data") / f"{rid}.log"
+            out = os.fdopen(open_append(log_path), "ab")
+        except (UnsafeDirectory, OSError) as exc:      # a directory or symlink another user planted
+            trust.report_once(f"data request {rid}", exc.one_line() if isinstance(exc, UnsafeDirectory) else
+                              f"cannot open its log {exc.filename}: {exc.strerror}")
+            continue
         print(f"tpuctl agent: making the data of request {rid}", file=sys.stderr, flush=True)
-        with open(log_path, "ab") as out:
+        with out:
             proc = subprocess.Popen([sys.executable, "-m", "provision", *dr.data_argv(req), *provider_args],
                                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
         runs[rid] = DataRun(proc, log_path, name)
@@ -398,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m provision.host.agent")
     sub = parser.add_subparsers(dest="command", required=True)
     a = sub.add_parser("attempt", help="run one attempt of a run on this host")
-    for name in ("--bucket", "--provider", "--project", "--run", "--worker"):
+    for name in ("--bucket", "--provider", "--project", "--run", "--worker", "--cluster"):
         a.add_argument(name, required=name != "--worker", default="0" if name == "--worker" else None)
     a.add_argument("--attempt", type=int, required=True)
     d = sub.add_parser("daemon", help="the host agent")
@@ -412,7 +498,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="host: delete the cluster's TPU once idle this long (default: the VM's metadata)")
     args = parser.parse_args(argv)
     if args.command == "attempt":
-        return run_attempt(args.bucket, args.provider, args.project, args.run, args.attempt, args.worker)
+        return run_attempt(args.bucket, args.provider, args.project, args.run, args.attempt, args.worker,
+                           args.cluster)
     agent_loop(args.cluster, args.bucket, args.project, args.worker, args.role, poll_s=args.poll,
                autodown_s=args.autodown)
     return 0

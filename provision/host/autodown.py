@@ -24,10 +24,10 @@ from ..basics.validate import format_duration
 from ..billing.reaper import reap
 from ..cloud import get_provider
 from ..cloud.base import Provider, Vm, VmState
+from ..runs.pinning import METADATA_URL
 
 # How often an autodown agent looks: the bound on billed idle time is --autodown + this + a delete.
 AUTODOWN_EVERY_S = 10.0
-METADATA_URL = "http://metadata.google.internal/computeMetadata/v1"
 
 
 def autodown_every() -> float:

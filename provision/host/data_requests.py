@@ -45,6 +45,11 @@ def request_id(out: str, options: tuple[str, ...], inputs: list[tuple[str, int, 
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
+def digest(req: DataRequest) -> str:
+    """sha256 of a request as its JSON says it (what the host VM's pin holds: provision.runs.pins)."""
+    return hashlib.sha256(json.dumps(to_json(req), sort_keys=True).encode()).hexdigest()
+
+
 def requests_prefix(cluster: str) -> str:
     return f"tpuctl/clusters/{cluster}/data/"
 
@@ -53,16 +58,21 @@ def request_name(cluster: str, rid: str) -> str:
     return f"{requests_prefix(cluster)}{rid}.json"
 
 
+def request_prefix(rid: str) -> str:
+    """The request's directory in the bucket: its inputs, log, status and the wheel it staged."""
+    return f"{DATA_PREFIX}/{rid}"
+
+
 def inputs_prefix(rid: str) -> str:
-    return f"{DATA_PREFIX}/{rid}/inputs"
+    return f"{request_prefix(rid)}/inputs"
 
 
 def log_name(rid: str) -> str:
-    return f"{DATA_PREFIX}/{rid}/log.txt"
+    return f"{request_prefix(rid)}/log.txt"
 
 
 def status_name(rid: str) -> str:
-    return f"{DATA_PREFIX}/{rid}/status.json"
+    return f"{request_prefix(rid)}/status.json"
 
 
 def to_json(req: DataRequest) -> dict:

@@ -137,7 +137,7 @@ class LocalExecutor(_BucketWatcher):
                 procs[worker] = subprocess.Popen(
                     [sys.executable, "-m", "provision.host.agent", "attempt", "--bucket", rec.bucket,
                      "--provider", "local", "--project", rec.project, "--run", rec.run_id, "--attempt", str(n),
-                     "--worker", worker],
+                     "--worker", worker, "--cluster", rec.cluster],
                     stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True)
         self.procs[n] = procs
         pids = [p.pid for p in procs.values()]

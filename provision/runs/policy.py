@@ -9,7 +9,8 @@ this module decides. The rules, in order:
    the job, which resumes from its newest checkpoint. This counts as a preemption.
 3. The job exited 2: its spec or inputs cannot run (the job said why in one line, before its first
    step). Restarting cannot fix that, and each try bills a TPU: give up at once.
-   Likewise when a host's bootstrap failed: no agent will ever start the job there.
+   Likewise when a host's bootstrap failed: no agent will ever start the job there; and when a
+   host refused the attempt (exit 2 with its reason: the run is not pinned there, or not as pinned).
 4. Any other exit code is a job error: restart on the same TPU, within ``max_failures``.
 5. A TPU on its way to READY: wait. A READY, healthy TPU without a job: start it.
 
@@ -70,6 +71,8 @@ class Observed:
     blocked: str | None = None
     # the infrastructure problem seen is an outage already counted (a recovery still in progress)
     outage_counted: bool = False
+    # why a host refused the attempt it exited 2 for (not pinned there, or not as pinned), or None
+    refused: str | None = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,9 @@ def decide(o: Observed) -> Decision:
     if o.blocked and o.job in (JobPhase.NOT_STARTED, JobPhase.RUNNING, JobPhase.LOST):
         return Decision(Action.GIVE_UP, f"{o.blocked}; nothing can run there until it is fixed "
                                         "(see tpuctl status, then tpuctl down and up again)", counts_as="failure")
+
+    if o.job == JobPhase.EXITED and o.exit_code == EXIT_BAD_SPEC and o.refused:
+        return Decision(Action.GIVE_UP, f"a host refused the attempt: {o.refused}", counts_as="failure")
 
     if o.job == JobPhase.EXITED and o.exit_code == EXIT_BAD_SPEC:
         return Decision(Action.GIVE_UP, "the job's spec or inputs cannot run (exit 2; its log says why): "

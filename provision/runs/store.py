@@ -212,6 +212,12 @@ def cluster_spec_name(cluster: str) -> str:
     return f"{CLUSTERS_PREFIX}/{cluster}/spec.json"
 
 
+def wheel_object(prefix: str, wheel_name: str) -> str:
+    """Where a tpuctl wheel is staged under a run's, sweep's or data request's prefix: the one shape
+    the hosts' bootstrap accepts (templates/host-startup.sh, WHEEL_RE)."""
+    return f"{prefix}/tpuctl/{wheel_name}"
+
+
 def agent_name(cluster: str) -> str:
     """Which tpuctl wheel the cluster's hosts install (read by templates/host-startup.sh)."""
     return f"{CLUSTERS_PREFIX}/{cluster}/agent.json"
@@ -227,10 +233,16 @@ def _index_path(run_id: str):
     return home() / "runs" / f"{run_id}.json"
 
 
-def remember(rec: RunRecord) -> None:
-    statefile.write_json(_index_path(rec.run_id), {
-        "run_id": rec.run_id, "cluster": rec.cluster, "provider": rec.provider, "project": rec.project,
-        "bucket": rec.bucket, "created_at": rec.created_at})
+def remember(rec: RunRecord, pin: dict[str, str | None] | None = None) -> None:
+    """Index the run on this machine; ``pin``: what its hosts may run (provision.runs.pins), kept
+    here too (mode 0600), where a supervisor re-attaching on this machine finds it again."""
+    entry = {"run_id": rec.run_id, "cluster": rec.cluster, "provider": rec.provider, "project": rec.project,
+             "bucket": rec.bucket, "created_at": rec.created_at}
+    if pin is None:
+        pin = (statefile.read_json(_index_path(rec.run_id)) or {}).get("pin")
+    if pin is not None:
+        entry["pin"] = pin
+    statefile.write_json(_index_path(rec.run_id), entry)
 
 
 def _checked_ref(ref: str) -> str:

@@ -26,6 +26,7 @@ from typing import Any
 from .. import cluster as clusters
 from ..basics.errors import TpuctlError
 from ..cloud.base import ClusterSpec, Health, Provider, TpuNode
+from . import pinning
 from .executors import Executor
 from .lease import Lease
 from .policy import Action, Decision, JobPhase, Observed, decide, outage_key, poll_interval
@@ -148,7 +149,7 @@ class Supervisor:
     def __init__(self, provider: Provider, spec: ClusterSpec, store: RunStore, executor: Executor,
                  command: Callable[[RunRecord, int, TpuNode], dict[str, Any]], *, where: str,
                  poll_s: float = 10.0, log: Callable[[str], None] = print,
-                 rand: Callable[[], float] = random.random):
+                 rand: Callable[[], float] = random.random, pin: dict[str, str | None] | None = None):
         self.provider = provider
         self.spec = spec
         self.store = store
@@ -167,6 +168,9 @@ class Supervisor:
             executor.wake = self._wake
         self._unhealthy_since: float | None = None
         self._last_tick = time.time()
+        # what the run's hosts may run (provision.runs.pins): from whoever staged it, else found
+        # where bucket writers cannot change it, before the first attempt this supervisor starts
+        self.pin = pin
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def run(self, *, take_over: bool = False, wait_for_lease: float = 0.0) -> RunRecord:
@@ -240,6 +244,10 @@ class Supervisor:
         if phase in (JobPhase.RUNNING, JobPhase.LOST):
             # started: can a host that has not taken it up yet never do so?
             obs = dataclasses.replace(obs, blocked=self.executor.blocked(rec))
+        elif phase == JobPhase.EXITED and code == 2 and rec.attempt:
+            # a host that would not run it (provision.runs.pins) says why in its exit record
+            refused = [e["refused"] for e in self.store.exits(rec.attempt["n"]).values() if e.get("refused")]
+            obs = dataclasses.replace(obs, refused=str(refused[0]) if refused else None)
         d = decide(obs)
         if d.action == Action.WAIT:
             self.store.save(rec)
@@ -312,6 +320,10 @@ class Supervisor:
                 self.executor.stop(rec, rec.attempt["n"], grace=30)
             n = rec.attempts + 1
             rec.attempts = n
+            # a TPU VM recreated after a preemption has no pin: it would refuse the attempt
+            if self.pin is None:
+                self.pin = pinning.trusted_run_entry(self.provider, rec.cluster, rec.run_id)
+            pinning.ensure_run_pinned(self.provider, rec.cluster, rec.run_id, self.pin, self.log)
             command = self.command(rec, n, tpu)
             # every worker of a slice reports (those that run no job only that they are alive)
             rec.attempt = {"n": n, "tpu_created_at": tpu.created_at, "started_at": time.time(), "zone": tpu.zone,

@@ -145,30 +145,44 @@ def prepare(provider: Provider, target: Target, cluster: ClusterSpec, tpu: TpuNo
     return Prepared(record=rec, spec_yaml=spec_yaml, cluster=cluster, code_dir=code_dir)
 
 
-def stage_run(store: RunStore, prep: Prepared, log: Any) -> None:
-    """Put the resolved spec, the user's code and the exact tpuctl into the run directory."""
+def stage_run(store: RunStore, prep: Prepared, log: Any, provider: Provider) -> dict[str, str | None]:
+    """Pin the run on the cluster's hosts, then put the resolved spec, the user's code and the
+    exact tpuctl into the run directory; returns the pin entry (provision.runs.pins).
+
+    The pin (the run id and the sha256 of each thing staged) goes into the hosts' metadata first,
+    so a host that sees the objects already finds them pinned; a host runs nothing else."""
+    import json
+
+    from . import pinning
+    from .pins import sha256
     from .wheel import build_wheel
 
     rec = prep.record
+    wheel = build_wheel(home() / "wheels")
+    files = pinning.code_files(prep.code_dir) if prep.code_dir is not None else []
+    cluster_spec = (json.dumps(prep.cluster.to_dict(), indent=1, sort_keys=True, default=str) + "\n").encode()
+    entry = {"cluster": rec.cluster, "wheel": pinning.file_digest(wheel), "spec": sha256(prep.spec_yaml),
+             "code": pinning.code_digest(files) if prep.code_dir is not None else None,
+             "cluster_spec": sha256(cluster_spec)}
+    pinned = pinning.pin(provider, rec.cluster, "run", rec.run_id, entry)
+    if pinned:
+        log(f"pinned run {rec.run_id} on {', '.join(pinned)}")
     store.bucket.write_bytes(f"{store.prefix}/spec.yaml", prep.spec_yaml)
     if prep.code_dir is not None:
-        count = 0
-        for path in sorted(prep.code_dir.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts and not path.name.startswith("."):
-                store.bucket.upload_file(path, f"{store.prefix}/code/{path.relative_to(prep.code_dir).as_posix()}")
-                count += 1
-        log(f"staged {count} code files from {prep.code_dir}")
-    wheel = build_wheel(home() / "wheels")
-    wheel_object = f"{store.prefix}/tpuctl/{wheel.name}"
+        for rel, path in files:
+            store.bucket.upload_file(path, f"{store.prefix}/code/{rel}")
+        log(f"staged {len(files)} code files from {prep.code_dir}")
+    wheel_object = runs.wheel_object(store.prefix, wheel.name)
     store.bucket.upload_file(wheel, wheel_object)
     rec.wheel = f"{rec.bucket.rstrip('/')}/{wheel_object}"
     # what a host's bootstrap installs before it runs the agent (templates/host-startup.sh)
     store.write_json(runs.agent_name(rec.cluster), {"wheel_object": wheel_object, "run_id": rec.run_id})
-    store.write_json(runs.cluster_spec_name(rec.cluster), prep.cluster.to_dict())
+    store.bucket.write_bytes(runs.cluster_spec_name(rec.cluster), cluster_spec)
     store.save(rec)
     store.event("created", cluster=rec.cluster, zone=rec.zone, job=rec.job, model_dir=rec.model_dir,
                 num_train_steps=rec.num_train_steps, wheel=wheel.name)
-    runs.remember(rec)
+    runs.remember(rec, pin=entry)
+    return entry
 
 
 def attempt_command(rec: RunRecord, n: int, tpu: TpuNode) -> dict[str, Any]:
@@ -182,7 +196,7 @@ def attempt_command(rec: RunRecord, n: int, tpu: TpuNode) -> dict[str, Any]:
                   device=tpu.device, ports=free_ports(hosts) if rec.provider == "local" and hosts > 1 else (),
                   endpoints=tpu.endpoints)
     first = launch.workers[0]
-    return {"sets": [], "env": dict(first.env), "code": rec.code, "attempt": n, **launch.to_command()}
+    return {"env": dict(first.env), "code": rec.code, "attempt": n, **launch.to_command()}
 
 
 def free_ports(count: int) -> list[int]:
@@ -213,17 +227,20 @@ def make_executor(provider: Provider, store: RunStore, arch: Arch) -> Any:
     return BucketExecutor(store, arch)
 
 
-def cluster_spec_for(provider: Provider, name: str, tpu: TpuNode | None, bucket: str | None = None) -> ClusterSpec:
+def cluster_spec_for(provider: Provider, name: str, tpu: TpuNode | None, bucket: str | None = None,
+                     spec_digest: str | None = None) -> ClusterSpec:
     """The cluster's spec: this machine's cache, else the copy a run saved in the bucket, else the TPU's.
 
     ``bucket`` (the run's) is recorded in the spec, so a TPU recreated after a preemption carries
-    it in its metadata and its hosts find their work.
+    it in its metadata and its hosts find their work. ``spec_digest``: the bucket's copy is used
+    only if its sha256 is this one (the run's pin, on a host: the spec says which service account
+    and zones a recreated TPU gets).
     """
     import dataclasses
 
     from ..cluster import cached_spec
 
-    cached = cached_spec(provider, name) or (_bucket_spec(provider, name, bucket) if bucket else None)
+    cached = cached_spec(provider, name) or (_bucket_spec(provider, name, bucket, spec_digest) if bucket else None)
     if cached:
         spec = ClusterSpec.from_dict(cached)
         return dataclasses.replace(spec, bucket=bucket) if bucket else spec
@@ -239,18 +256,24 @@ def cluster_spec_for(provider: Provider, name: str, tpu: TpuNode | None, bucket:
                                or k == "tpuctl-keep"})
 
 
-def _bucket_spec(provider: Provider, name: str, bucket: str) -> dict[str, Any] | None:
+def _bucket_spec(provider: Provider, name: str, bucket: str, digest: str | None = None) -> dict[str, Any] | None:
     """The spec a run saved beside itself (a host VM has no local cache of what the laptop made)."""
     import json
 
     from ..basics.errors import TpuctlError
     from ..cloud.storage import open_bucket
+    from .pins import sha256
 
     try:
         b = open_bucket(bucket, Target(provider=provider.name, project=provider.project, zone=None))
-        data = json.loads(b.read_bytes(runs.cluster_spec_name(name)))
+        raw = b.read_bytes(runs.cluster_spec_name(name))
+        data = json.loads(raw)
     except (TpuctlError, ValueError):
         return None
+    if digest is not None and sha256(raw) != digest:
+        raise UsageError(f"the spec of cluster {name} in {bucket} is not the one pinned with the run "
+                         f"(sha256 {sha256(raw)[:12]}, pinned {digest[:12]}): not supervising from it",
+                         hint=f"start the run again with tpuctl train {name}")
     return data if isinstance(data, dict) else None
 
 

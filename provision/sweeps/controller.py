@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..basics.config import Target
-from ..basics.errors import TpuctlError
+from ..basics.errors import TpuctlError, UsageError
 from ..cloud.base import Arch, ClusterSpec, Provider
 from ..runs import store as runs
 from ..runs import training
@@ -65,12 +65,17 @@ class Active:
 
 
 class Controller:
-    def __init__(self, provider: Provider, target: Target, store: SweepStore, *, where: str, log: Log):
+    def __init__(self, provider: Provider, target: Target, store: SweepStore, *, where: str, log: Log,
+                 pinned_on: str | None = None):
         self.provider = provider
         self.target = target
         self.store = store
         self.log = log
+        # a host VM's agent started this controller: drive only the sweep pinned in its metadata
+        self.pinned_on = pinned_on
         self.rec: SweepRecord = store.load()
+        self.job_file = local_job_file(store)
+        self._check_pinned()
         self.spec = sweepspec.from_dict(self.rec.spec)
         self.identity = controller_identity(where)
         self.lease = controller_lease(store, self.identity)
@@ -80,8 +85,23 @@ class Controller:
         self.pending: list[TrialRecord] = []
         self.pool: dict[str, int | None] = {}       # cluster -> trial number running on it
         self.budget_reason: str | None = None
-        self.job_file = local_job_file(store)
         self._stop = threading.Event()
+
+    def _check_pinned(self) -> None:
+        """On a host VM: the sweep's record and job spec must be the ones pinned there
+        (provision.runs.pins), or a bucket writer could make the host stage and pin any run."""
+        if not self.pinned_on:
+            return
+        from pathlib import Path
+
+        from ..runs.pinning import read_host_pin
+        from ..runs.pins import sha256
+
+        observed = {"record": self.rec.digest(), "job": sha256(Path(self.job_file).read_bytes())}
+        refusal = read_host_pin(self.target.provider, self.pinned_on).refusal("sweep", self.rec.sweep_id, observed)
+        if refusal:
+            raise UsageError(refusal, hint=f"hand it over again: tpuctl sweep resume {self.rec.sweep_id} --detach "
+                                           f"--host {self.pinned_on}")
 
     # ---- the lease ------------------------------------------------------------------------------
     def _acquire(self) -> None:
@@ -92,6 +112,7 @@ class Controller:
 
         take_controller_lease(self.lease, self.rec.sweep_id)
         self.rec = self.store.load()
+        self._check_pinned()
         self.study = Study(self.store, self.spec, eval_every=self.rec.eval_every_steps or 0,
                            num_train_steps=self.rec.num_train_steps)
         self.trials = {t.trial: t for t in self.store.trials()}
@@ -290,11 +311,14 @@ class Controller:
         act = Active(trial=t)
         self.active[t.trial] = act
         try:
+            outside = sweepspec.outside(self.spec, t.params)
+            if outside:     # read back from the bucket: only points of the sweep's space become --set values
+                raise UsageError(f"parameters outside the sweep's space: {outside}")
             prep = training.prepare(self.provider, self.target, spec, tpu, job_spec=self.job_file, sets=sets,
                                     bucket=self.rec.bucket, code=None, max_preemptions=None,
                                     max_failures=self.rec.max_failures)
             store = training.open_store(prep.record, self.target)
-            training.stage_run(store, prep, lambda m: self.log(f"trial {t.trial}: {m}"))
+            pin = training.stage_run(store, prep, lambda m: self.log(f"trial {t.trial}: {m}"), self.provider)
         except TpuctlError as exc:
             self.log(f"trial {t.trial} could not start: {exc.one_line()}")
             act.error = exc.one_line()
@@ -305,9 +329,10 @@ class Controller:
         t.run = prep.record.run_id
         self.store.save_trial(t)
         self.log(f"trial {t.trial} ({_params(t.params)}) starts as run {t.run} on {cluster}")
-        self._supervise(act, store, cluster, take_over=False)
+        self._supervise(act, store, cluster, take_over=False, pin=pin)
 
-    def _supervise(self, act: Active, store: runs.RunStore, cluster: str, *, take_over: bool) -> None:
+    def _supervise(self, act: Active, store: runs.RunStore, cluster: str, *, take_over: bool,
+                   pin: dict[str, str | None] | None = None) -> None:
         from .. import cluster as clusters
 
         rec = store.load()
@@ -317,7 +342,8 @@ class Controller:
         n = act.trial.trial
         sup = Supervisor(self.provider, spec, store, executor, training.attempt_command,
                          where=f"sweep {self.rec.sweep_id} trial {n}", poll_s=min(self.rec.poll_s, 10.0),
-                         log=lambda m: self.log(f"trial {n}: {m.strip()}") if not m.startswith("  step") else None)
+                         log=lambda m: self.log(f"trial {n}: {m.strip()}") if not m.startswith("  step") else None,
+                         pin=pin)
         act.sup = sup
 
         def body() -> None:

@@ -65,33 +65,41 @@ def check_bucket(host: Host, bucket: str) -> None:
 
 
 def hand_over(provider: Provider, store: SweepStore, host: Host, *, log: Any) -> str:
-    """Tell the host's agent to run the sweep's controller; return where it runs, for the user."""
+    """Pin the sweep on the host, then tell its agent to run the sweep's controller; return where
+    it runs, for the user. The pin holds the sweep's job spec and defining record as they are in
+    the bucket now: the controller there drives this sweep and no other."""
+    from ..runs.pins import sha256
+
     bucket = store.bucket
-    prepare_host(provider, bucket, host, log=log, wheel_prefix=store.name("tpuctl"))
+    fields = {"job": sha256(bucket.read_bytes(store.name("job.yaml"))), "record": store.load().digest()}
+    prepare_host(provider, bucket, host, log=log, wheel_prefix=store.prefix, kind="sweep", ident=store.sweep_id,
+                 fields=fields)
     bucket.write_bytes(host_request_name(host.cluster, store.sweep_id),
                        json.dumps({"sweep": store.sweep_id, "time": time.time()}).encode())
     return f"the host VM {host.cluster}'s agent"
 
 
-def prepare_host(provider: Provider, bucket: Any, host: Host, *, log: Any, wheel_prefix: str) -> None:
-    """Point a host VM's agent at ``bucket`` (its bootstrap waits for it in its metadata before
-    it installs tpuctl) and, if it never ran anything, stage this tpuctl for it."""
-    if not host.bucket and hasattr(provider, "point_hosts_at"):
-        provider.point_hosts_at(_spec(provider, host), bucket.url)
-    if bucket.stat(runs.agent_name(host.cluster)) is None:
-        _stage_wheel(bucket, host, log, wheel_prefix)
-
-
-def _stage_wheel(bucket: Any, host: Host, log: Any, prefix: str) -> None:
-    """A host that never ran anything has no tpuctl yet: name this one in its agent.json."""
+def prepare_host(provider: Provider, bucket: Any, host: Host, *, log: Any, wheel_prefix: str, kind: str,
+                 ident: str, fields: dict[str, str | None]) -> None:
+    """Pin ``kind`` ``ident`` (with this tpuctl's wheel) in the host VM's metadata, point its agent
+    at ``bucket`` (its bootstrap waits for it in its metadata before it installs tpuctl) and, if
+    it never ran anything, stage this tpuctl for it. The pin comes first: a host that sees the
+    request finds it pinned."""
     from ..basics.config import home
+    from ..runs import pinning
     from ..runs.wheel import build_wheel
 
     wheel = build_wheel(home() / "wheels")
-    wheel_object = f"{prefix}/{wheel.name}"
-    bucket.upload_file(wheel, wheel_object)
-    bucket.write_bytes(runs.agent_name(host.cluster), json.dumps({"wheel_object": wheel_object}).encode())
-    log(f"staged {wheel.name} for host {host.cluster}'s bootstrap")
+    pinned = pinning.pin(provider, host.cluster, kind, ident, {**fields, "wheel": pinning.file_digest(wheel)})
+    if pinned:
+        log(f"pinned {kind} {ident} on {', '.join(pinned)}")
+    if not host.bucket and hasattr(provider, "point_hosts_at"):
+        provider.point_hosts_at(_spec(provider, host), bucket.url)
+    if bucket.stat(runs.agent_name(host.cluster)) is None:
+        wheel_object = runs.wheel_object(wheel_prefix, wheel.name)
+        bucket.upload_file(wheel, wheel_object)
+        bucket.write_bytes(runs.agent_name(host.cluster), json.dumps({"wheel_object": wheel_object}).encode())
+        log(f"staged {wheel.name} for host {host.cluster}'s bootstrap")
 
 
 def _spec(provider: Provider, host: Host) -> ClusterSpec:

@@ -336,6 +336,25 @@ def _suggest(word: str, choices: Collection[str], lead: str) -> str:
     return f"{lead} {', '.join(sorted(choices)[:12])}"
 
 
+def outside(spec: SweepSpec, params: Mapping[str, Any]) -> str | None:
+    """Why a trial's parameters (read back from the bucket) are not a point of the sweep's space,
+    or None: they become the trial's ``--set`` values, so only the swept keys, within their
+    values or range, may reach a run."""
+    by_name = {p.name: p for p in spec.parameters}
+    for name, value in params.items():
+        p = by_name.get(name)
+        if p is None:
+            return f"{name!r:.40} is not a parameter of the sweep"
+        if p.values is not None:
+            if not any(type(value) is type(v) and value == v for v in p.values):
+                return f"{name} = {value!r:.40} is not one of its values"
+            continue
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not number or not math.isfinite(value) or not (p.low <= value <= p.high) or (p.integer and value != int(value)):
+            return f"{name} = {value!r:.40} is outside its range [{p.low}, {p.high}]"
+    return None
+
+
 def grid_points(spec: SweepSpec) -> dict[str, list[Any]]:
     """The search space as Optuna's GridSampler takes it."""
     return {p.name: list(p.values or ()) for p in spec.parameters}

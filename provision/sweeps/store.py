@@ -37,6 +37,9 @@ CONTROLLER_STALE_S = 30.0
 # The controller's lease, in the sweep's directory (taken by compare-and-swap: provision.runs.lease).
 CONTROLLER_LEASE = "controller.json"
 
+# what a controller, `sweep resume` and `sweep stop` change in a SweepRecord: the rest defines the sweep
+MUTABLE = frozenset({"state", "reason", "created_at", "updated_at", "ended_at", "best", "detached", "host"})
+
 LIVE = ("starting", "running")
 ENDED = ("finished", "stopped", "failed")
 
@@ -98,6 +101,14 @@ class SweepRecord:
     @property
     def live(self) -> bool:
         return self.state in LIVE
+
+    def digest(self) -> str:
+        """sha256 of what defines the sweep (not its state): what a host VM's pin holds for it
+        (provision.runs.pins), so the controller there runs only the sweep that was handed over."""
+        import hashlib
+
+        defining = {k: v for k, v in self.to_dict().items() if k not in MUTABLE}
+        return hashlib.sha256(json.dumps(defining, sort_keys=True, default=str).encode()).hexdigest()
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -118,6 +118,14 @@ class FakeGCP:
         return {"CLOUDSDK_CONFIG": str(path), "CLOUDSDK_CORE_PROJECT": self.project}
 
     # -- admin API ------------------------------------------------------------------------------------
+    def metadata_url(self, zone: str, name: str, *, worker: int | None = None, project: str | None = None) -> str:
+        """The metadata server of VM ``name`` (or, with ``worker``, of that worker of TPU VM ``name``),
+        as ``TPUCTL_METADATA_URL`` takes it (tests/fakegcp/metadata_server.py)."""
+        project = project or self.project
+        where = (f"zones/{zone}/instances/{name}" if worker is None
+                 else f"locations/{zone}/nodes/{name}/workers/{worker}")
+        return f"{self.url}/_metadata/projects/{project}/{where}/computeMetadata/v1"
+
     def admin(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(f"{self.url}/_admin/{path.lstrip('/')}", data=data, method=method,

@@ -17,7 +17,17 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from . import admin, billing, compute, compute_net, errors, firewalls, metadata, tpu_rest
+from . import (
+    admin,
+    billing,
+    compute,
+    compute_net,
+    errors,
+    firewalls,
+    metadata,
+    metadata_server,
+    tpu_rest,
+)
 from .errors import ApiError
 from .routing import Request, Route, Router
 from .store import Latencies, Store
@@ -200,6 +210,17 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         if self.command == "POST" and parts.path == "/token":
             self._token(raw)
+            return
+        if self.command == "GET" and parts.path.startswith(metadata_server.PREFIX):
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            status, payload, ctype = metadata_server.answer(self.cloud.store, parts.path,
+                                                            parse_qs(parts.query, keep_blank_values=True), headers)
+            self.send_response(status)
+            self.send_header("Metadata-Flavor", "Google")
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
             return
         try:
             body = json.loads(raw) if raw.strip() else {}

@@ -10,7 +10,8 @@ storage request and its ``Authorization`` header, keeps uploads (``uploads`` in 
 
 :func:`stub_wheel` is a tpuctl wheel whose ``tpuctl`` console script answers ``--version`` and
 otherwise appends its argv (one JSON line) to ``$TPUCTL_STUB_OUT`` and exits with
-``$TPUCTL_STUB_EXIT`` (default 0); ``requires`` become its Requires-Dist.
+``$TPUCTL_STUB_EXIT`` (default 0); ``requires`` become its Requires-Dist. :func:`pin_of` is the
+``tpuctl-pin`` attribute that lets the bootstrap install given wheels.
 """
 
 from __future__ import annotations
@@ -163,6 +164,16 @@ def objects(bucket: str, wheel_obj: str = WHEEL_OBJ, cluster: str = "bert-lab", 
     return {f"{bucket}/tpuctl/clusters/{cluster}/agent.json": json.dumps({"wheel_object": wheel_obj,
                                                                           "run_id": run_id}).encode(),
             f"{bucket}/{WHEEL_OBJ}": stub_wheel() if wheel is None else wheel}
+
+
+def pin_of(*wheels: bytes, run_id: str = RUN) -> str:
+    """The ``tpuctl-pin`` metadata value `tpuctl train` would write for runs staged with these wheels."""
+    from provision.runs.pins import sha256, updated
+
+    text = None
+    for i, wheel in enumerate(wheels):
+        text = updated(text, "run", run_id if i == 0 else f"{run_id}-{i}", {"wheel": sha256(wheel)})
+    return text or ""
 
 
 def status_name(bucket: str = "my-runs", cluster: str = "bert-lab", role: str = "worker", worker: str = "0") -> str:

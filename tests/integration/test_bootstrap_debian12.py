@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.bootstrap_stub import Stub, objects, status_name, stub_wheel
+from tests.integration.bootstrap_stub import Stub, objects, pin_of, status_name, stub_wheel
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "templates" / "host-startup.sh"
@@ -129,7 +129,7 @@ def _installed(root: Path, package: str) -> bool:
 def test_bare_debian12_installs_python3_venv_and_tpuctl_and_starts_the_agent(tmp_path, tpuctl_wheel):
     bucket = objects("my-runs", wheel=tpuctl_wheel.read_bytes())
     stub = Stub({"tpuctl-cluster": "bert-lab", "tpuctl-role": "worker", "tpuctl-bucket": "gs://my-runs",
-                 "agent-worker-number": "0"}, bucket)
+                 "agent-worker-number": "0", "tpuctl-pin": pin_of(tpuctl_wheel.read_bytes())}, bucket)
     current = ("GET", "my-runs/tpuctl/clusters/bert-lab/current.json")
     with debian12(tmp_path, WHEELHOUSE) as root:
         assert not _installed(root, "python3-venv")
@@ -161,7 +161,7 @@ def test_bare_debian12_installs_python3_venv_and_tpuctl_and_starts_the_agent(tmp
 def test_bare_debian12_with_a_wheel_that_cannot_install_reports_failed_and_stops(tmp_path, tpuctl_wheel):
     broken = stub_wheel(requires=("tpuctl-no-such-dependency>=99",))
     stub = Stub({"tpuctl-cluster": "bert-lab", "tpuctl-role": "worker", "tpuctl-bucket": "gs://my-runs",
-                 "agent-worker-number": "0"}, objects("my-runs", wheel=broken))
+                 "agent-worker-number": "0", "tpuctl-pin": pin_of(broken)}, objects("my-runs", wheel=broken))
     with debian12(tmp_path, WHEELHOUSE) as root:
         _sh("chroot", str(root), "dpkg", "--purge", "curl")      # an image even barer: no curl either
         assert not (root / "usr" / "bin" / "curl").exists()

@@ -91,12 +91,15 @@ def test_bad_cluster_or_destination_is_one_line_before_anything_is_staged(tpuctl
 
 def test_host_agent_runs_a_data_request_from_the_bucket(inputs, tmp_path):
     """The GCP host VM's side: the agent finds the request, runs tpuctl data, uploads its log and
-    status, drops the request; a request that is not one (a local path, an unknown option) is
-    dropped unrun."""
-    from provision.basics.config import Target
+    status, drops the request; a request that is not one (a local path, an unknown option), or
+    one not pinned on the host (only written to the bucket), is dropped unrun."""
+    from provision.basics.config import Target, home
     from provision.basics.validate import bucket_url
+    from provision.cloud.local import LocalProvider
     from provision.cloud.storage import open_bucket
     from provision.host.agent import watch_data
+    from provision.host.trust import HostPin
+    from provision.runs.pins import KEY, updated
 
     text, bert = inputs
     bucket_dir = buckets() / "agent-bkt"
@@ -108,22 +111,29 @@ def test_host_agent_runs_a_data_request_from_the_bucket(inputs, tmp_path):
     req = dr.DataRequest("0123456789abcdef", ("gs://agent-bkt/in/wiki.txt",), "gs://agent-bkt/in/uncased_tiny",
                          "gs://agent-bkt/out", options)
     bucket.write_bytes(dr.request_name("lab", req.request_id), json.dumps(dr.to_json(req)).encode())
+    LocalProvider(home()).update_host_metadata("lab", KEY, lambda cur: updated(
+        cur, "data", req.request_id, {"request": dr.digest(req), "wheel": None}))
     bad = {**dr.to_json(req), "id": "fedcba9876543210", "options": ["--work-dir", "/etc"]}
     bucket.write_bytes(dr.request_name("lab", bad["id"]), json.dumps(bad).encode())
+    unpinned = {**dr.to_json(req), "id": "00000000deadbeef", "out": "gs://agent-bkt/elsewhere"}
+    bucket.write_bytes(dr.request_name("lab", unpinned["id"]), json.dumps(unpinned).encode())
 
     runs: dict = {}
-    watch_data(bucket, "lab", ["--provider", "local"], runs)
+    trust = HostPin("local", "lab")
+    watch_data(bucket, "lab", ["--provider", "local"], runs, trust=trust)
     assert list(runs) == [req.request_id]
     assert bucket.stat(dr.request_name("lab", bad["id"])) is None
+    assert bucket.stat(dr.request_name("lab", unpinned["id"])) is None
     deadline = time.monotonic() + 120
     while runs and time.monotonic() < deadline:
         time.sleep(0.3)
-        watch_data(bucket, "lab", ["--provider", "local"], runs)
+        watch_data(bucket, "lab", ["--provider", "local"], runs, trust=trust)
     assert not runs
     assert json.loads(bucket.read_bytes(dr.status_name(req.request_id)))["code"] == 0
     assert b"instances in 3 shard(s)" in bucket.read_bytes(dr.log_name(req.request_id))
     assert bucket.stat(dr.request_name("lab", req.request_id)) is None
     assert json.loads((bucket_dir / "out" / "manifest.json").read_text())["complete"]
+    assert not (bucket_dir / "elsewhere").exists()
 
 
 @pytest.mark.parametrize("change", [
@@ -137,7 +147,8 @@ def test_a_request_from_the_bucket_is_parsed_not_trusted(change):
     assert dr.from_json({**good, **change}) is None
 
 
-def test_data_on_a_gcp_cluster_is_a_request_its_host_agent_runs(fakegcp_env, gcs_env, gcs_bucket, inputs, tmp_path):
+def test_data_on_a_gcp_cluster_is_a_request_its_host_agent_runs(fakegcp_env, gcs_env, gcs_bucket, inputs, tmp_path,
+                                                                monkeypatch):
     """Over the wire (the fake cloud and fake-gcs-server): the inputs staged, the host VM pointed at
     the bucket and given this tpuctl, the request written; then the host VM's agent (run here)
     makes the shards, uploads its log and status."""
@@ -145,6 +156,8 @@ def test_data_on_a_gcp_cluster_is_a_request_its_host_agent_runs(fakegcp_env, gcs
     from provision.cloud.gcp import GcpProvider
     from provision.cloud.storage import open_bucket
     from provision.host.agent import watch_data
+    from provision.host.trust import HostPin
+    from provision.runs.pins import Pin
     from tests.conftest import run_tpuctl_process
 
     project = "tpuctl-test"
@@ -162,15 +175,21 @@ def test_data_on_a_gcp_cluster_is_a_request_its_host_agent_runs(fakegcp_env, gcs
     assert dr.from_json(json.loads(b.read_bytes(dr.request_name("hostc", rid)))).out == out
     wheel = json.loads(b.read_bytes("tpuctl/clusters/hostc/agent.json"))["wheel_object"]
     assert b.stat(wheel) is not None
-    assert GcpProvider(project).metadata_of("vm", "us-central1-b", "hostc")["tpuctl-bucket"] == bucket
+    meta = GcpProvider(project).metadata_of("vm", "us-central1-b", "hostc")
+    assert meta["tpuctl-bucket"] == bucket
+    assert Pin.parse(meta["tpuctl-pin"]).entry("data", rid)["request"] == dr.digest(dr.from_json(doc["request"]))
+    # the wheel the data request staged is under the request's prefix, where the bootstrap accepts it
+    assert wheel.startswith(f"{dr.request_prefix(rid)}/tpuctl/tpuctl-")
 
+    monkeypatch.setenv("TPUCTL_METADATA_URL", fakegcp_env.metadata_url("us-central1-b", "hostc"))
+    trust = HostPin("gcp", "hostc")
     runs: dict = {}
     deadline = time.monotonic() + 120
-    watch_data(b, "hostc", ["--provider", "gcp", "--project", project], runs)
+    watch_data(b, "hostc", ["--provider", "gcp", "--project", project], runs, trust=trust)
     assert list(runs) == [rid]
     while runs and time.monotonic() < deadline:
         time.sleep(0.3)
-        watch_data(b, "hostc", ["--provider", "gcp", "--project", project], runs)
+        watch_data(b, "hostc", ["--provider", "gcp", "--project", project], runs, trust=trust)
     assert json.loads(b.read_bytes(dr.status_name(rid)))["code"] == 0, b.read_bytes(dr.log_name(rid))
     assert json.loads(b.read_bytes("data/wiki/manifest.json"))["complete"]
     here = run_tpuctl_process("data", str(text), "--bert-dir", str(bert), "--out", str(tmp_path / "here"), *SMALL)

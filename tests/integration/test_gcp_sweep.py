@@ -65,6 +65,12 @@ def test_detached_sweep_is_handed_to_the_host_vm_and_read_back_from_the_bucket(c
 
     meta = GcpProvider(PROJECT).metadata_of("vm", "us-central1-b", "hostc")
     assert meta["tpuctl-bucket"] == bucket
+    # and what it may run there: this sweep, as it is in the bucket now, and the wheel staged for it
+    from provision.runs.pins import Pin
+    from provision.sweeps.store import SweepStore
+
+    pinned = Pin.parse(meta["tpuctl-pin"]).entry("sweep", sweep)
+    assert pinned["record"] == SweepStore(b, sweep).load().digest() and pinned["wheel"]
 
     # any machine reads it from the bucket
     st = run_tpuctl_process("sweep", "status", sweep, "--provider", "gcp", "--bucket", bucket, "--json",
@@ -86,10 +92,24 @@ def test_detached_sweep_is_handed_to_the_host_vm_and_read_back_from_the_bucket(c
     from provision.host import agent
 
     started = []
+    popen = agent.subprocess.Popen
+    monkeypatch.setenv("TPUCTL_METADATA_URL", fake.metadata_url("us-central1-b", "hostc"))
     monkeypatch.setattr(agent.subprocess, "Popen", lambda argv, **kw: started.append(argv))
     agent.agent_loop("hostc", bucket, PROJECT, "hostc", "host", once=True)
     assert started == [[sys.executable, "-m", "provision", "sweep", "resume", sweep, "--where", "host",
-                        "--provider", "gcp", "--project", PROJECT, "--bucket", bucket]]
+                        "--pinned-on", "hostc", "--provider", "gcp", "--project", PROJECT, "--bucket", bucket]]
+    monkeypatch.setattr(agent.subprocess, "Popen", popen)
+
+    # a bucket writer who changes the sweep after the hand-over (the pool's service account) gets
+    # nothing from the controller the agent starts: it drives only the sweep as pinned on the host
+    rec = json.loads(b.read_bytes(f"tpuctl/sweeps/{sweep}/sweep.json"))
+    b.write_bytes(f"tpuctl/sweeps/{sweep}/sweep.json",
+                  json.dumps({**rec, "service_account": "owner@tpuctl-test.iam.gserviceaccount.com"}).encode())
+    r = run_tpuctl_process("sweep", "resume", sweep, "--where", "host", "--pinned-on", "hostc", "--provider", "gcp",
+                           "--project", PROJECT, "--bucket", bucket,
+                           env={"TPUCTL_METADATA_URL": fake.metadata_url("us-central1-b", "hostc")})
+    assert r.code == 2 and f"the record of sweep {sweep} in the bucket" in r.err, r.err
+    assert fake.call_counts().get("tpu.v2.nodes.create", 0) == 1     # still only hostc's
 
 
 SA = "tpuctl-runs@tpuctl-test.iam.gserviceaccount.com"

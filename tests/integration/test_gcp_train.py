@@ -39,11 +39,14 @@ def cloud(fakegcp_env, gcs_env, monkeypatch):
 def host_agent(cloud):
     procs = []
 
-    def start(cluster: str) -> subprocess.Popen:
-        _fake, bucket = cloud
+    def start(cluster: str, zone: str = "us-central1-b") -> subprocess.Popen:
+        fake, bucket = cloud
+        # the host VM's own metadata server: the run must be pinned there (provision.runs.pins)
+        env = {**os.environ, "TPUCTL_METADATA_URL": fake.metadata_url(zone, cluster)}
         proc = subprocess.Popen([sys.executable, "-m", "provision.host.agent", "daemon", "--cluster", cluster, "--bucket",
                                  bucket, "--project", "tpuctl-test", "--role", "host", "--worker", "host0",
-                                 "--poll", "0.5"], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                 "--poll", "0.5"], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
         procs.append(proc)
         return proc
 
@@ -208,7 +211,9 @@ def test_a_pod_slice_runs_one_client_on_worker_0_while_the_other_workers_report(
     assert up.code == 0, up.err
     agents = [subprocess.Popen([sys.executable, "-m", "provision.host.agent", "daemon", "--cluster", "pod", "--bucket",
                                 bucket, "--project", "tpuctl-test", "--role", "worker", "--worker", str(w),
-                                "--poll", "0.5"], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                "--poll", "0.5"], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               env={**os.environ, "TPUCTL_METADATA_URL": _fake.metadata_url("us-central2-b", "pod",
+                                                                                           worker=w)})
               for w in (0, 1)]
     try:
         r = run_tpuctl_process("train", "pod", "--job", "templates/bert-finetune-tiny.yaml",

@@ -32,6 +32,7 @@ from tests.integration.bootstrap_stub import (
     WHEEL_OBJ,
     Stub,
     objects,
+    pin_of,
     status_name,
     stub_wheel,
 )
@@ -122,7 +123,7 @@ def _agent_argv(tmp_path: Path) -> list[list[str]]:
 
 def _good_attributes(**changes: str) -> dict[str, str]:
     attrs = {"tpuctl-cluster": "bert-lab", "tpuctl-role": "worker", "tpuctl-bucket": "gs://my-runs",
-             "agent-worker-number": "0", "startup-script": "#!/bin/bash"}
+             "agent-worker-number": "0", "startup-script": "#!/bin/bash", "tpuctl-pin": pin_of(stub_wheel())}
     attrs.update(changes)
     return {k: v for k, v in attrs.items() if v is not None}
 
@@ -235,6 +236,66 @@ def test_a_hostile_wheel_path_in_the_bucket_is_refused(tmp_path, wheel_obj):
     assert failed["wheel_object"] is None
 
 
+def test_a_wheel_the_metadata_does_not_pin_is_never_installed(tmp_path):
+    """A bucket writer can replace the wheel agent.json names (or agent.json itself): the host
+    installs a wheel only if its sha256 is one `tpuctl train` pinned in the instance metadata."""
+    theirs = stub_wheel(requires=("attacker-package>=1",))
+    stub = Stub(_good_attributes(), objects("my-runs", wheel=theirs))
+    try:
+        code, out, _ = _run(tmp_path, stub, timeout=60)
+    finally:
+        stub.close()
+    assert code == 1, out
+    digest = __import__("hashlib").sha256(theirs).hexdigest()
+    assert f"has sha256 {digest}, which tpuctl-pin in this VM's metadata does not name: not installing it" in out
+    assert not (tmp_path / "venv").exists() and not _agent_argv(tmp_path)
+    failed = stub.statuses(STATUS)[-1]
+    assert (failed["state"], failed["step"]) == ("failed", "pin") and "does not name" in failed["message"]
+
+
+def test_a_host_not_pinned_yet_waits_for_the_pin_and_installs_nothing(tmp_path):
+    """A TPU VM recreated after a preemption boots before its supervisor pins it: it waits."""
+    stub = Stub(_good_attributes(**{"tpuctl-pin": None}), objects("my-runs"))
+    try:
+        code, out, _ = _run(tmp_path, stub, timeout=10)
+    finally:
+        stub.close()
+    assert code is None, out
+    assert "no tpuctl-pin in metadata yet: waiting for tpuctl train" in out
+    assert not (tmp_path / "venv").exists() and not stub.statuses(STATUS)
+
+
+def _staged_wheel_paths() -> dict[str, str]:
+    """Every place tpuctl stages its wheel, named by tpuctl's own code: a run's directory
+    (train), a sweep's (sweep --detach --host) and a data request's (data --on)."""
+    from provision.host import data_requests as dr
+    from provision.runs.store import RunStore, wheel_object
+    from provision.sweeps.store import SweepStore
+
+    name = "tpuctl-0.1.0+g1a2b3c4d-py3-none-any.whl"
+    return {"run": wheel_object(RunStore(None, RUN).prefix, name),
+            "sweep": wheel_object(SweepStore(None, "sweep-20260101-000000-abcd").prefix, name),
+            "data": wheel_object(dr.request_prefix("0123456789abcdef"), name)}
+
+
+@pytest.mark.parametrize("kind", ["run", "sweep", "data"])
+def test_the_bootstrap_accepts_every_wheel_path_tpuctl_stages(tmp_path, kind):
+    """Its wheel_object check passes each of them: the script goes on to download the wheel (here
+    absent, so it stops there), instead of stopping at agent.json with "not a tpuctl wheel"."""
+    wheel_obj = _staged_wheel_paths()[kind]
+    stub = Stub(_good_attributes(), {"my-runs/tpuctl/clusters/bert-lab/agent.json": json.dumps(
+        {"wheel_object": wheel_obj, "run_id": RUN}).encode()})
+    try:
+        code, out, _ = _run(tmp_path, stub, timeout=30)
+    finally:
+        stub.close()
+    assert code == 1, out
+    failed = stub.statuses(STATUS)[-1]
+    assert (failed["step"], failed["wheel_object"]) == ("wheel", wheel_obj), failed
+    assert f"cannot download gs://my-runs/{wheel_obj}" in failed["message"]
+    assert "not a tpuctl wheel" not in out
+
+
 def test_no_run_yet_means_waiting_for_agent_json_not_failing(tmp_path):
     stub = Stub(_good_attributes(), {})
     try:
@@ -302,7 +363,7 @@ def test_apt_that_cannot_install_python3_venv_fails_in_bounded_time(tmp_path):
 
 def test_a_wheel_that_cannot_install_fails_with_the_pip_error_and_no_secret(tmp_path):
     wheel = stub_wheel(requires=("tpuctl-no-such-dependency>=99",))
-    stub = Stub(_good_attributes(), objects("my-runs", wheel=wheel))
+    stub = Stub(_good_attributes(**{"tpuctl-pin": pin_of(wheel)}), objects("my-runs", wheel=wheel))
     # an image's private mirror with a password in its URL: pip's error must not carry it out
     mirror = "http://mirror-user:s3cr3t-Passw0rd@127.0.0.1:9/simple"
     t0 = time.monotonic()

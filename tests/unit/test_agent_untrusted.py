@@ -2,22 +2,31 @@
 
 import json
 
+from provision.basics.config import home
+from provision.cloud.local import LocalProvider
 from provision.cloud.storage import local_bucket
 from provision.host.agent import _attempt_number, _checked, run_attempt
+from provision.runs.pins import KEY, sha256, updated
+
+SPEC = b"job: bert-finetune\n"            # not runnable: exits 2 at once
 
 
 def test_command_env_is_limited_to_the_job_keys(tmp_path):
     bucket = local_bucket("agent-test")
     bucket.create("local")
     prefix = "tpuctl/runs/r1-20260101-000000-abcd"
-    bucket.write_bytes(f"{prefix}/spec.yaml", b"job: bert-finetune\n")        # not runnable: exits 2 at once
+    bucket.write_bytes(f"{prefix}/spec.yaml", SPEC)
+    LocalProvider(home()).update_host_metadata("lab", KEY, lambda cur: updated(
+        cur, "run", "r1-20260101-000000-abcd", {"cluster": "lab", "spec": sha256(SPEC), "code": None}))
     bucket.write_bytes(f"{prefix}/attempts/1/command.json", json.dumps({
-        "sets": [], "code": False,
+        "code": False,
         "env": {"LD_PRELOAD": "/nonexistent/evil.so", "PYTHONSTARTUP": "/nonexistent/evil.py",
                 "TPUCTL_DEVICE": "cpu"}}).encode())
-    code = run_attempt("gs://agent-test", "local", "local", "r1-20260101-000000-abcd", 1, "0", workdir=tmp_path)
+    code = run_attempt("gs://agent-test", "local", "local", "r1-20260101-000000-abcd", 1, "0", "lab",
+                       workdir=tmp_path / "work")
     assert code == 2
     log = bucket.read_bytes(f"{prefix}/attempts/1/log-0.txt").decode()
+    assert "jobs: error" in log and "refused" not in log       # the job ran, and exited 2 itself
     assert "ld.so" not in log and "evil" not in log
     assert json.loads(bucket.read_bytes(f"{prefix}/attempts/1/exit-0.json"))["code"] == 2
 

@@ -126,6 +126,13 @@ def test_a_host_that_cannot_bootstrap_ends_a_waiting_run():
     assert decide(obs(job=JobPhase.EXITED, exit_code=42, blocked=why)).action == Action.RECREATE_TPU
 
 
+def test_a_host_that_refused_the_attempt_ends_the_run_with_its_reason():
+    why = "the code of run lab-1 in the bucket (sha256 0123456789ab) is not the one pinned in this host's metadata"
+    d = decide(obs(job=JobPhase.EXITED, exit_code=2, refused=why))
+    assert (d.action, d.counts_as) == (Action.GIVE_UP, "failure") and d.reason == f"a host refused the attempt: {why}"
+    assert "fix the spec" in decide(obs(job=JobPhase.EXITED, exit_code=2)).reason    # the job's own exit 2
+
+
 @pytest.mark.parametrize("state", [None, TpuState.PREEMPTED, TpuState.TERMINATED])
 def test_an_outage_already_counted_is_recovered_from_again_but_not_counted_again(state):
     d = decide(obs(tpu_state=state, preemptions=1, max_preemptions=1, outage_counted=True))
