@@ -92,7 +92,7 @@ def test_a_jobs_package_and_a_log_symlink_planted_at_the_shared_temp_path_are_ne
     assert not marker.exists(), "the agent ran the other user's jobs/__init__.py"
     assert victim.read_text() == "the victim's file\n", "the agent wrote through the other user's symlink"
     log = pinned_run.read_bytes(f"tpuctl/runs/{RUN}/attempts/1/log-0.txt").decode()
-    assert "jobs: error" in log and "refused" not in log     # tpuctl's own jobs package ran the spec
+    assert "tpuctl: error" in log and "refused" not in log     # tpuctl's own jobs package ran the spec
     work = home() / "host" / "work" / RUN / "0"
     assert (work / "attempt-1-0.log").is_file() and not (work / "attempt-1-0.log").is_symlink()
     for d in (home() / "host", home() / "host" / "work", work.parent, work):
@@ -123,7 +123,7 @@ def test_a_work_directory_that_is_not_the_agents_own_is_refused_and_nothing_in_i
                 else f"owned by uid {OTHER_UID}" if os.geteuid() == 0 else "not private to this user")
     assert ended["code"] == 2 and expected in ended["refused"], ended
     log = pinned_run.read_bytes(f"tpuctl/runs/{RUN}/attempts/1/log-0.txt").decode()
-    assert log.startswith("[tpuctl] refused: ") and "jobs: error" not in log
+    assert log.startswith("[tpuctl] refused: ") and "tpuctl: error" not in log
 
 
 def test_a_data_log_symlink_is_not_followed(tmp_path):

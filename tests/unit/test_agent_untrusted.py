@@ -26,7 +26,7 @@ def test_command_env_is_limited_to_the_job_keys(tmp_path):
                        workdir=tmp_path / "work")
     assert code == 2
     log = bucket.read_bytes(f"{prefix}/attempts/1/log-0.txt").decode()
-    assert "jobs: error" in log and "refused" not in log       # the job ran, and exited 2 itself
+    assert "tpuctl: error" in log and "refused" not in log       # the job ran, and exited 2 itself
     assert "ld.so" not in log and "evil" not in log
     assert json.loads(bucket.read_bytes(f"{prefix}/attempts/1/exit-0.json"))["code"] == 2
 
