@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_FAILURE
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the last resort: one scrubbed line (and traceback if asked)
         from .basics.redact import redact
 
         if os.environ.get("TPUCTL_DEBUG"):

@@ -200,7 +200,7 @@ def command(corpus: tuple[str, ...], bert_dir: str, out: str, workers: int | Non
 def _fetch_inputs(corpus: tuple[str, ...], bert_dir: str, target) -> tuple[tuple[str, ...], str]:
     """gs:// corpus files and vocab.txt copied to a local directory (named by their URLs; an
     object already there at its size is not fetched again)."""
-    from ..basics import validate
+    from ..basics import private, validate
     from ..basics.config import home
     from ..basics.errors import UsageError
     from ..cloud.storage import open_bucket
@@ -218,7 +218,7 @@ def _fetch_inputs(corpus: tuple[str, ...], bert_dir: str, target) -> tuple[tuple
             raise UsageError(f"{url} does not exist", hint="check the name (gcloud storage ls)")
         path = root / rel
         if not (path.is_file() and path.stat().st_size == info.size):
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private.make_dirs(path.parent)
             try:
                 bucket.download_file(u.prefix, path)
             except ObjectNotFound:
@@ -260,13 +260,14 @@ def _dataflow(corpus, bert_dir, out, workers, parts, exact, seed, do_lower_case,
             project = resolve_target("gcp", None).project
         except TpuctlError:
             project = None
+    from ..basics import private
     from ..basics.config import home
     from ..runs.wheel import build_wheel
 
     # the workers install this code (the wheel of the running tpuctl) and the fast tokenizer
     wheel = build_wheel(home() / "wheels")
     requirements = home() / "data" / "dataflow-requirements.txt"
-    requirements.parent.mkdir(parents=True, exist_ok=True)
+    private.make_dirs(requirements.parent)
     requirements.write_text("\n".join(_data_requirements()) + "\n")
     argv = [sys.executable, "-m", "jobs.bert.pretraining_data", "--input_file", ",".join(corpus),
             "--output_dir", out, "--vocab_file", vocab,

@@ -128,8 +128,10 @@ def _start_here(req: dr.DataRequest, target, log_path) -> None:
     of a GCP host VM starts it), which outlives this command."""
     import subprocess
 
-    log_path.parent.mkdir(parents=True, exist_ok=True)
+    from ..basics import private
+
+    private.make_dirs(log_path.parent)
     argv = [sys.executable, "-m", "provision", *dr.data_argv(req), "--provider", "local"]
-    with open(log_path, "ab") as out:
+    with open(log_path, "ab", opener=private.opener) as out:
         subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
                          env=dict(os.environ))

@@ -100,8 +100,10 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
     log_path = work / f"attempt-{n}-{worker}.log"
     log = open(log_path, "ab", buffering=0)  # noqa: SIM115 - the attempt process writes to it until it exits
     log.write(f"[tpuctl] attempt {n} of run {run_id} on {socket.gethostname()} (worker {worker})\n".encode())
+    # the local provider's bucket is a directory in $TPUCTL_HOME: the job's checkpoints and
+    # summaries there are the user's alone (provision.basics.private), whatever the umask
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(work),
-                            start_new_session=False)
+                            start_new_session=False, umask=0o077 if provider == "local" else -1)
     stop_sent = threading.Event()
     done = threading.Event()
 

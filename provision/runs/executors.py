@@ -17,6 +17,7 @@ import threading
 import time
 from typing import Any, Protocol
 
+from ..basics import private
 from ..cloud.base import Arch, TpuNode
 from ..cluster import bootstrap
 from .policy import JobPhase
@@ -130,10 +131,10 @@ class LocalExecutor(_BucketWatcher):
         registered on the "TPU": a preemption kills the whole group, as losing a real slice does."""
         self.store.write_json(f"{self.store.attempt_prefix(n)}/command.json", command)
         log_dir = self.provider.root / "jobs" / "logs"
-        log_dir.mkdir(parents=True, exist_ok=True)
+        private.make_dirs(log_dir)
         procs: dict[str, subprocess.Popen] = {}
         for worker in sorted(command.get("workers") or {"0": {}}, key=int):
-            with open(log_dir / f"{rec.run_id}-{n}-{worker}.wrapper.log", "ab") as err:
+            with open(log_dir / f"{rec.run_id}-{n}-{worker}.wrapper.log", "ab", opener=private.opener) as err:
                 procs[worker] = subprocess.Popen(
                     [sys.executable, "-m", "provision.host.agent", "attempt", "--bucket", rec.bucket,
                      "--provider", "local", "--project", rec.project, "--run", rec.run_id, "--attempt", str(n),

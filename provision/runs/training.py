@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..basics import private
 from ..basics.config import Target, home
 from ..basics.errors import NotFound, UsageError
 from ..cloud.base import DEFAULT_MACHINE_TYPE, Arch, ClusterSpec, Provider, TpuNode
@@ -250,8 +251,8 @@ def hand_over(provider: Provider, target: Target, store: RunStore, rec: RunRecor
     """Let the host supervise: on the local provider a detached process here, on GCP the host VM's agent."""
     if provider.name == "local":
         log_path = home() / "runs" / f"{rec.run_id}.supervisor.log"
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "ab") as out:
+        private.make_dirs(log_path.parent)
+        with open(log_path, "ab", opener=private.opener) as out:
             subprocess.Popen([sys.executable, "-m", "provision", "supervise", rec.run_id, "--where", "host",
                               "--provider", "local"], stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                              start_new_session=True, env=dict(os.environ))

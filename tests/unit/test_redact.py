@@ -95,7 +95,7 @@ def test_tpuctl_debug_prints_the_traceback_scrubbed(tpuctl, monkeypatch):
     from provision.commands import cost
 
     def boom(**_kwargs):
-        proxy = "http://alice:s3cr3t-pw@proxy.corp:3128/"  # noqa: F841 - quoted by the traceback line
+        proxy = "http://alice:s3cr3t-pw@proxy.corp:3128/"
         raise RuntimeError(f"cannot reach {proxy} with client_secret: GOCSPX-inTheMessage")
 
     monkeypatch.setattr(cost.command, "callback", boom)
