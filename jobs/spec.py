@@ -804,7 +804,8 @@ def _check_checkpoint(prefix: str, bert: Any, *, where: str) -> None:
     except IndexError_ as exc:
         if exc.corrupt:
             raise SpecError(f"{where}: {os.path.basename(prefix)}.index is not a TensorFlow checkpoint index "
-                            "(a truncated or corrupted copy?); copy the bert_model.ckpt.* files again") from None
+                            f"({exc}); if it is a truncated or corrupted copy, copy the bert_model.ckpt.* "
+                            "files again") from None
         return  # a layout this reader does not know: the job checks it with TensorFlow
     except OSError as exc:
         raise SpecError(f"{where}: cannot read {prefix}.index ({exc.strerror}); check its permissions") from None
