@@ -31,6 +31,8 @@ from typing import Any, ClassVar, Union
 
 import yaml
 
+from . import bounded_yaml
+from .bert.vocab import MAX_VOCAB_BYTES
 from .errors import ConfigError
 
 PRECISIONS = ("auto", "float32", "bfloat16")
@@ -376,40 +378,6 @@ def reported_metrics(job: str | JobSpec | type[JobSpec]) -> tuple[str, ...]:
 
 
 MAX_SPEC_BYTES = 1 << 20     # a spec is a few dozen lines
-MAX_YAML_DEPTH = 16          # a spec is flat: key: value, a list at most
-MAX_YAML_ALIASES = 64
-
-
-class _SpecLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, bounded: aliases may only repeat scalars (a YAML bomb, "billion
-    laughs", multiplies collections through aliases), nesting is shallow (deep nesting would
-    exhaust the recursion limit), and there are few of them."""
-
-    def __init__(self, stream: Any) -> None:
-        super().__init__(stream)
-        self._depth = 0
-        self._aliases = 0
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            self._aliases += 1
-            target = self.anchors.get(event.anchor)
-            if self._aliases > MAX_YAML_ALIASES or (target is not None
-                                                    and not isinstance(target, yaml.ScalarNode)):
-                raise _Refused(f"uses the alias *{event.anchor} to repeat a list or mapping (or too "
-                               "many aliases); write the values out, aliases may only repeat single values")
-        self._depth += 1
-        try:
-            if self._depth > MAX_YAML_DEPTH:
-                raise _Refused(f"nests deeper than {MAX_YAML_DEPTH} levels; a spec is flat key: value lines")
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-
-
-class _Refused(Exception):
-    pass
 
 
 def read_yaml(path: str) -> dict[str, Any]:
@@ -430,16 +398,14 @@ def read_yaml(path: str) -> dict[str, Any]:
     except OSError as exc:
         raise SpecError(f"cannot read job spec {path} ({exc.strerror or exc}); check its permissions") from None
     try:
-        raw = yaml.load(text, Loader=_SpecLoader)  # a bounded SafeLoader: no arbitrary objects
-    except _Refused as exc:
-        raise SpecError(f"job spec {path} {exc}") from None
+        raw = bounded_yaml.load(text)
+    except bounded_yaml.Refused as exc:
+        raise SpecError(f"job spec {path} {exc.reason}; {exc.hint or 'a spec is flat key: value lines'}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         raise SpecError(f"job spec {path}{where} is not valid YAML "
                         f"({getattr(exc, 'problem', None) or 'parse error'}); fix the file") from None
-    except RecursionError:
-        raise SpecError(f"job spec {path} nests too deeply; a spec is flat key: value lines") from None
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -678,7 +644,6 @@ def _local_checkpoint(path: str) -> bool:
 
 
 MAX_CONFIG_BYTES = 1 << 20
-MAX_VOCAB_BYTES = 64 << 20
 _CONFIG_INTS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                 "max_position_embeddings", "type_vocab_size")
 

@@ -117,9 +117,7 @@ def command(corpus: tuple[str, ...], bert_dir: str, out: str, workers: int | Non
         if not os.path.isfile(path):
             raise UsageError(f"corpus file {path} is not a local file",
                              hint="give local text files or gs:// objects")
-    vocab = os.path.join(bert_dir, "vocab.txt")
-    if is_bucket_url(bert_dir) or not os.path.isfile(vocab):
-        raise UsageError(f"{vocab} does not exist", hint="give --bert-dir a local model directory holding vocab.txt")
+    vocab = _local_vocab(bert_dir)
     if workers is not None and workers < 1:
         raise UsageError(f"--workers {workers}", hint="give at least 1")
     target, local = None, out
@@ -197,6 +195,30 @@ def command(corpus: tuple[str, ...], bert_dir: str, out: str, workers: int | Non
         click.echo(f"input_files: {glob}")
 
 
+def _local_vocab(bert_dir: str) -> str:
+    """``bert_dir``'s vocab.txt, a local file no larger than a vocabulary: checked by its size
+    before anything reads it (a file of 133 MB took the tokenizer 29 s to run out of memory)."""
+    from ..basics.errors import UsageError
+    from ..staging.endpoints import is_bucket_url
+
+    vocab = os.path.join(bert_dir, "vocab.txt")
+    if is_bucket_url(bert_dir) or not os.path.isfile(vocab):
+        raise UsageError(f"{vocab} does not exist", hint="give --bert-dir a local model directory holding vocab.txt")
+    _check_vocab_size(vocab, os.path.getsize(vocab))
+    return vocab
+
+
+def _check_vocab_size(vocab: str, size: int) -> None:
+    from jobs.bert.vocab import too_large
+
+    from ..basics.errors import UsageError
+
+    why = too_large(size)
+    if why:
+        raise UsageError(f"{vocab} {why}", hint="give --bert-dir the model directory whose vocab.txt tokenizes "
+                                                "the corpus")
+
+
 def _fetch_inputs(corpus: tuple[str, ...], bert_dir: str, target) -> tuple[tuple[str, ...], str]:
     """gs:// corpus files and vocab.txt copied to a local directory (named by their URLs; an
     object already there at its size is not fetched again)."""
@@ -210,12 +232,14 @@ def _fetch_inputs(corpus: tuple[str, ...], bert_dir: str, target) -> tuple[tuple
     key = hashlib.sha256(json.dumps([list(corpus), bert_dir]).encode()).hexdigest()[:16]
     root = home() / "data" / "inputs" / key
 
-    def fetch(url: str, rel: str) -> str:
+    def fetch(url: str, rel: str, *, vocab: bool = False) -> str:
         u = validate.bucket_url(url)
         bucket = open_bucket(u, target)
         info = bucket.stat(u.prefix)
         if info is None:
             raise UsageError(f"{url} does not exist", hint="check the name (gcloud storage ls)")
+        if vocab:
+            _check_vocab_size(url, info.size)      # before the download
         path = root / rel
         if not (path.is_file() and path.stat().st_size == info.size):
             private.make_dirs(path.parent)
@@ -229,7 +253,7 @@ def _fetch_inputs(corpus: tuple[str, ...], bert_dir: str, target) -> tuple[tuple
                   for i, c in enumerate(corpus))
     if is_bucket_url(bert_dir):
         name = bert_dir.rstrip("/").rsplit("/", 1)[-1]  # the directory's name says cased or uncased
-        fetch(f"{bert_dir.rstrip('/')}/vocab.txt", f"{name}/vocab.txt")
+        fetch(f"{bert_dir.rstrip('/')}/vocab.txt", f"{name}/vocab.txt", vocab=True)
         bert_dir = str(root / name)
     return local, bert_dir
 
@@ -247,14 +271,11 @@ def _dataflow(corpus, bert_dir, out, workers, parts, exact, seed, do_lower_case,
     """--runner dataflow: the Beam pipeline submitted to Dataflow, which reads the corpus and
     writes DEST in place (nothing is made or staged here). Untested against Dataflow itself."""
     from ..basics.errors import TpuctlError, UsageError
-    from ..staging.endpoints import is_bucket_url
     from .common import emit_json
 
     if exact:
         raise UsageError("--exact is one stream in one process", hint="drop --runner dataflow, or drop --exact")
-    vocab = os.path.join(bert_dir, "vocab.txt")
-    if is_bucket_url(bert_dir) or not os.path.isfile(vocab):
-        raise UsageError(f"{vocab} does not exist", hint="give --bert-dir a local model directory holding vocab.txt")
+    vocab = _local_vocab(bert_dir)
     if not project:
         try:
             project = resolve_target("gcp", None).project

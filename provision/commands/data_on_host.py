@@ -43,6 +43,13 @@ def make_on_host(cluster: str, corpus: tuple[str, ...], bert_dir: str, out: str,
     vocab = f"{bert_dir.rstrip('/')}/vocab.txt"
     if not is_bucket_url(bert_dir) and not os.path.isfile(vocab):
         raise UsageError(f"{vocab} does not exist", hint="give --bert-dir a model directory holding vocab.txt")
+    if not is_bucket_url(bert_dir):
+        from jobs.bert.vocab import too_large
+
+        why = too_large(os.path.getsize(vocab))
+        if why:   # the host would refuse it: refused here, before anything is staged
+            raise UsageError(f"{vocab} {why}", hint="give --bert-dir the model directory whose vocab.txt "
+                                                    "tokenizes the corpus")
     local = [p for p in corpus if not is_bucket_url(p)]
     if local:  # what the host would refuse, refused here before anything is staged (pure Python)
         from jobs.bert import corpus_inputs

@@ -35,7 +35,11 @@ class Plan:
 
 
 def read_spec(path: str) -> tuple[dict[str, Any], bytes]:
+    """The sweep spec's document and bytes, read as job specs are (:mod:`jobs.bounded_yaml`):
+    hostile YAML (a bomb, nesting 30,000 deep) is one line, not a crash."""
     import yaml
+
+    from jobs import bounded_yaml
 
     if not os.path.isfile(path):
         raise UsageError(f"sweep spec {path[:200]} not found", hint="pass the path of a sweep spec YAML (docs/sweeps.md)")
@@ -44,7 +48,10 @@ def read_spec(path: str) -> tuple[dict[str, Any], bytes]:
     with open(path, "rb") as fh:
         text = fh.read()
     try:
-        raw = yaml.safe_load(text.decode("utf-8"))
+        raw = bounded_yaml.load(text.decode("utf-8"))
+    except bounded_yaml.Refused as exc:
+        raise UsageError(f"sweep spec {path[:200]} {exc.reason}",
+                         hint=exc.hint or "a sweep spec is the mapping of docs/sweeps.md") from None
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
