@@ -7,6 +7,9 @@ failure. Every error carries a one-line message that names the fix; the CLI prin
 
 from __future__ import annotations
 
+# no control or terminal escape characters (from a user's value or a cloud's message)
+from .text import printable
+
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -25,15 +28,10 @@ class TpuctlError(Exception):
 
     def one_line(self) -> str:
         text = self.message if not self.hint else f"{self.message}; {self.hint}"
-        return _printable(" ".join(text.split()))
+        return printable(" ".join(text.split()))
 
     def __str__(self) -> str:
         return self.one_line()
-
-
-def _printable(text: str) -> str:
-    """No control or terminal escape characters (from a user's value or a cloud's message)."""
-    return "".join(ch if ch.isprintable() else "?" for ch in text)
 
 
 class UsageError(TpuctlError):
@@ -75,7 +73,7 @@ class PartialFailure(TpuctlError):
         base = super().one_line()
         if not self.remaining:
             return base
-        return _printable(f"{base}; still exists: {', '.join(self.remaining)}")
+        return printable(f"{base}; still exists: {', '.join(self.remaining)}")
 
 
 class JobFailed(TpuctlError):
