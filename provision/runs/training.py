@@ -21,6 +21,8 @@ from ..basics import private
 from ..basics.config import Target, home
 from ..basics.errors import NotFound, UsageError
 from ..cloud.base import DEFAULT_MACHINE_TYPE, Arch, ClusterSpec, Provider, TpuNode
+from ..staging.selection import Selection
+from ..staging.selection import select as select_code
 from . import store as runs
 from .store import RunRecord, RunStore
 
@@ -32,7 +34,11 @@ class Prepared:
     record: RunRecord
     spec_yaml: bytes
     cluster: ClusterSpec
-    code_dir: Path | None
+    code: Selection | None = None          # --code: the files staged (provision.staging.selection)
+
+    @property
+    def code_dir(self) -> Path | None:
+        return self.code.root if self.code is not None else None
 
 
 def local_path_for(url: str) -> str:
@@ -124,18 +130,14 @@ def prepare(provider: Provider, target: Target, cluster: ClusterSpec, tpu: TpuNo
                 exc.message += f" (cluster {cluster.name} may be recreated as a {name}: its --accelerator-type " \
                                f"lists {','.join(cluster.accelerator_types)})"
             raise
-    code_dir = None
-    if code:
-        code_dir = Path(code)
-        if not code_dir.is_dir():
-            raise UsageError(f"--code {code} is not a directory", hint="pass the directory of your job code")
+    selection = select_code(code) if code else None
     rec = RunRecord(run_id=run_id, cluster=cluster.name, provider=target.provider, project=target.project or "",
                     zone=tpu.zone, bucket=bucket, model_dir=str(resolved["model_dir"]),
                     num_train_steps=int(resolved["num_train_steps"]),
                     save_checkpoints_steps=int(resolved["save_checkpoints_steps"]), job=str(resolved["job"]),
-                    max_preemptions=max_preemptions, max_failures=max_failures, code=code_dir is not None)
+                    max_preemptions=max_preemptions, max_failures=max_failures, code=selection is not None)
     spec_yaml = yaml.safe_dump(resolved, sort_keys=True).encode()
-    return Prepared(record=rec, spec_yaml=spec_yaml, cluster=cluster, code_dir=code_dir)
+    return Prepared(record=rec, spec_yaml=spec_yaml, cluster=cluster, code=selection)
 
 
 def stage_run(store: RunStore, prep: Prepared, log: Any) -> None:
@@ -144,13 +146,12 @@ def stage_run(store: RunStore, prep: Prepared, log: Any) -> None:
 
     rec = prep.record
     store.bucket.write_bytes(f"{store.prefix}/spec.yaml", prep.spec_yaml)
-    if prep.code_dir is not None:
-        count = 0
-        for path in sorted(prep.code_dir.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts and not path.name.startswith("."):
-                store.bucket.upload_file(path, f"{store.prefix}/code/{path.relative_to(prep.code_dir).as_posix()}")
-                count += 1
-        log(f"staged {count} code files from {prep.code_dir}")
+    if prep.code is not None:
+        # exactly what --dry-run listed: no dot path, no symlink, nothing .gitignore'd
+        for rel in prep.code.files:
+            store.bucket.upload_file(prep.code.root / rel, f"{store.prefix}/code/{rel}")
+        log(f"staged {len(prep.code.files)} code files from {prep.code.root}"
+            + (f" (left out {len(prep.code.skipped)}: dot paths, symlinks, ignored)" if prep.code.skipped else ""))
     wheel = build_wheel(home() / "wheels")
     wheel_object = f"{store.prefix}/tpuctl/{wheel.name}"
     store.bucket.upload_file(wheel, wheel_object)
