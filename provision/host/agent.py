@@ -396,6 +396,24 @@ def _attempt_number(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 1_000_000 else None
 
 
+def _enter_slice_network(how: str) -> bool:
+    """Before anything else (the process must still be single-threaded): this host of an emulated
+    slice into the slice's own network, so its TensorFlow server is reachable from nowhere else."""
+    from ..cloud import netns
+
+    try:
+        if how == "new":
+            netns.enter_new()
+        else:
+            pid, _, inode = how.partition(":")
+            netns.join(int(pid), int(inode))
+    except (OSError, ValueError) as exc:
+        print(f"tpuctl agent: cannot enter the slice's private network ({how}): {exc}; not running the job "
+              f"outside it", file=sys.stderr, flush=True)
+        return False
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m provision.host.agent")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -403,6 +421,9 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("--bucket", "--provider", "--project", "--run", "--worker"):
         a.add_argument(name, required=name != "--worker", default="0" if name == "--worker" else None)
     a.add_argument("--attempt", type=int, required=True)
+    a.add_argument("--netns", default=None, metavar="new|PID:INODE",
+                   help="local provider, a multi-host slice: run in a new network namespace (the first host), "
+                        "or join the first host's (provision.cloud.netns)")
     d = sub.add_parser("daemon", help="the host agent")
     d.add_argument("--cluster", required=True)
     d.add_argument("--bucket", required=True)
@@ -414,6 +435,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="host: delete the cluster's TPU once idle this long (default: the VM's metadata)")
     args = parser.parse_args(argv)
     if args.command == "attempt":
+        if args.netns and not _enter_slice_network(args.netns):
+            return 2          # no exit record: the supervisor sees the host lost and restarts the group
         return run_attempt(args.bucket, args.provider, args.project, args.run, args.attempt, args.worker)
     agent_loop(args.cluster, args.bucket, args.project, args.worker, args.role, poll_s=args.poll,
                autodown_s=args.autodown)

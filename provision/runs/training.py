@@ -130,6 +130,12 @@ def prepare(provider: Provider, target: Target, cluster: ClusterSpec, tpu: TpuNo
                 exc.message += f" (cluster {cluster.name} may be recreated as a {name}: its --accelerator-type " \
                                f"lists {','.join(cluster.accelerator_types)})"
             raise
+    if target.provider == "local":
+        # an emulated slice runs only in a network of its own, or where the user accepted the exposure
+        from .executors import private_slice_network
+
+        for name in dict.fromkeys([tpu.accelerator_type, *cluster.accelerator_types]):
+            private_slice_network(name)
     selection = select_code(code) if code else None
     rec = RunRecord(run_id=run_id, cluster=cluster.name, provider=target.provider, project=target.project or "",
                     zone=tpu.zone, bucket=bucket, model_dir=str(resolved["model_dir"]),
