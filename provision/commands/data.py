@@ -166,6 +166,10 @@ def command(corpus: tuple[str, ...], bert_dir: str, out: str, workers: int | Non
         if not create_bucket and not bucket.exists():
             raise UsageError(f"bucket gs://{out[5:].split('/')[0]} does not exist",
                              hint="pass --create-bucket (and --location), or check the name")
+        if not work_dir:
+            from ..basics import private
+
+            private.make_dirs(local)      # in TPUCTL_HOME: the owner's alone, as the rest of it
         _seed_manifest(bucket, prefix, local, out)
     result = _make(argv, local, out)
     if target is not None and (result["made_parts"] or not _dest_complete(bucket, prefix)):
