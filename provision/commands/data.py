@@ -293,7 +293,8 @@ def _dataflow(corpus, bert_dir, out, workers, parts, exact, seed, do_lower_case,
     wheel = build_wheel(home() / "wheels")
     requirements = home() / "data" / "dataflow-requirements.txt"
     private.make_dirs(requirements.parent)
-    requirements.write_text("\n".join(_data_requirements()) + "\n")
+    with open(requirements, "w", opener=private.opener) as fh:
+        fh.write("\n".join(_data_requirements()) + "\n")
     argv = [sys.executable, "-m", "jobs.bert.pretraining_data", "--input_file", ",".join(corpus),
             "--output_dir", out, "--vocab_file", vocab,
             "--do_lower_case" if do_lower_case else "--no-do_lower_case", *options,

@@ -216,6 +216,7 @@ def _hand_over(prov, target, store, host) -> str:
     import subprocess
     import sys
 
+    from ..basics import private
     from ..sweeps.store import local_dir
 
     if prov.name != "local":
@@ -223,7 +224,7 @@ def _hand_over(prov, target, store, host) -> str:
 
         return hand_over(prov, store, host, log=say)
     log_path = local_dir(store.sweep_id) / "controller.log"
-    with open(log_path, "ab") as out:
+    with open(log_path, "ab", opener=private.opener) as out:
         subprocess.Popen([sys.executable, "-m", "provision", "sweep", "resume", store.sweep_id, "--where", "host",
                           "--provider", "local", "--bucket", store.bucket.url],
                          stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, env=dict(os.environ))
