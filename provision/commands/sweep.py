@@ -11,6 +11,7 @@ from .common import (
     emit_json,
     json_option,
     open_provider,
+    printable_output,
     provider_options,
     resolve_target,
     say,
@@ -295,6 +296,7 @@ def _print(doc: dict) -> None:
 @click.option("--bucket", metavar="gs://BUCKET", help="Where the sweep lives (default: this machine's record of it).")
 @provider_options
 @json_option
+@printable_output      # the sweep's and its trials' records: what the bucket's writers wrote
 def status(sweep: str, bucket: str | None, provider: str | None, project: str | None, as_json: bool) -> None:
     """Show SWEEP's trials (parameters, state, metric, steps, preemptions, cost), the best marked *.
 
