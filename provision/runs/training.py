@@ -14,7 +14,6 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ..basics import private
@@ -35,10 +34,6 @@ class Prepared:
     spec_yaml: bytes
     cluster: ClusterSpec
     code: Selection | None = None          # --code: the files staged (provision.staging.selection)
-
-    @property
-    def code_dir(self) -> Path | None:
-        return self.code.root if self.code is not None else None
 
 
 def local_path_for(url: str) -> str:
