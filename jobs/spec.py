@@ -23,7 +23,6 @@ import glob
 import json
 import math
 import os
-import re
 import types
 import typing
 from collections.abc import Iterable, Sequence
@@ -32,6 +31,8 @@ from typing import Any, ClassVar, Union
 
 import yaml
 
+from . import bounded_yaml
+from .bert.vocab import MAX_VOCAB_BYTES
 from .errors import ConfigError
 
 PRECISIONS = ("auto", "float32", "bfloat16")
@@ -377,53 +378,6 @@ def reported_metrics(job: str | JobSpec | type[JobSpec]) -> tuple[str, ...]:
 
 
 MAX_SPEC_BYTES = 1 << 20     # a spec is a few dozen lines
-MAX_YAML_DEPTH = 16          # a spec is flat: key: value, a list at most
-MAX_YAML_ALIASES = 64
-
-
-class _SpecLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, bounded: aliases may only repeat scalars (a YAML bomb, "billion
-    laughs", multiplies collections through aliases), nesting is shallow (deep nesting would
-    exhaust the recursion limit), and there are few of them.
-
-    It reads numbers as people write them: PyYAML follows YAML 1.1, whose floats need a dot and
-    a signed exponent, so ``1e-4``, ``1E5`` and ``1.0e4`` would be strings (and a sweep's
-    ``{min: 1e-4, max: 1e-2}`` "not numbers"); here they are floats, as in YAML 1.2 and JSON.
-    A quoted ``'1e-4'`` stays a string."""
-
-    def __init__(self, stream: Any) -> None:
-        super().__init__(stream)
-        self._depth = 0
-        self._aliases = 0
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            self._aliases += 1
-            target = self.anchors.get(event.anchor)
-            if self._aliases > MAX_YAML_ALIASES or (target is not None
-                                                    and not isinstance(target, yaml.ScalarNode)):
-                raise _Refused(f"uses the alias *{event.anchor} to repeat a list or mapping (or too "
-                               "many aliases); write the values out, aliases may only repeat single values")
-        self._depth += 1
-        try:
-            if self._depth > MAX_YAML_DEPTH:
-                raise _Refused(f"nests deeper than {MAX_YAML_DEPTH} levels; a spec is flat key: value lines")
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-
-
-# YAML 1.2's floats with an exponent that YAML 1.1's resolver misses; tried after the int and
-# 1.1 float resolvers, so 12 stays an int and 1.5 is read as before.
-_SpecLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
-    list("-+0123456789."))
-
-
-class _Refused(Exception):
-    pass
 
 
 def parse_yaml(text: str, what: str) -> Any:
@@ -431,16 +385,14 @@ def parse_yaml(text: str, what: str) -> Any:
     the bounded loader with YAML 1.2 numbers: job specs and sweep specs alike. Raises
     :class:`SpecError`."""
     try:
-        return yaml.load(text, Loader=_SpecLoader)  # a bounded SafeLoader: no arbitrary objects
-    except _Refused as exc:
-        raise SpecError(f"{what} {exc}") from None
+        return bounded_yaml.load(text)
+    except bounded_yaml.Refused as exc:
+        raise SpecError(f"{what} {exc.reason}; {exc.hint or 'a spec is flat key: value lines'}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         raise SpecError(f"{what}{where} is not valid YAML "
                         f"({getattr(exc, 'problem', None) or 'parse error'}); fix the file") from None
-    except RecursionError:
-        raise SpecError(f"{what} nests too deeply; a spec is flat key: value lines") from None
 
 
 def read_yaml(path: str) -> dict[str, Any]:
@@ -699,7 +651,6 @@ def _local_checkpoint(path: str) -> bool:
 
 
 MAX_CONFIG_BYTES = 1 << 20
-MAX_VOCAB_BYTES = 64 << 20
 _CONFIG_INTS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                 "max_position_embeddings", "type_vocab_size")
 
@@ -825,7 +776,8 @@ def _check_checkpoint(prefix: str, bert: Any, *, where: str) -> None:
     except IndexError_ as exc:
         if exc.corrupt:
             raise SpecError(f"{where}: {os.path.basename(prefix)}.index is not a TensorFlow checkpoint index "
-                            "(a truncated or corrupted copy?); copy the bert_model.ckpt.* files again") from None
+                            f"({exc}); if it is a truncated or corrupted copy, copy the bert_model.ckpt.* "
+                            "files again") from None
         return  # a layout this reader does not know: the job checks it with TensorFlow
     except OSError as exc:
         raise SpecError(f"{where}: cannot read {prefix}.index ({exc.strerror}); check its permissions") from None

@@ -87,11 +87,15 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_FAILURE
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the last resort: one scrubbed line (and traceback if asked)
         from .basics.redact import redact
 
         if os.environ.get("TPUCTL_DEBUG"):
-            raise
+            # the traceback quotes values (a URL with its password, a token in a message): scrubbed
+            # like every other line tpuctl prints
+            import traceback
+
+            click.echo(redact("".join(traceback.format_exception(exc))).rstrip("\n"), err=True)
         click.echo(f"tpuctl: internal error: {redact(f'{type(exc).__name__}: {exc}')}; "
                    f"rerun with TPUCTL_DEBUG=1 for the traceback and report it", err=True)
         return EXIT_FAILURE

@@ -10,16 +10,29 @@ a 48-byte footer ending in a magic number. The empty key holds a ``BundleHeaderP
 (``num_shards``); every other key is a tensor name whose value is a ``BundleEntryProto``
 (``dtype = 1``, ``shape = 2``, ``shard_id = 3``, ...). Anything unexpected (a compressed block,
 a newer format) returns ``None``: the job itself checks again with TensorFlow.
+
+The file may be anyone's (a BERT directory downloaded from elsewhere), so what it can make this
+reader allocate is bounded: a header naming more data shards than their file names' five digits
+hold, a tensor name longer than :data:`MAX_KEY_BYTES`, or names adding up to more than
+:data:`MAX_KEYS_BYTES` (prefix compression lets each entry extend the last key by a byte) are not
+a checkpoint index; the shards' files are looked for one at a time (:func:`data_files`).
 """
 
 from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Iterator
 
 MAGIC = 0xDB4775248B80FB57
 FOOTER = 48
 MAX_INDEX_BYTES = 64 << 20
+# TensorFlow names shard files ``data-%05d-of-%05d``; its checkpoints have one to a few hundred
+MAX_SHARDS = 99_999
+# the longest object-graph names (slot variables of nested Keras layers) are a few hundred bytes
+MAX_KEY_BYTES = 16 << 10
+# all the names of an index: BERT-large with Adam's slots has about 1,200 of them, ~100 kB
+MAX_KEYS_BYTES = 32 << 20
 
 
 class IndexError_(ValueError):
@@ -52,7 +65,8 @@ def _block(data: bytes, offset: int, size: int) -> bytes:
     return data[offset:offset + size]
 
 
-def _entries(block: bytes):
+def _entries(block: bytes, budget: list[int]):
+    """``(key, value)`` of a block; ``budget[0]``: the key bytes the caller may still be given."""
     if len(block) < 4:
         raise IndexError_("short block")
     (restarts,) = struct.unpack_from("<I", block, len(block) - 4)
@@ -66,6 +80,11 @@ def _entries(block: bytes):
         vlen, pos = _varint(block, pos)
         if shared > len(key) or pos + unshared + vlen > end:
             raise IndexError_("bad entry")
+        if shared + unshared > MAX_KEY_BYTES:
+            raise IndexError_(f"a tensor name of more than {MAX_KEY_BYTES} bytes", corrupt=True)
+        budget[0] -= shared + unshared
+        if budget[0] < 0:
+            raise IndexError_(f"tensor names of more than {MAX_KEYS_BYTES >> 20} MiB in all", corrupt=True)
         key = key[:shared] + block[pos:pos + unshared]
         pos += unshared
         yield key, block[pos:pos + vlen]
@@ -109,18 +128,19 @@ def _shape(entry: bytes) -> tuple[int, ...]:
 def read_index(prefix: str) -> tuple[dict[str, tuple[int, ...]], int]:
     """``({variable name: shape}, number of data shards)`` of the checkpoint at ``prefix``.
 
-    Raises :class:`IndexError_` if the file is not an index this reader understands.
+    Raises :class:`IndexError_` if the file is not an index this reader understands; a corrupt
+    one's message says why in a few words.
     """
     path = prefix + ".index"
     size = os.path.getsize(path)
     if size < FOOTER or size > MAX_INDEX_BYTES:
-        raise IndexError_(f"{path} has an implausible size ({size} bytes)", corrupt=True)
+        raise IndexError_(f"{size} bytes", corrupt=True)
     with open(path, "rb") as fh:
         data = fh.read()
     footer = data[-FOOTER:]
     (magic,) = struct.unpack_from("<Q", footer, 40)
     if magic != MAGIC:
-        raise IndexError_(f"{path} is not a TensorFlow checkpoint index", corrupt=True)
+        raise IndexError_("no checkpoint index magic number at its end", corrupt=True)
     pos = 0
     _meta_off, pos = _varint(footer, pos)
     _meta_size, pos = _varint(footer, pos)
@@ -128,18 +148,22 @@ def read_index(prefix: str) -> tuple[dict[str, tuple[int, ...]], int]:
     index_size, pos = _varint(footer, pos)
     shapes: dict[str, tuple[int, ...]] = {}
     shards = 1
-    for _last_key, handle in _entries(_block(data, index_off, index_size)):
+    budget = [MAX_KEYS_BYTES]
+    for _last_key, handle in _entries(_block(data, index_off, index_size), budget):
         off, p = _varint(handle, 0)
         length, _ = _varint(handle, p)
-        for key, value in _entries(_block(data, off, length)):
+        for key, value in _entries(_block(data, off, length), budget):
             if key == b"":
                 for number, wire, v in _fields(value):
                     if number == 1 and wire == 0:
+                        if v > MAX_SHARDS:
+                            raise IndexError_(f"it names {v} data shards", corrupt=True)
                         shards = max(1, v)
             else:
                 shapes[key.decode("utf-8", "replace")] = _shape(value)
     return shapes, shards
 
 
-def data_files(prefix: str, shards: int) -> list[str]:
-    return [f"{prefix}.data-{i:05d}-of-{shards:05d}" for i in range(shards)]
+def data_files(prefix: str, shards: int) -> Iterator[str]:
+    """The data shards' file names, one at a time (a caller stops at the first one missing)."""
+    return (f"{prefix}.data-{i:05d}-of-{shards:05d}" for i in range(shards))

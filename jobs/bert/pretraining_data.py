@@ -43,6 +43,7 @@ from .sampling import (
     to_features,
 )
 from .tokenization import FullTokenizer, open_text, read_bytes
+from .vocab import too_large
 
 __all__ = ["FEATURES", "DataOptions", "Instance", "create", "create_instances", "expand_globs",
            "instances_from_document", "main", "mask_tokens", "read_documents", "to_features",
@@ -205,6 +206,9 @@ def make(args, opts: DataOptions):
     par.check_not_empty(inputs)
     if not os.path.isfile(args.vocab_file):
         raise ConfigError(f"--vocab_file {args.vocab_file} does not exist")
+    big = too_large(os.path.getsize(args.vocab_file))
+    if big:
+        raise ConfigError(f"--vocab_file {args.vocab_file} {big}: give the model's vocab.txt")
     _check_case(args, read_bytes(args.vocab_file))
     plan = _plan(args, opts, inputs, par.file_sha256(args.vocab_file))
     log = lambda msg: print(msg, file=sys.stderr, flush=True)

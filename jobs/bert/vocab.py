@@ -8,6 +8,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+# A BERT vocabulary is one token per line: 30,522 (uncased) to 119,547 (multilingual) lines, a few
+# hundred kB. A file much larger is not one, and reading it whole would take minutes and gigabytes.
+MAX_VOCAB_BYTES = 64 << 20
+
+
+def too_large(size: int) -> str | None:
+    """Why a vocab.txt of ``size`` bytes is not a BERT vocabulary (checked before reading it), or
+    None; the caller names the file and the fix."""
+    if size <= MAX_VOCAB_BYTES:
+        return None
+    return (f"is {size} bytes, more than any BERT vocabulary (one token per line, a few hundred kB; "
+            f"at most {MAX_VOCAB_BYTES} bytes)")
+
 
 def vocab_lines(data: bytes | str) -> list[str]:
     r"""The tokens of vocab.txt, one per line, in line order: line ``i`` is token id ``i``.

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+# no control or terminal escape characters (from a user's value or a cloud's message)
+from .text import printable
+
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -29,15 +32,10 @@ class TpuctlError(Exception):
 
     def one_line(self) -> str:
         text = self.message if not self.hint else f"{self.message}; {self.hint}"
-        return _printable(" ".join(text.split()))
+        return printable(" ".join(text.split()))
 
     def __str__(self) -> str:
         return self.one_line()
-
-
-def _printable(text: str) -> str:
-    """No control or terminal escape characters (from a user's value or a cloud's message)."""
-    return "".join(ch if ch.isprintable() else "?" for ch in text)
 
 
 class UsageError(TpuctlError):
@@ -98,7 +96,7 @@ class PartialFailure(TpuctlError):
         base = super().one_line()
         if not self.remaining:
             return base
-        return _printable(f"{base}; still exists: {', '.join(self.remaining)}")
+        return printable(f"{base}; still exists: {', '.join(self.remaining)}")
 
 
 class JobFailed(TpuctlError):

@@ -1,12 +1,19 @@
-"""Directories only this user can write, for what a host runs and logs.
+"""Files and directories only their owner can use: tpuctl's home on a machine others share.
 
-A host's agent (root on a GCP host) writes a job's spec and log and starts ``python -m jobs`` in
-its working directory, which Python puts first on ``sys.path``. A directory at a predictable
-place another local user can create first (``/tmp/tpuctl-work/...``) would let them plant a
-``jobs/__init__.py`` that runs as root, or a symlink that sends the log over a file of their
-choice. So these directories live under ``$TPUCTL_HOME`` (``/var/lib/tpuctl`` on a host), each
-level made mode 0700 by this user, and one that already exists is used only if it is a real
-directory (not a symlink) owned by this user with no group or other permission bits.
+Two rules live here. Everything tpuctl creates under ``$TPUCTL_HOME`` (run records, logs, which
+can quote anything, wheels, the local provider's buckets with the user's code and checkpoints) is
+made 0700 (directories) and 0600 (files) whatever the umask (:func:`make_dirs`, :func:`opener`);
+directories that already exist keep their mode, since tpuctl never changes the mode of a
+directory it did not make.
+
+Where a host *runs* something the rule is stricter (:func:`private_dir`): a host's agent (root on
+a GCP host) writes a job's spec and log and starts ``python -m jobs`` in its working directory,
+which Python puts first on ``sys.path``. A directory at a predictable place another local user can
+create first (``/tmp/tpuctl-work/...``) would let them plant a ``jobs/__init__.py`` that runs as
+root, or a symlink that sends the log over a file of their choice. So these directories live
+under ``$TPUCTL_HOME`` (``/var/lib/tpuctl`` on a host), each level made mode 0700 by this user,
+and one that already exists is used only if it is a real directory (not a symlink) owned by this
+user with no group or other permission bits.
 """
 
 from __future__ import annotations
@@ -16,6 +23,45 @@ import stat
 from pathlib import Path
 
 from .errors import TpuctlError
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+
+
+def make_dirs(path: str | Path) -> Path:
+    """``mkdir -p path`` whose every new directory (parents included) is 0700."""
+    path = Path(path)
+    missing = []
+    cur = path
+    while not cur.is_dir():
+        missing.append(cur)
+        if cur.parent == cur:
+            break
+        cur = cur.parent
+    for directory in reversed(missing):
+        try:
+            directory.mkdir(mode=DIR_MODE)
+        except FileExistsError:
+            if not directory.is_dir():
+                raise
+            continue          # another process made it first: its mode is its maker's
+        os.chmod(directory, DIR_MODE)
+    return path
+
+
+def opener(path: str, flags: int) -> int:
+    """For ``open(path, mode, opener=opener)``: a file created 0600 (one that exists keeps its
+    mode unless this process owns it)."""
+    fd = os.open(path, flags, FILE_MODE)
+    try:
+        if os.fstat(fd).st_uid == os.geteuid():
+            os.fchmod(fd, FILE_MODE)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 
 
 class UnsafeDirectory(TpuctlError):

@@ -8,7 +8,8 @@ through :func:`redact`, which removes two kinds of secret:
 - anything that *looks* like one: OAuth access and refresh tokens, ``Authorization`` headers,
   signed-URL parameters (``X-Goog-Signature``, ``X-Goog-Credential``, V2 ``Signature``), the
   ``upload_id`` of resumable-upload session URIs (a credential for that upload), token,
-  secret and assertion fields in JSON, Python reprs and form bodies, PEM private keys, API keys;
+  secret and assertion fields in JSON, Python reprs, form bodies and ``name: value`` lines, the
+  password of a URL's user information (``https://user:PASSWORD@host``), PEM private keys, API keys;
 - the exact secrets tpuctl itself holds, whatever they look like: the tokens of the credential
   objects the providers built (:func:`remember_credentials`) and the secret fields of the
   credential file in use (``GOOGLE_APPLICATION_CREDENTIALS`` or gcloud's application-default file).
@@ -53,6 +54,11 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     # ... and, for the distinctive names, in a form body or a message
     (re.compile(r"(?i)((?:^|[\s\"'(;,])(?:" + _DISTINCT + r")(?:=|%3D))(?!<redacted)[^&\s\"'<>)]+"),
      r"\1<redacted>"),
+    # ... and in the colon form of YAML, headers and log lines: ``client_secret: X``, ``password = X``
+    (re.compile(r"(?i)((?:^|[\s\"'(;,{\[])(?:" + _DISTINCT + r")[\"']?\s*[:=]\s*)(?![\"'<\s])[^\s\"',;}\]]+"),
+     r"\1<redacted>"),
+    # The password of a URL's user information: ``https://user:PASSWORD@host/`` (RFC 3986 3.2.1)
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^/?#\s:@\"'<>]*:)(?!<redacted>@)[^/?#\s@\"'<>]+@"), r"\1<redacted>@"),
     # Header form: ``X-Goog-Signature: ...``
     (re.compile(r"(?i)(\bx-goog-(?:signature|credential)[\"']?\s*:\s*[\"']?)(?!<redacted)[^\s\"',}]+"),
      r"\1<redacted>"),

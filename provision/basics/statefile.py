@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import TpuctlError
+from .private import make_dirs
 
 
 def _lock_path(path: Path) -> Path:
@@ -29,7 +30,7 @@ def _lock_path(path: Path) -> Path:
 @contextlib.contextmanager
 def locked(path: Path, *, timeout: float = 60.0) -> Iterator[None]:
     """Hold an exclusive lock associated with ``path`` (the file need not exist)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(path.parent)
     fd = os.open(_lock_path(path), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         deadline = time.monotonic() + timeout
@@ -52,8 +53,9 @@ def locked(path: Path, *, timeout: float = 60.0) -> Iterator[None]:
 
 
 def write_json(path: Path, data: Any) -> None:
-    """Atomically replace ``path`` with ``data`` as JSON (mode 0600: it may hold run details)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Atomically replace ``path`` with ``data`` as JSON (mode 0600: it may hold run details;
+    new directories 0700)."""
+    make_dirs(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:

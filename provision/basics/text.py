@@ -1,4 +1,5 @@
-"""Plain-text tables for people (``--json`` is for scripts)."""
+"""Plain text for people (``--json`` is for scripts): tables, and the printable filter for text
+others wrote."""
 
 from __future__ import annotations
 
@@ -11,3 +12,18 @@ def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
     return "\n".join(lines)
+
+
+def printable(text: str, keep: str = "") -> str:
+    """``text`` with every character a terminal acts on shown as ``?``: ESC (and so the sequences
+    it starts: clear the screen, move the cursor, set the title, OSC 52 clipboard writes), the
+    other C0 and C1 controls, bidirectional overrides, line separators. Characters in ``keep``
+    (a log's tabs) pass. One character for one, so the widths of a table stay what they were."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() or ch in keep else "?" for ch in text)
+
+
+def printable_lines(text: str) -> str:
+    """:func:`printable` for a log: its lines and tabs kept, a CRLF read as a newline."""
+    return "\n".join(printable(line, "\t") for line in text.replace("\r\n", "\n").split("\n"))

@@ -53,6 +53,49 @@ def json_option(fn: Callable) -> Callable:
     return wrapper
 
 
+def printable_output(fn: Callable) -> Callable:
+    """For a command that shows what others wrote (run records, bootstrap status and sweep records
+    from a bucket anyone with write access may fill): while it runs, all it writes to stdout and
+    stderr passes :func:`provision.basics.text.printable` (lines and tabs kept), so a terminal
+    escape stored there (clear the screen, an OSC 52 clipboard write) shows as ``?`` and does
+    nothing, on a terminal or through a pipe. JSON is ASCII with escaped controls: unchanged.
+    click's own stripping of colour codes off a terminal is turned off for the command (tpuctl
+    prints no colour): every escape shows the same way wherever the output goes."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        saved = sys.stdout, sys.stderr
+        if not isinstance(sys.stdout, _PrintableStream):
+            sys.stdout, sys.stderr = _PrintableStream(sys.stdout), _PrintableStream(sys.stderr)
+        ctx = click.get_current_context(silent=True)
+        if ctx is not None:
+            ctx.color = True
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            sys.stdout, sys.stderr = saved
+
+    return wrapper
+
+
+class _PrintableStream:
+    """A text stream that writes only printable characters, newlines and tabs to ``stream``."""
+
+    def __init__(self, stream: Any):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        from ..basics.text import printable_lines
+
+        self._stream.write(printable_lines(text) if isinstance(text, str) else text)
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:        # flush, isatty, encoding, fileno, ...
+        if name == "buffer":                         # no way around the filter (click looks for one)
+            raise AttributeError(name)
+        return getattr(self._stream, name)
+
+
 def dry_run_option(fn: Callable) -> Callable:
     return click.option("--dry-run", is_flag=True,
                         help="Say what would be created or deleted, and change nothing.")(fn)

@@ -119,9 +119,7 @@ def command(corpus: tuple[str, ...], bert_dir: str, out: str, workers: int | Non
         if not os.path.isfile(path):
             raise UsageError(f"corpus file {path} is not a local file",
                              hint="give local text files or gs:// objects")
-    vocab = os.path.join(bert_dir, "vocab.txt")
-    if is_bucket_url(bert_dir) or not os.path.isfile(vocab):
-        raise UsageError(f"{vocab} does not exist", hint="give --bert-dir a local model directory holding vocab.txt")
+    vocab = _local_vocab(bert_dir)
     if workers is not None and workers < 1:
         raise UsageError(f"--workers {workers}", hint="give at least 1")
     target, local = None, out
@@ -170,6 +168,10 @@ def command(corpus: tuple[str, ...], bert_dir: str, out: str, workers: int | Non
         if not create_bucket and not bucket.exists():
             raise UsageError(f"bucket gs://{out[5:].split('/')[0]} does not exist",
                              hint="pass --create-bucket (and --location), or check the name")
+        if not work_dir:
+            from ..basics import private
+
+            private.make_dirs(local)      # in TPUCTL_HOME: the owner's alone, as the rest of it
         _seed_manifest(bucket, prefix, local, out)
     result = _make(argv, local, out)
     if target is not None and (result["made_parts"] or not _dest_complete(bucket, prefix)):
@@ -199,13 +201,37 @@ def command(corpus: tuple[str, ...], bert_dir: str, out: str, workers: int | Non
         click.echo(f"input_files: {glob}")
 
 
+def _local_vocab(bert_dir: str) -> str:
+    """``bert_dir``'s vocab.txt, a local file no larger than a vocabulary: checked by its size
+    before anything reads it (a file of 133 MB took the tokenizer 29 s to run out of memory)."""
+    from ..basics.errors import UsageError
+    from ..staging.endpoints import is_bucket_url
+
+    vocab = os.path.join(bert_dir, "vocab.txt")
+    if is_bucket_url(bert_dir) or not os.path.isfile(vocab):
+        raise UsageError(f"{vocab} does not exist", hint="give --bert-dir a local model directory holding vocab.txt")
+    _check_vocab_size(vocab, os.path.getsize(vocab))
+    return vocab
+
+
+def _check_vocab_size(vocab: str, size: int) -> None:
+    from jobs.bert.vocab import too_large
+
+    from ..basics.errors import UsageError
+
+    why = too_large(size)
+    if why:
+        raise UsageError(f"{vocab} {why}", hint="give --bert-dir the model directory whose vocab.txt tokenizes "
+                                                "the corpus")
+
+
 def _fetch_inputs(corpus: tuple[str, ...], bert_dir: str, target) -> tuple[tuple[str, ...], str]:
     """gs:// corpus files and vocab.txt copied to a local directory (named by their URLs; an
     object already there at its size is not fetched again)."""
     import hashlib
     import json
 
-    from ..basics import validate
+    from ..basics import private, validate
     from ..basics.config import home
     from ..basics.errors import UsageError
     from ..cloud.storage import open_bucket
@@ -215,15 +241,17 @@ def _fetch_inputs(corpus: tuple[str, ...], bert_dir: str, target) -> tuple[tuple
     key = hashlib.sha256(json.dumps([list(corpus), bert_dir]).encode()).hexdigest()[:16]
     root = home() / "data" / "inputs" / key
 
-    def fetch(url: str, rel: str) -> str:
+    def fetch(url: str, rel: str, *, vocab: bool = False) -> str:
         u = validate.bucket_url(url)
         bucket = open_bucket(u, target)
         info = bucket.stat(u.prefix)
         if info is None:
             raise UsageError(f"{url} does not exist", hint="check the name (gcloud storage ls)")
+        if vocab:
+            _check_vocab_size(url, info.size)      # before the download
         path = root / rel
         if not (path.is_file() and path.stat().st_size == info.size):
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private.make_dirs(path.parent)
             try:
                 bucket.download_file(u.prefix, path)
             except ObjectNotFound:
@@ -234,7 +262,7 @@ def _fetch_inputs(corpus: tuple[str, ...], bert_dir: str, target) -> tuple[tuple
                   for i, c in enumerate(corpus))
     if is_bucket_url(bert_dir):
         name = bert_dir.rstrip("/").rsplit("/", 1)[-1]  # the directory's name says cased or uncased
-        fetch(f"{bert_dir.rstrip('/')}/vocab.txt", f"{name}/vocab.txt")
+        fetch(f"{bert_dir.rstrip('/')}/vocab.txt", f"{name}/vocab.txt", vocab=True)
         bert_dir = str(root / name)
     return local, bert_dir
 
@@ -267,27 +295,26 @@ def _dataflow(corpus, bert_dir, out, workers, parts, exact, seed, do_lower_case,
     """--runner dataflow: the Beam pipeline submitted to Dataflow, which reads the corpus and
     writes DEST in place (nothing is made or staged here). Untested against Dataflow itself."""
     from ..basics.errors import TpuctlError, UsageError
-    from ..staging.endpoints import is_bucket_url
     from .common import emit_json
 
     if exact:
         raise UsageError("--exact is one stream in one process", hint="drop --runner dataflow, or drop --exact")
-    vocab = os.path.join(bert_dir, "vocab.txt")
-    if is_bucket_url(bert_dir) or not os.path.isfile(vocab):
-        raise UsageError(f"{vocab} does not exist", hint="give --bert-dir a local model directory holding vocab.txt")
+    vocab = _local_vocab(bert_dir)
     if not project:
         try:
             project = resolve_target("gcp", None).project
         except TpuctlError:
             project = None
+    from ..basics import private
     from ..basics.config import home
     from ..runs.wheel import build_wheel
 
     # the workers install this code (the wheel of the running tpuctl) and the fast tokenizer
     wheel = build_wheel(home() / "wheels")
     requirements = home() / "data" / "dataflow-requirements.txt"
-    requirements.parent.mkdir(parents=True, exist_ok=True)
-    requirements.write_text("\n".join(_data_requirements()) + "\n")
+    private.make_dirs(requirements.parent)
+    with open(requirements, "w", opener=private.opener) as fh:
+        fh.write("\n".join(_data_requirements()) + "\n")
     argv = [sys.executable, "-m", "jobs.bert.pretraining_data", "--input_file", ",".join(corpus),
             "--output_dir", out, "--vocab_file", vocab,
             "--do_lower_case" if do_lower_case else "--no-do_lower_case", *options,

@@ -43,6 +43,13 @@ def make_on_host(cluster: str, corpus: tuple[str, ...], bert_dir: str, out: str,
     vocab = f"{bert_dir.rstrip('/')}/vocab.txt"
     if not is_bucket_url(bert_dir) and not os.path.isfile(vocab):
         raise UsageError(f"{vocab} does not exist", hint="give --bert-dir a model directory holding vocab.txt")
+    if not is_bucket_url(bert_dir):
+        from jobs.bert.vocab import too_large
+
+        why = too_large(os.path.getsize(vocab))
+        if why:   # the host would refuse it: refused here, before anything is staged
+            raise UsageError(f"{vocab} {why}", hint="give --bert-dir the model directory whose vocab.txt "
+                                                    "tokenizes the corpus")
     local = [p for p in corpus if not is_bucket_url(p)]
     if local:  # what the host would refuse, refused here before anything is staged (pure Python)
         from jobs.bert import corpus_inputs
@@ -129,8 +136,10 @@ def _start_here(req: dr.DataRequest, target, log_path) -> None:
     of a GCP host VM starts it), which outlives this command."""
     import subprocess
 
-    log_path.parent.mkdir(parents=True, exist_ok=True)
+    from ..basics import private
+
+    private.make_dirs(log_path.parent)
     argv = [sys.executable, "-m", "provision", *dr.data_argv(req), "--provider", "local"]
-    with open(log_path, "ab") as out:
+    with open(log_path, "ab", opener=private.opener) as out:
         subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
                          env=dict(os.environ))

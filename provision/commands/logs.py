@@ -1,4 +1,10 @@
-"""``tpuctl logs RUN``: the job's log and the run's events."""
+"""``tpuctl logs RUN``: the job's log and the run's events.
+
+Both come from the run's bucket, which anyone with write access to it (and the job itself) may
+fill: they are printed through the printable filter (:func:`provision.basics.text.printable`),
+so a terminal escape in them (clear the screen, an OSC 52 clipboard write) shows as ``?``.
+``--raw`` prints the log's bytes as they are, for a file or a pager that wants them.
+"""
 
 from __future__ import annotations
 
@@ -13,9 +19,11 @@ from .common import acting_on, provider_options, resolve_target
 @click.option("--events", is_flag=True, help="Print the run's event log instead of the job's output.")
 @click.option("--attempt", type=click.IntRange(min=1), default=None, help="One attempt (default: all).")
 @click.option("--worker", default=None, help="Only this host of a multi-host slice (default: every host).")
+@click.option("--raw", is_flag=True, help="The log's bytes as the job wrote them, terminal escapes included "
+                                          "(default: control characters shown as ?).")
 @provider_options
-def command(run: str, follow: bool, events: bool, attempt: int | None, worker: str | None, provider: str | None,
-            project: str | None) -> None:
+def command(run: str, follow: bool, events: bool, attempt: int | None, worker: str | None, raw: bool,
+            provider: str | None, project: str | None) -> None:
     """Print the log of RUN (a run id, or a cluster name for its latest run).
 
     \b
@@ -26,11 +34,14 @@ def command(run: str, follow: bool, events: bool, attempt: int | None, worker: s
     import time
 
     from ..basics.errors import UsageError
+    from ..basics.text import printable, printable_lines
     from ..runs import store as runs
     from ..runs import training
 
     if not run or len(run) > 120 or not all(c.isalnum() or c == "-" for c in run):
         raise UsageError(f"invalid run id {run!r}", hint="use a run id printed by tpuctl train, or a cluster name")
+    if raw and events:
+        raise UsageError("--raw prints the job's log", hint="drop --raw to print the events, or drop --events")
     entry = runs.resolve_run(run)
     prov_name = provider or entry.get("provider")
     target = resolve_target(prov_name, project or (entry.get("project") if prov_name == "gcp" else None))
@@ -45,8 +56,8 @@ def command(run: str, follow: bool, events: bool, attempt: int | None, worker: s
             for ev in evs[seen_events:]:
                 stamp = time.strftime("%H:%M:%S", time.localtime(ev.pop("time", 0)))
                 kind = ev.pop("event", "?")
-                click.echo(f"{stamp} {kind} " + " ".join(f"{k}={json.dumps(v) if isinstance(v, str) and ' ' in v else v}"
-                                                        for k, v in sorted(ev.items())))
+                click.echo(printable(f"{stamp} {kind} " + " ".join(
+                    f"{k}={json.dumps(v) if isinstance(v, str) and ' ' in v else v}" for k, v in sorted(ev.items()))))
             seen_events = len(evs)
         else:
             numbers = [attempt] if attempt else range(1, rec.attempts + 1)
@@ -56,13 +67,18 @@ def command(run: str, follow: bool, events: bool, attempt: int | None, worker: s
                     data = store.log(n, w)
                     done = printed.get((n, w), 0)
                     if len(data) > done:
-                        text = data[done:].decode(errors="replace")
+                        chunk = data[done:]
                         if len(workers) > 1:
-                            text = "".join(f"[{w}] {line}" for line in text.splitlines(keepends=True))
-                        click.echo(text, nl=False)
+                            chunk = b"".join(f"[{w}] ".encode() + line for line in chunk.splitlines(keepends=True))
+                        if raw:
+                            out = click.get_binary_stream("stdout")
+                            out.write(chunk)
+                            out.flush()
+                        else:
+                            click.echo(printable_lines(chunk.decode(errors="replace")), nl=False)
                         printed[(n, w)] = len(data)
         if not follow or not rec.live:
             if follow and not events:
-                click.echo(f"[tpuctl] run {rec.run_id} {rec.status}", err=True)
+                click.echo(printable(f"[tpuctl] run {rec.run_id} {rec.status}"), err=True)
             return
         time.sleep(2.0)

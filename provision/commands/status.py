@@ -10,6 +10,7 @@ from .common import (
     emit_json,
     json_option,
     open_provider,
+    printable_output,
     provider_options,
     resolve_target,
 )
@@ -21,6 +22,7 @@ from .up import complete_cluster
 @click.option("--zone", "-z", metavar="ZONE", help="Only this zone (default: every zone).")
 @provider_options
 @json_option
+@printable_output      # run reasons, bootstrap messages, sweep records: what the bucket's writers wrote
 def command(name: str | None, zone: str | None, provider: str | None, project: str | None, as_json: bool) -> None:
     """Show clusters: VM state, TPU type/state/health/CIDR, run, uptime and hourly price.
 

@@ -11,6 +11,7 @@ from .common import (
     emit_json,
     json_option,
     open_provider,
+    printable_output,
     provider_options,
     resolve_target,
     say,
@@ -239,6 +240,7 @@ def _hand_over(prov, target, store, host) -> str:
     import subprocess
     import sys
 
+    from ..basics import private
     from ..sweeps.store import local_dir
 
     if prov.name != "local":
@@ -246,7 +248,7 @@ def _hand_over(prov, target, store, host) -> str:
 
         return hand_over(prov, store, host, log=say)
     log_path = local_dir(store.sweep_id) / "controller.log"
-    with open(log_path, "ab") as out:
+    with open(log_path, "ab", opener=private.opener) as out:
         subprocess.Popen([sys.executable, "-m", "provision", "sweep", "resume", store.sweep_id, "--where", "host",
                           "--provider", "local", "--bucket", store.bucket.url],
                          stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, env=dict(os.environ))
@@ -317,6 +319,7 @@ def _print(doc: dict) -> None:
 @click.option("--bucket", metavar="gs://BUCKET", help="Where the sweep lives (default: this machine's record of it).")
 @provider_options
 @json_option
+@printable_output      # the sweep's and its trials' records: what the bucket's writers wrote
 def status(sweep: str, bucket: str | None, provider: str | None, project: str | None, as_json: bool) -> None:
     """Show SWEEP's trials (parameters, state, metric, steps, preemptions, cost), the best marked *.
 

@@ -101,14 +101,23 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
                             allow_local=allow_local_paths)
     rec = prep.record
     if dry_run:
+        code = prep.code
         doc = {"ok": True, "dry_run": True, "run_id": rec.run_id, "cluster": cluster, "bucket": bucket_url,
                "model_dir": rec.model_dir, "job": rec.job, "num_train_steps": rec.num_train_steps,
-               "would_stage": ["spec.yaml", "tpuctl wheel"] + (["code/"] if prep.code_dir else [])}
+               "would_stage": ["spec.yaml", "tpuctl wheel"] + [f"code/{f}" for f in (code.files if code else ())]}
+        if code is not None:
+            doc["code_left_out"] = [{"path": s.path, "why": s.why} for s in code.skipped]
         if as_json:
             emit_json(doc)
         else:
             click.echo(f"dry run: would start run {rec.run_id} ({rec.job}, {rec.num_train_steps} steps) on {cluster}; "
                        f"model_dir {training.as_typed(rec.model_dir)}; nothing was staged or started")
+            if code is not None:
+                click.echo(f"would stage {len(code.files)} code file(s) from {code.root}:")
+                for f in code.files:
+                    click.echo(f"  code/{f}")
+                for s in code.skipped:
+                    click.echo(f"  left out {s.path} ({s.why})")
         return
 
     store = training.open_store(rec, target)

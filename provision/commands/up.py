@@ -123,6 +123,11 @@ def command(name: str, zone: str | None, accelerator_type: str, in_order: bool, 
         external_ips=not no_external_ips, service_account=service_account, autodown_seconds=autodown_s,
     )
     acting_on(target, "up", zone=",".join(zones))
+    if target.provider == "local":
+        from ..runs.executors import private_slice_network
+
+        for t in types:           # an emulated slice: a network of its own, or the user's explicit opt-in
+            private_slice_network(t)
     if target.provider == "gcp" and not service_account and not dry_run:
         say(DEFAULT_ACCOUNT_NOTE.format(what=_runs_as(no_vm=no_vm, arch=arch)))
     prov = open_provider(target)

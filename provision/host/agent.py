@@ -135,8 +135,10 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
     log_path = work / f"attempt-{n}-{worker}.log"
     log = os.fdopen(open_append(log_path), "ab", buffering=0)  # the attempt process writes to it until it exits
     log.write(f"[tpuctl] attempt {n} of run {run_id} on {socket.gethostname()} (worker {worker})\n".encode())
+    # the local provider's bucket is a directory in $TPUCTL_HOME: the job's checkpoints and
+    # summaries there are the user's alone (provision.basics.private), whatever the umask
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(work),
-                            start_new_session=False)
+                            start_new_session=False, umask=0o077 if provider == "local" else -1)
     stop_sent = threading.Event()
     done = threading.Event()
 
@@ -480,6 +482,24 @@ def _attempt_number(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 1_000_000 else None
 
 
+def _enter_slice_network(how: str) -> bool:
+    """Before anything else (the process must still be single-threaded): this host of an emulated
+    slice into the slice's own network, so its TensorFlow server is reachable from nowhere else."""
+    from ..cloud import netns
+
+    try:
+        if how == "new":
+            netns.enter_new()
+        else:
+            pid, _, inode = how.partition(":")
+            netns.join(int(pid), int(inode))
+    except (OSError, ValueError) as exc:
+        print(f"tpuctl agent: cannot enter the slice's private network ({how}): {exc}; not running the job "
+              f"outside it", file=sys.stderr, flush=True)
+        return False
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m provision.host.agent")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -487,6 +507,9 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("--bucket", "--provider", "--project", "--run", "--worker", "--cluster"):
         a.add_argument(name, required=name != "--worker", default="0" if name == "--worker" else None)
     a.add_argument("--attempt", type=int, required=True)
+    a.add_argument("--netns", default=None, metavar="new|PID:INODE",
+                   help="local provider, a multi-host slice: run in a new network namespace (the first host), "
+                        "or join the first host's (provision.cloud.netns)")
     d = sub.add_parser("daemon", help="the host agent")
     d.add_argument("--cluster", required=True)
     d.add_argument("--bucket", required=True)
@@ -498,6 +521,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="host: delete the cluster's TPU once idle this long (default: the VM's metadata)")
     args = parser.parse_args(argv)
     if args.command == "attempt":
+        if args.netns and not _enter_slice_network(args.netns):
+            return 2          # no exit record: the supervisor sees the host lost and restarts the group
         return run_attempt(args.bucket, args.provider, args.project, args.run, args.attempt, args.worker,
                            args.cluster)
     agent_loop(args.cluster, args.bucket, args.project, args.worker, args.role, poll_s=args.poll,

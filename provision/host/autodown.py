@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..basics import private
 from ..basics.config import Target, resolve
 from ..basics.procs import AUTODOWN_MODULE, alive, is_autodown_agent
 from ..basics.validate import format_duration
@@ -50,10 +51,10 @@ def start_autodown(provider: Provider, spec: Any, vm: Vm | None, *, created_vm: 
     if current is not None:
         return f"autodown: already enforced by the local agent (pid {current['pid']})"
     log_path = provider.root / "agents" / f"{spec.name}.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
+    private.make_dirs(log_path.parent)
     import subprocess
 
-    with open(log_path, "ab") as out:
+    with open(log_path, "ab", opener=private.opener) as out:
         proc = subprocess.Popen([sys.executable, "-m", AUTODOWN_MODULE, "autodown", "--cluster", spec.name,
                                  "--zone", vm.zone, "--idle-for", str(spec.autodown_seconds)],
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,

@@ -17,6 +17,7 @@ import threading
 import time
 from typing import Any, Protocol
 
+from ..basics import private
 from ..cloud.base import Arch, TpuNode
 from ..cluster import bootstrap
 from .policy import JobPhase
@@ -47,6 +48,20 @@ def combine_exits(exits: dict[str, dict[str, Any]], expected: int) -> int | None
     if len(codes) >= expected and codes:
         return 0
     return None
+
+
+def private_slice_network(accelerator_type: str) -> bool:
+    """Whether this machine runs an emulated slice of ``accelerator_type`` in a network of its own
+    (:func:`provision.runs.launch.slice_network` with this machine's answers); UsageError where
+    it cannot and the user did not accept the exposure."""
+    from ..catalog.accelerators import parse
+    from ..cloud import netns
+    from .launch import SLICE_OPT_IN, slice_network
+
+    if not parse(accelerator_type).multi_host:
+        return False
+    return slice_network(accelerator_type, private_possible=netns.available(),
+                         exposed_ok=os.environ.get(SLICE_OPT_IN, "").strip() == "1")
 
 
 class _BucketWatcher:
@@ -127,18 +142,29 @@ class LocalExecutor(_BucketWatcher):
 
     def start(self, rec: RunRecord, n: int, tpu: TpuNode, command: dict[str, Any]) -> None:
         """One wrapper per host of the (emulated) slice, each in a session of its own, all
-        registered on the "TPU": a preemption kills the whole group, as losing a real slice does."""
+        registered on the "TPU": a preemption kills the whole group, as losing a real slice does.
+        A multi-host slice's hosts share a network of their own (:mod:`provision.cloud.netns`):
+        the first makes it, the others join it."""
+        from ..cloud import netns
+
         self.store.write_json(f"{self.store.attempt_prefix(n)}/command.json", command)
         log_dir = self.provider.root / "jobs" / "logs"
-        log_dir.mkdir(parents=True, exist_ok=True)
+        private.make_dirs(log_dir)
+        workers = sorted(command.get("workers") or {"0": {}}, key=int)
+        network = "new" if len(workers) > 1 and private_slice_network(tpu.accelerator_type) else None
         procs: dict[str, subprocess.Popen] = {}
-        for worker in sorted(command.get("workers") or {"0": {}}, key=int):
-            with open(log_dir / f"{rec.run_id}-{n}-{worker}.wrapper.log", "ab") as err:
-                procs[worker] = subprocess.Popen(
+        for worker in workers:
+            with open(log_dir / f"{rec.run_id}-{n}-{worker}.wrapper.log", "ab", opener=private.opener) as err:
+                proc = procs[worker] = subprocess.Popen(
                     [sys.executable, "-m", "provision.host.agent", "attempt", "--bucket", rec.bucket,
                      "--provider", "local", "--project", rec.project, "--run", rec.run_id, "--attempt", str(n),
-                     "--worker", worker, "--cluster", rec.cluster],
+                     "--worker", worker, "--cluster", rec.cluster, *(["--netns", network] if network else [])],
                     stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True)
+            if network == "new":
+                inode = netns.wait_for_new(proc)
+                if inode is None:
+                    break      # the first host died before its network existed: the attempt is lost
+                network = f"{proc.pid}:{inode}"
         self.procs[n] = procs
         pids = [p.pid for p in procs.values()]
         self.provider.register_job(tpu.zone, tpu.name, pids[0], rec.run_id, others=pids[1:])

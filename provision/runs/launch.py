@@ -30,7 +30,9 @@ the host VM and resolves the Node by name (in ``TPUCTL_TPU_ZONE`` and ``TPUCTL_T
 
 The local provider emulates a slice of H hosts with H processes on this machine joined by
 ``MultiWorkerMirroredStrategy`` through ``TF_CONFIG``: every worker runs the job, as TensorFlow
-documents for multi-worker training. Every plan tells the job the slice's type and core count
+documents for multi-worker training. Each worker's TensorFlow server listens on every interface,
+so the hosts run in a network of their own (:mod:`provision.cloud.netns`); where this machine
+cannot make one, only a user who accepts the exposure runs the slice (:func:`slice_network`). Every plan tells the job the slice's type and core count
 (``TPUCTL_ACCELERATOR_TYPE``, ``TPUCTL_SLICE_CORES``), so a batch that a real slice could not
 split fails the same way on a laptop.
 """
@@ -46,6 +48,9 @@ from ..catalog.accelerators import AcceleratorType, parse
 from ..cloud.base import Arch, Endpoint
 
 LIBTPU = "/lib/libtpu.so"
+# set to 1: run an emulated multi-host slice where no private network can be made for it, its
+# hosts' gRPC servers on every interface of this machine (anyone who reaches it can use them)
+SLICE_OPT_IN = "TPUCTL_SLICE_GRPC_ON_ALL_INTERFACES"
 
 
 @dataclass(frozen=True)
@@ -124,6 +129,26 @@ def _local(acc: AcceleratorType, common: dict[str, str], device: str,
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i * per_host + g) for g in range(per_host))
         workers.append(WorkerLaunch(i, True, env))
     return LaunchPlan(acc, "TF_CONFIG", tuple(workers))
+
+
+def slice_network(accelerator_type: str, *, private_possible: bool, exposed_ok: bool) -> bool:
+    """Whether the local provider runs an emulated slice's hosts in a network of their own: True
+    for a multi-host slice where this machine can make one; False for one host (it opens no
+    server) or where the user accepted the exposure (``exposed_ok``). Where neither, a
+    UsageError before anything is created or started: TensorFlow's gRPC server has no bind
+    address, and anyone who reaches it can read and write the user's files."""
+    acc = parse(accelerator_type)
+    if not acc.multi_host:
+        return False
+    if private_possible:
+        return True
+    if exposed_ok:
+        return False
+    raise UsageError(f"an emulated {acc.name} runs a TensorFlow gRPC server for each of its {acc.hosts} hosts, on "
+                     f"every network interface of this machine, and this machine cannot give them a network of "
+                     f"their own (a Linux network namespace: root, or unprivileged user namespaces)",
+                     hint=f"whoever reaches this machine could then read and write your files through them: use a "
+                          f"one-host type such as v2-8, or set {SLICE_OPT_IN}=1 to accept that")
 
 
 # The batches that must split evenly over the slice. Evaluation and prediction batches need not:

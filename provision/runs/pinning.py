@@ -17,15 +17,17 @@ from pathlib import Path
 
 from ..basics.errors import TpuctlError
 from ..cloud.base import Provider
+from ..staging.selection import Selection
 from . import pins
 
 METADATA_URL = "http://metadata.google.internal/computeMetadata/v1"
 
 
-def code_files(code_dir: Path) -> list[tuple[str, Path]]:
-    """The files of ``--code DIR`` that are staged, by relative path (what the digest covers)."""
-    return [(path.relative_to(code_dir).as_posix(), path) for path in sorted(code_dir.rglob("*"))
-            if path.is_file() and "__pycache__" not in path.parts and not path.name.startswith(".")]
+def code_files(code: Selection) -> list[tuple[str, Path]]:
+    """The files of ``--code DIR`` that are staged, by relative path: what the digest covers is
+    exactly what :func:`provision.staging.selection.select` chose (no dot path, no symlink,
+    nothing ignored)."""
+    return [(rel, code.root / rel) for rel in code.files]
 
 
 def file_digest(path: Path) -> str:

@@ -14,12 +14,14 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from ..basics import private
 from ..basics.config import Target, home
 from ..basics.errors import NotFound, UsageError
 from ..cloud.base import DEFAULT_MACHINE_TYPE, Arch, ClusterSpec, Provider, TpuNode
+from ..staging.selection import Selection
+from ..staging.selection import select as select_code
 from . import store as runs
 from .store import RunRecord, RunStore
 
@@ -31,7 +33,7 @@ class Prepared:
     record: RunRecord
     spec_yaml: bytes
     cluster: ClusterSpec
-    code_dir: Path | None
+    code: Selection | None = None          # --code: the files staged (provision.staging.selection)
 
 
 def local_path_for(url: str) -> str:
@@ -131,18 +133,20 @@ def prepare(provider: Provider, target: Target, cluster: ClusterSpec, tpu: TpuNo
                 exc.message += f" (cluster {cluster.name} may be recreated as a {name}: its --accelerator-type " \
                                f"lists {','.join(cluster.accelerator_types)})"
             raise
-    code_dir = None
-    if code:
-        code_dir = Path(code)
-        if not code_dir.is_dir():
-            raise UsageError(f"--code {code} is not a directory", hint="pass the directory of your job code")
+    if target.provider == "local":
+        # an emulated slice runs only in a network of its own, or where the user accepted the exposure
+        from .executors import private_slice_network
+
+        for name in dict.fromkeys([tpu.accelerator_type, *cluster.accelerator_types]):
+            private_slice_network(name)
+    selection = select_code(code) if code else None
     rec = RunRecord(run_id=run_id, cluster=cluster.name, provider=target.provider, project=target.project or "",
                     zone=tpu.zone, bucket=bucket, model_dir=str(resolved["model_dir"]),
                     num_train_steps=int(resolved["num_train_steps"]),
                     save_checkpoints_steps=int(resolved["save_checkpoints_steps"]), job=str(resolved["job"]),
-                    max_preemptions=max_preemptions, max_failures=max_failures, code=code_dir is not None)
+                    max_preemptions=max_preemptions, max_failures=max_failures, code=selection is not None)
     spec_yaml = yaml.safe_dump(resolved, sort_keys=True).encode()
-    return Prepared(record=rec, spec_yaml=spec_yaml, cluster=cluster, code_dir=code_dir)
+    return Prepared(record=rec, spec_yaml=spec_yaml, cluster=cluster, code=selection)
 
 
 def stage_run(store: RunStore, prep: Prepared, log: Any, provider: Provider) -> dict[str, str | None]:
@@ -159,19 +163,21 @@ def stage_run(store: RunStore, prep: Prepared, log: Any, provider: Provider) -> 
 
     rec = prep.record
     wheel = build_wheel(home() / "wheels")
-    files = pinning.code_files(prep.code_dir) if prep.code_dir is not None else []
+    files = pinning.code_files(prep.code) if prep.code is not None else []
     cluster_spec = (json.dumps(prep.cluster.to_dict(), indent=1, sort_keys=True, default=str) + "\n").encode()
     entry = {"cluster": rec.cluster, "wheel": pinning.file_digest(wheel), "spec": sha256(prep.spec_yaml),
-             "code": pinning.code_digest(files) if prep.code_dir is not None else None,
+             "code": pinning.code_digest(files) if prep.code is not None else None,
              "cluster_spec": sha256(cluster_spec)}
     pinned = pinning.pin(provider, rec.cluster, "run", rec.run_id, entry)
     if pinned:
         log(f"pinned run {rec.run_id} on {', '.join(pinned)}")
     store.bucket.write_bytes(f"{store.prefix}/spec.yaml", prep.spec_yaml)
-    if prep.code_dir is not None:
+    if prep.code is not None:
+        # exactly what --dry-run listed and the pin covers: no dot path, no symlink, nothing ignored
         for rel, path in files:
             store.bucket.upload_file(path, f"{store.prefix}/code/{rel}")
-        log(f"staged {len(files)} code files from {prep.code_dir}")
+        log(f"staged {len(files)} code files from {prep.code.root}"
+            + (f" (left out {len(prep.code.skipped)}: dot paths, symlinks, ignored)" if prep.code.skipped else ""))
     wheel_object = runs.wheel_object(store.prefix, wheel.name)
     store.bucket.upload_file(wheel, wheel_object)
     rec.wheel = f"{rec.bucket.rstrip('/')}/{wheel_object}"
@@ -281,8 +287,8 @@ def hand_over(provider: Provider, target: Target, store: RunStore, rec: RunRecor
     """Let the host supervise: on the local provider a detached process here, on GCP the host VM's agent."""
     if provider.name == "local":
         log_path = home() / "runs" / f"{rec.run_id}.supervisor.log"
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "ab") as out:
+        private.make_dirs(log_path.parent)
+        with open(log_path, "ab", opener=private.opener) as out:
             subprocess.Popen([sys.executable, "-m", "provision", "supervise", rec.run_id, "--where", "host",
                               "--provider", "local"], stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                              start_new_session=True, env=dict(os.environ))

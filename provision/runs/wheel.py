@@ -15,6 +15,7 @@ import re
 import zipfile
 from pathlib import Path
 
+from ..basics import private
 from ..basics.templates import templates_dir
 
 PACKAGES = ("provision", "jobs")
@@ -68,8 +69,7 @@ def build_wheel(out_dir: Path) -> Path:
         contents.append((name, data))
         h.update(name.encode() + b"\0" + data + b"\0")
     version = f"{provision.__version__}+g{h.hexdigest()[:8]}"
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = private.make_dirs(out_dir)
     wheel = out_dir / f"tpuctl-{version}-py3-none-any.whl"
     if wheel.exists():
         return wheel
@@ -92,6 +92,7 @@ def build_wheel(out_dir: Path) -> Path:
         zi = zipfile.ZipInfo(f"{info}/RECORD", _EPOCH)
         zf.writestr(zi, "\n".join(record) + "\n")
     tmp = wheel.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_bytes(buf.getvalue())
+    with open(tmp, "wb", opener=private.opener) as fh:
+        fh.write(buf.getvalue())
     os.replace(tmp, wheel)
     return wheel

@@ -113,8 +113,13 @@ class Controller:
         take_controller_lease(self.lease, self.rec.sweep_id)
         self.rec = self.store.load()
         self._check_pinned()
-        self.study = Study(self.store, self.spec, eval_every=self.rec.eval_every_steps or 0,
-                           num_train_steps=self.rec.num_train_steps)
+        try:
+            self.study = Study(self.store, self.spec, eval_every=self.rec.eval_every_steps or 0,
+                               num_train_steps=self.rec.num_train_steps)
+        except TpuctlError as exc:
+            # a journal no controller can replay: say so, and leave the sweep to the next resume
+            self.lease.release(exc.one_line())
+            raise
         self.trials = {t.trial: t for t in self.store.trials()}
 
     def _heartbeat(self) -> None:

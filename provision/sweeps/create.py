@@ -228,6 +228,9 @@ def write(store: SweepStore, p: Plan) -> None:
 
 def local_job_file(store: SweepStore) -> str:
     """The sweep's job spec as a file here (what ``training.prepare`` reads for every trial)."""
+    from ..basics import private
+
     path = local_dir(store.sweep_id) / "job.yaml"
-    path.write_bytes(store.bucket.read_bytes(store.name("job.yaml")))
+    with open(path, "wb", opener=private.opener) as fh:
+        fh.write(store.bucket.read_bytes(store.name("job.yaml")))
     return str(path)

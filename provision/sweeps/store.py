@@ -272,6 +272,6 @@ def known() -> list[dict[str, Any]]:
 
 def local_dir(sweep_id: str):
     """This machine's scratch directory of a sweep: the controller's log, the job spec copy."""
-    d = home() / "sweeps" / check_id(sweep_id)
-    d.mkdir(parents=True, exist_ok=True)
-    return d
+    from ..basics import private
+
+    return private.make_dirs(home() / "sweeps" / check_id(sweep_id))

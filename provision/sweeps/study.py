@@ -32,6 +32,7 @@ from optuna.storages import JournalStorage
 from optuna.storages.journal import BaseJournalBackend
 from optuna.trial import TrialState
 
+from ..basics.errors import UsageError
 from .spec import SweepSpec, grid_points
 from .store import SweepStore
 
@@ -42,16 +43,51 @@ warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning
 
 
 class BucketJournal(BaseJournalBackend):
-    """Optuna's journal log as numbered objects in the sweep's directory."""
+    """Optuna's journal log as numbered objects in the sweep's directory.
+
+    Anyone who can write the bucket can write a batch: each must be a JSON list of Optuna journal
+    entries (objects with an integer ``op_code``) that Optuna can replay, or the sweep is refused
+    with the object named (:meth:`refuse`) instead of failing inside Optuna."""
 
     def __init__(self, store: SweepStore):
         self.store = store
         self._lock = threading.Lock()
         self._logs: list[dict[str, Any]] = []
+        self._sources: list[str] = []      # the batch object each log entry came from
         names = sorted(i.name for i in store.bucket.list(store.name(JOURNAL)) if i.name.endswith(".json"))
         for name in names:
-            self._logs.extend(json.loads(store.bucket.read_bytes(name)))
+            try:
+                batch = json.loads(store.bucket.read_bytes(name))
+            except ValueError:             # JSONDecodeError, UnicodeDecodeError
+                raise self.refuse(name, "is not JSON") from None
+            except RecursionError:
+                raise self.refuse(name, "nests too deeply for a list of journal entries") from None
+            if not isinstance(batch, list) or not all(
+                    isinstance(e, dict) and type(e.get("op_code")) is int for e in batch):
+                raise self.refuse(name, "is not a list of Optuna journal entries")
+            self._logs.extend(batch)
+            self._sources.extend([name] * len(batch))
         self._batches = len(names)
+
+    def refuse(self, name: str, why: str) -> UsageError:
+        """The error for batch ``name`` of this journal, which tpuctl did not write."""
+        return UsageError(f"the study journal of sweep {self.store.sweep_id} cannot be read: "
+                          f"{self.store.bucket.url}/{name} {why}",
+                          hint="tpuctl did not write it: restore the object, or start the sweep again "
+                               "(tpuctl sweep start SPEC)")
+
+    def unreplayable(self) -> str:
+        """The first batch whose entries Optuna cannot replay after those before it, else the
+        journal's folder (a journal that replays but is not this sweep's study). Only called
+        once a replay failed: it replays again, one batch more each time."""
+        ends = [i + 1 for i in range(len(self._sources)) if i + 1 == len(self._sources)
+                or self._sources[i + 1] != self._sources[i]]
+        for end in ends:
+            try:
+                JournalStorage(_Replay(self._logs[:end]))
+            except Exception:  # noqa: BLE001 - the entries are the bucket's, any failure is theirs
+                return self._sources[end - 1]
+        return self.store.name(JOURNAL)
 
     def read_logs(self, log_number_from: int) -> list[dict[str, Any]]:
         with self._lock:
@@ -65,6 +101,19 @@ class BucketJournal(BaseJournalBackend):
                                                   json.dumps(logs).encode(), 0)
             self._batches += 1
             self._logs.extend(logs)
+
+
+class _Replay(BaseJournalBackend):
+    """Entries held in memory, to replay them apart from the sweep's journal."""
+
+    def __init__(self, logs: list[dict[str, Any]]):
+        self.logs = logs
+
+    def read_logs(self, log_number_from: int) -> list[dict[str, Any]]:
+        return list(self.logs[log_number_from:])
+
+    def append_logs(self, logs: list[dict[str, Any]]) -> None:
+        self.logs.extend(logs)
 
 
 @dataclass(frozen=True)
@@ -112,10 +161,15 @@ class Study:
     def __init__(self, store: SweepStore, spec: SweepSpec, *, eval_every: int, num_train_steps: int):
         self.spec = spec
         self.distributions = _distributions(spec)
-        storage = JournalStorage(BucketJournal(store))
-        self.study = optuna.create_study(storage=storage, study_name=store.sweep_id, load_if_exists=True,
-                                         direction=spec.goal, sampler=_sampler(spec),
-                                         pruner=_pruner(spec, eval_every, num_train_steps))
+        journal = BucketJournal(store)
+        try:
+            storage = JournalStorage(journal)     # replays every entry of the journal
+            self.study = optuna.create_study(storage=storage, study_name=store.sweep_id, load_if_exists=True,
+                                             direction=spec.goal, sampler=_sampler(spec),
+                                             pruner=_pruner(spec, eval_every, num_train_steps))
+        except Exception as exc:  # noqa: BLE001 - whatever the bucket's entries make Optuna raise
+            raise journal.refuse(journal.unreplayable(),
+                                 f"holds entries Optuna cannot replay ({type(exc).__name__})") from None
 
     def ask(self) -> Asked:
         trial = self.study.ask(self.distributions)

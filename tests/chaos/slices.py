@@ -7,7 +7,10 @@ Invariants per seed: the run ends at num_train_steps; every attempt ran on every
 slice (the group always restarts together: no host of an earlier attempt is left running) and
 the last one ended 0 on all of them; the final
 weights (and Adam moments, step, input position) are bitwise those of an uninterrupted run of the
-same spec on the same topology. `python -m tests.chaos slices --seeds 0-9` runs the campaign.
+same spec on the same topology; every host's TensorFlow server (its TF_CONFIG port, bound to
+every interface: TensorFlow has no bind address) listens in the slice's own network namespace,
+never in this machine's (read from /proc/PID/net/tcp{,6}: tests/netcheck.py).
+`python -m tests.chaos slices --seeds 0-9` runs the campaign.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.conftest import REPO
+from tests.netcheck import exposed, listeners
 
 STEPS, CKPT, PER_LOOP = 40, 10, 5
 ACCELERATOR, HOSTS, ZONE = "v4-16", 2, "us-central2-b"     # v4 is offered in us-central2-b only
@@ -53,6 +57,7 @@ class Outcome:
     attempts: int = 0
     violations: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    servers_seen: int = 0                  # hosts' TensorFlow servers whose sockets were read
 
     @property
     def ok(self) -> bool:
@@ -109,6 +114,30 @@ def _worker_pid(run_id: str, worker: int) -> int | None:
     return int(out[0]) if out else None
 
 
+def check_servers(run_id: str, seen: set[int], out: Outcome) -> None:
+    """Each host's job (once per process): its TF_CONFIG port listens, and no listener of it is
+    reachable from this machine's networks."""
+    for worker in range(HOSTS):
+        pid = _worker_pid(run_id, worker)
+        if pid is None or pid in seen:
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as fh:
+                env = dict(kv.split(b"=", 1) for kv in fh.read().split(b"\0") if b"=" in kv)
+            port = int(json.loads(env[b"TF_CONFIG"])["cluster"]["worker"][worker].rsplit(":", 1)[1])
+            socks = listeners(pid)
+            if port not in {s.port for s in socks}:
+                continue                      # its server is not up yet: look again
+            open_to_all = exposed(pid)
+        except (OSError, KeyError, ValueError, IndexError):
+            continue                          # it exited meanwhile
+        seen.add(pid)
+        out.servers_seen += 1
+        if open_to_all:
+            out.violations.append(f"worker {worker}'s job (pid {pid}) listens on this machine's network: "
+                                  + ", ".join(f"{s.address}:{s.port}" for s in open_to_all))
+
+
 def _left_over(run_id: str, wait: float = 10.0) -> list[str]:
     """The run's host processes (wrappers and jobs) still alive once it has finished: a host of
     an earlier attempt that nobody stopped holds its TPU (and here, a core) for ever."""
@@ -159,6 +188,7 @@ class Campaign:
         existing = set(os.listdir(_runs_dir(self.env)))
         proc = _train(self.cluster, self.tiny, self.env)
         run_id = None
+        servers: set[int] = set()
         deadline = time.time() + 600
         while pending and time.time() < deadline and proc.poll() is None:
             time.sleep(0.2)
@@ -168,6 +198,8 @@ class Campaign:
                     continue
                 run_id = new[0]
             p = _progress(_runs_dir(self.env) / run_id / "model" / "progress.json")
+            if p.get("status") == "running":
+                check_servers(run_id, servers, out)
             if p.get("status") != "running" or (p.get("step") or 0) < pending[0][1]:
                 continue
             kind, _ = pending[0]
@@ -190,6 +222,8 @@ class Campaign:
         out.seconds = time.time() - start
         if pending:
             out.violations.append(f"faults not injected (the run ended first): {pending}")
+        if not out.servers_seen:
+            out.violations.append("no host's TensorFlow server was seen listening (its socket table not read)")
         if code != 0 or run.get("status") != "finished":
             out.violations.append(f"train exited {code}, run {run.get('status')}: {err[-1500:]}")
             return out

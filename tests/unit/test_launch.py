@@ -26,7 +26,7 @@ from jobs import spec as jobspec
 from provision.basics.errors import UsageError
 from provision.cloud.base import Arch, Endpoint, TpuNode, TpuState
 from provision.host.agent import FIXED_ENV_VALUES, JOB_ENV_KEYS
-from provision.runs.launch import check_batches, plan
+from provision.runs.launch import check_batches, plan, slice_network
 
 
 def gcp(accelerator_type: str, arch: Arch = Arch.VM, runtime: str | None = None, endpoints=()):
@@ -158,3 +158,22 @@ def test_every_template_fits_a_v2_8_as_is_and_the_pods_with_the_readme_pod_batch
     check_batches(resolved, "v2-8")
     for pod in ("v3-32", "v2-32"):
         check_batches({**resolved, "train_batch_size": 256}, pod)
+
+
+@pytest.mark.parametrize("accelerator, private_possible, exposed_ok, expected", [
+    ("v2-8", False, False, False),     # one host opens no server: nothing to hide
+    ("v4-16", True, False, True),      # a slice runs in a network of its own where one can be made
+    ("v4-16", True, True, True),       # ... even when the user would accept the exposure
+    ("v2-32", False, True, False),     # where none can, only with the user's explicit opt-in
+])
+def test_an_emulated_slice_runs_in_its_own_network_or_with_the_users_opt_in(accelerator, private_possible,
+                                                                            exposed_ok, expected):
+    assert slice_network(accelerator, private_possible=private_possible, exposed_ok=exposed_ok) is expected
+
+
+def test_an_emulated_slice_with_nowhere_private_to_run_is_refused_naming_the_opt_in():
+    with pytest.raises(UsageError) as err:
+        slice_network("v2-32", private_possible=False, exposed_ok=False)
+    line = err.value.one_line()
+    assert line.startswith("an emulated v2-32 runs a TensorFlow gRPC server for each of its 4 hosts, on every network")
+    assert line.endswith("set TPUCTL_SLICE_GRPC_ON_ALL_INTERFACES=1 to accept that")

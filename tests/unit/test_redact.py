@@ -31,6 +31,14 @@ JWT = "eyJhbGciOiJSUzI1NiJ9.eyJpc3MiOiJzYUBwLmlhbS5nc2VydmljZWFjY291bnQuY29tIn0.
     ("key: -----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAwholeKeyCutShort", "MIIEowIBAAKCAQEA"),
     ("https://api/x?key=AIzaSyA1234567890abcdefghijklmnopqrstuv", "AIzaSyA1234567890"),
     ("token 1//0gLongRefreshTokenValue_abcdefghij", "1//0gLongRefreshTokenValue"),
+    # the colon form of YAML files, headers and log lines
+    ("client_secret: GOCSPX-colonForm42", "GOCSPX-colonForm42"),
+    ("oauth:\n  client_secret:   GOCSPX-yamlBlock7\n", "GOCSPX-yamlBlock7"),
+    ("password = hunter2-but-longer", "hunter2-but-longer"),
+    # a URL's user information (a proxy, a git remote, a database)
+    ("ProxyError: http://alice:s3cr3t-pw@proxy.corp:3128/ refused", "s3cr3t-pw"),
+    ("git remote https://oauth2:ghp_abcdefg1234567@github.com/x/y.git", "ghp_abcdefg1234567"),
+    ("redis://:only-a-password@cache:6379/0", "only-a-password"),
 ])
 def test_secrets_are_scrubbed_in_every_form(text, secret):
     out = r.redact(text)
@@ -45,6 +53,9 @@ def test_secrets_are_scrubbed_in_every_form(text, secret):
     "tpuctl up: provider=gcp project=my-proj zone=us-central1-b",
     "grant roles/tpu.admin (it carries tpu.nodes.create) to the account tpuctl runs as",
     "gs://my-bucket/tpuctl/runs/bert-lab-20260101-000000-abcd/model",
+    "TPUCTL_TPU_API_ENDPOINT=http://127.0.0.1:8470 (the fake cloud)",
+    "http://127.0.0.1:8470/v2/projects/p/locations/z/nodes?pageToken=&x=a@b",
+    "ssh://user@host.example/path",
 ])
 def test_ordinary_messages_are_left_alone(text):
     assert r.redact(text) == text
@@ -76,3 +87,23 @@ def test_json_documents_are_scrubbed_string_by_string_and_stay_json():
     out = r.redact_data(doc)
     assert json.loads(json.dumps(out))["n"] == 3
     assert "ya29.abc" not in json.dumps(out) and JWT not in json.dumps(out)
+
+
+def test_tpuctl_debug_prints_the_traceback_scrubbed(tpuctl, monkeypatch):
+    """TPUCTL_DEBUG=1 shows the traceback of an unexpected error, and it quotes values: a URL
+    with its password, a token in the exception's message; neither may reach the terminal."""
+    from provision.commands import cost
+
+    def boom(**_kwargs):
+        proxy = "http://alice:s3cr3t-pw@proxy.corp:3128/"
+        raise RuntimeError(f"cannot reach {proxy} with client_secret: GOCSPX-inTheMessage")
+
+    monkeypatch.setattr(cost.command, "callback", boom)
+    monkeypatch.setenv("TPUCTL_DEBUG", "1")
+    res = tpuctl("cost")
+    assert res.code == 1
+    assert "Traceback (most recent call last)" in res.err and "def boom" not in res.err
+    assert 'raise RuntimeError(f"cannot reach {proxy}' in res.err       # the source line
+    assert "s3cr3t-pw" not in res.err and "GOCSPX-inTheMessage" not in res.err, res.err
+    assert "RuntimeError: cannot reach http://alice:<redacted>@proxy.corp:3128/" in res.err
+    assert res.err.rstrip().splitlines()[-1].startswith("tpuctl: internal error: RuntimeError")

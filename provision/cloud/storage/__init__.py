@@ -68,7 +68,7 @@ def local_bucket(name: str) -> LocalBucket:
     from ...basics.config import home
 
     return LocalBucket(local_buckets_dir() / name, url=f"gs://{name}",
-                       meta_path=home() / "local" / "bucket-meta" / f"{name}.json")
+                       meta_path=home() / "local" / "bucket-meta" / f"{name}.json", private=True)
 
 
 def open_bucket(url: str | BucketUrl, target: Target, *, pool_size: int = 16) -> Bucket:

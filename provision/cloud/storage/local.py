@@ -5,6 +5,11 @@ re-read and compared by CRC32C with the bytes read from the source, then renamed
 interrupted copy never leaves a file that looks complete, and listings skip partials. Bulk copies
 are not fsynced (a killed process loses nothing the page cache holds; after a power loss the next
 stage re-verifies every file by CRC32C); small records written with ``write_bytes`` are.
+
+The local provider's buckets live in ``$TPUCTL_HOME`` on a machine others may share: their
+objects are 0600 and their directories 0700 (:mod:`provision.basics.private`), as a Cloud Storage
+bucket is readable only by whom its policy names. A plain directory that ``tpuctl stage`` reads
+or fills is the user's: its files get the umask's modes.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from ...basics import private as private_files
 from ...basics.errors import NotAvailable, UsageError
 from . import crc, iam
 from .base import (
@@ -51,13 +57,15 @@ def partial_path(dest: Path) -> Path:
 class CopyJob(TransferJob):
     """One local file to another: copy to a partial file, verify by re-reading, rename."""
 
-    def __init__(self, src: Path, dest: Path, label: str, progress: Progress = no_progress):
+    def __init__(self, src: Path, dest: Path, label: str, progress: Progress = no_progress, *,
+                 private: bool = False):
         try:
             size = src.stat().st_size
         except FileNotFoundError:
             size = 0  # reported by prepare
         super().__init__(label, size, progress)
         self.src, self.dest = src, dest
+        self.private = private          # dest is in a local provider's bucket: 0600, dirs 0700
         self.tmp: Path | None = None
         self.crc = 0
 
@@ -67,10 +75,11 @@ class CopyJob(TransferJob):
     def _copy(self) -> None:
         st = os.stat(self.src)
         before = (st.st_size, st.st_mtime_ns)
-        self.dest.parent.mkdir(parents=True, exist_ok=True)
+        _make_dirs(self.dest.parent, self.private)
         self.tmp = partial_path(self.dest)
         crc_value, size = 0, 0
-        with open(self.src, "rb", buffering=0) as fin, open(self.tmp, "wb", buffering=0) as fout:
+        with open(self.src, "rb", buffering=0) as fin, \
+                open(self.tmp, "wb", buffering=0, opener=_opener(self.private)) as fout:
             while True:
                 self.check_cancelled()
                 block = fin.read(crc.BLOCK)
@@ -109,14 +118,17 @@ class CopyJob(TransferJob):
 
 
 class LocalBucket(Bucket):
-    """A directory tree; ``meta_path`` (local provider buckets only) holds location and IAM."""
+    """A directory tree; ``meta_path`` (local provider buckets only) holds location and IAM;
+    ``private``: what it writes is its owner's alone (a local provider's bucket)."""
 
     kind = "local"
 
-    def __init__(self, root: str | Path, *, url: str | None = None, meta_path: Path | None = None):
+    def __init__(self, root: str | Path, *, url: str | None = None, meta_path: Path | None = None,
+                 private: bool = False):
         self.root = Path(root)
         self.url = url or str(self.root)
         self.meta_path = meta_path
+        self.private = private
 
     def describe(self) -> str:
         return f"{self.url} (directory {self.root})" if self.url != str(self.root) else str(self.root)
@@ -129,7 +141,7 @@ class LocalBucket(Bucket):
         return self.root.is_dir()
 
     def create(self, location: str) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
+        _make_dirs(self.root, self.private)
         if self.meta_path is not None:
             meta = self._meta()
             meta.setdefault("location", location)
@@ -161,9 +173,10 @@ class LocalBucket(Bucket):
 
     def _save_meta(self, meta: dict) -> None:
         assert self.meta_path is not None
-        self.meta_path.parent.mkdir(parents=True, exist_ok=True)
+        _make_dirs(self.meta_path.parent, self.private)
         tmp = partial_path(self.meta_path)
-        tmp.write_text(json.dumps(meta, indent=2, sort_keys=True))
+        with open(tmp, "w", encoding="utf-8", opener=_opener(self.private)) as fh:
+            fh.write(json.dumps(meta, indent=2, sort_keys=True))
         os.replace(tmp, self.meta_path)
 
     # -- objects
@@ -216,10 +229,10 @@ class LocalBucket(Bucket):
 
     def write_bytes(self, name: str, data: bytes) -> ObjectInfo:
         dest = self.path(name)
-        dest.parent.mkdir(parents=True, exist_ok=True)
+        _make_dirs(dest.parent, self.private)
         tmp = partial_path(dest)
         try:
-            with open(tmp, "wb") as fh:
+            with open(tmp, "wb", opener=_opener(self.private)) as fh:
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -249,7 +262,7 @@ class LocalBucket(Bucket):
         changes with every conditional write even within one tick of the filesystem's clock."""
         dest = self.path(name)
         want = crc.value(data)
-        with _locked_dir(dest.parent):
+        with _locked_dir(dest.parent, self.private):
             try:
                 current = dest.stat().st_mtime_ns
             except FileNotFoundError:
@@ -259,7 +272,7 @@ class LocalBucket(Bucket):
                                          f"not {if_generation_match}")
             tmp = partial_path(dest)
             try:
-                with open(tmp, "wb") as fh:
+                with open(tmp, "wb", opener=_opener(self.private)) as fh:
                     fh.write(data)
                     fh.flush()
                     os.fsync(fh.fileno())
@@ -295,7 +308,7 @@ class LocalBucket(Bucket):
 
     def upload_job(self, path: Path, name: str, *, part_size: int,
                    progress: Progress = no_progress) -> TransferJob:
-        return CopyJob(Path(path), self.path(name), name, progress)
+        return CopyJob(Path(path), self.path(name), name, progress, private=self.private)
 
     def download_job(self, info: ObjectInfo, path: Path, *, part_size: int,
                      progress: Progress = no_progress) -> TransferJob:
@@ -319,14 +332,14 @@ class LocalBucket(Bucket):
 
 
 @contextlib.contextmanager
-def _locked_dir(directory: Path):
+def _locked_dir(directory: Path, private: bool = False):
     """Hold an exclusive ``flock`` on ``directory``: every process and thread that opens it for a
     conditional write queues here. Retried when the directory was pruned and made again while
     waiting (a lock on the old inode would exclude nobody)."""
     import fcntl
 
     while True:
-        directory.mkdir(parents=True, exist_ok=True)
+        _make_dirs(directory, private)
         fd = os.open(directory, os.O_RDONLY)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -339,6 +352,18 @@ def _locked_dir(directory: Path):
                 return
         finally:
             os.close(fd)
+
+
+def _make_dirs(directory: Path, private: bool) -> None:
+    if private:
+        private_files.make_dirs(directory)
+    else:
+        directory.mkdir(parents=True, exist_ok=True)
+
+
+def _opener(private: bool) -> Callable[[str, int], int] | None:
+    """``open``'s opener: 0600 in a private bucket, the umask's mode elsewhere."""
+    return private_files.opener if private else None
 
 
 def _is_regular(st: os.stat_result) -> bool:

