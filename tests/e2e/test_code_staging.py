@@ -10,7 +10,9 @@ import json
 import os
 from pathlib import Path
 
+from provision.basics.config import home
 from provision.cloud.base import ClusterSpec
+from provision.cloud.local import LocalProvider
 from provision.cloud.storage import local_bucket
 from provision.runs import store as runs
 from provision.runs.training import Prepared, stage_run
@@ -88,7 +90,7 @@ def test_staging_uploads_exactly_the_selection(tmp_path):
     store = runs.RunStore(bucket, rec.run_id)
     prep = Prepared(record=rec, spec_yaml=b"job: bert-finetune\n", code=select(code),
                     cluster=ClusterSpec(name="lab", accelerator_type="v2-8", zones=("us-central1-b",)))
-    stage_run(store, prep, log=lambda _line: None)
+    stage_run(store, prep, log=lambda _line: None, provider=LocalProvider(home()))
     staged = sorted(p.relative_to(bucket.root / store.prefix / "code").as_posix()
                     for p in (bucket.root / store.prefix / "code").rglob("*") if p.is_file())
     assert staged == STAGED

@@ -53,7 +53,7 @@ def _sweep_spec(root: Path, text: str | None = None) -> Path:
 def test_a_sweep_spec_nested_30000_deep_is_one_line(tmp_path):
     spec = _sweep_spec(tmp_path, "job: job.yaml\nparameters: " + "[" * 30_000 + "]" * 30_000 + "\n")
     res = run_tpuctl_process("sweep", "start", str(spec), "--dry-run", "--provider", "local")
-    one_line(res, f"sweep spec {spec} nests deeper than 16 levels; a sweep spec is the mapping of docs/sweeps.md")
+    one_line(res, f"sweep spec {spec} nests deeper than 16 levels; a spec is flat key: value lines")
 
 
 def test_a_sweep_spec_bomb_is_one_line(tmp_path):

@@ -94,7 +94,7 @@ def test_a_slice_is_refused_where_no_private_network_can_be_made():
     probe = subprocess.run([sys.executable, "-c", NO_NAMESPACES, sys.executable, "-m", "provision.cloud.netns",
                             "probe"], cwd=REPO, capture_output=True, check=False)
     assert probe.returncode == 1, probe.stderr          # the machine as the refusal is about
-    refused = _tpuctl_without_namespaces("up", "pod", "-a", "v4-16")
+    refused = _tpuctl_without_namespaces("up", "pod", "-a", "v4-16", "--zone", "us-central2-b")
     assert refused.returncode == 2, refused.stderr
     assert refused.stderr.splitlines()[-1] == (
         "tpuctl: error: an emulated v4-16 runs a TensorFlow gRPC server for each of its 2 hosts, on every network "
@@ -104,7 +104,7 @@ def test_a_slice_is_refused_where_no_private_network_can_be_made():
         "TPUCTL_SLICE_GRPC_ON_ALL_INTERFACES=1 to accept that")
     assert not (home() / "local" / "tpus").exists()      # nothing was created
     assert _tpuctl_without_namespaces("up", "one", "-a", "v2-8").returncode == 0    # one host opens no server
-    accepted = _tpuctl_without_namespaces("up", "pod", "-a", "v4-16", "--json",
+    accepted = _tpuctl_without_namespaces("up", "pod", "-a", "v4-16", "--zone", "us-central2-b", "--json",
                                           env={"TPUCTL_SLICE_GRPC_ON_ALL_INTERFACES": "1"})
     assert accepted.returncode == 0, accepted.stderr
     assert json.loads(accepted.stdout)["tpu"]["accelerator_type"] == "v4-16"
