@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..basics.text import printable
+
 PREFIX = "tpuctl/clusters/{cluster}/bootstrap/"
 
 
@@ -36,7 +38,9 @@ class HostBootstrap:
         return f"{self.role}-{self.worker}" if self.role == "worker" else f"{self.role} {self.host or self.worker}"
 
     def line(self) -> str:
-        return f"host bootstrap failed: {self.who} at {self.step}: {self.message}"
+        """One line for a terminal: the status is a bucket object anyone with write access to the
+        bucket could have written, so no escape sequence of it reaches the screen."""
+        return printable(f"host bootstrap failed: {self.who} at {self.step}: {self.message}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"role": self.role, "worker": self.worker, "host": self.host, "state": self.state, "step": self.step,

@@ -70,3 +70,13 @@ def test_logs_show_escapes_as_question_marks_and_raw_gives_the_bytes():
     assert events.endswith(f" note message=see{SHOWN_CLIPBOARD}\n") and "\x1b" not in events
     raw = _tpuctl_bytes("logs", rec.run_id, "--raw")
     assert raw.returncode == 0 and raw.stdout == f"step 1\n{CLEAR}step 2\ttab\r\n{CLIPBOARD}done\n".encode()
+
+
+def test_a_bootstrap_failure_the_supervisor_reports_carries_no_escape():
+    """``train`` in the foreground prints the supervisor's reason when a host's bootstrap failed
+    (``BucketExecutor.blocked``): the status object it quotes is a bucket object too."""
+    from provision.cluster.bootstrap import HostBootstrap
+
+    status = HostBootstrap(role="worker", worker="0", host="", state="failed", step="pip",
+                           message=f"pip failed{CLEAR}{CLIPBOARD}", started=None, time=None)
+    assert status.line() == f"host bootstrap failed: worker-0 at pip: pip failed{SHOWN_CLEAR}{SHOWN_CLIPBOARD}"
