@@ -239,6 +239,13 @@ def measure_input(kind: str, tiny: str, work: str, host_counts: list[int], steps
 
 
 def run() -> dict:
+    """The workers' gRPC servers listen on every interface: measured in a private network."""
+    from tests.benchmarks.private_network import run_isolated
+
+    return run_isolated("tests.benchmarks.bench_topology", "measure")
+
+
+def measure() -> dict:
     steps = int(os.environ.get("BENCH_TOPOLOGY_STEPS", "150"))
     kinds = os.environ.get("BENCH_TOPOLOGY_JOBS", "pretrain,finetune,squad").split(",")
     hosts = int(os.environ.get("BENCH_TOPOLOGY_HOSTS", "4"))
