@@ -160,6 +160,18 @@ def outage_key(*, tpu_state: TpuState | None, tpu_health: Health, tpu_created_at
     return f"attempt:{attempt}"
 
 
+def hosts_died_with_tpu(tpu_state: TpuState | None, *, job_on_tpu: bool) -> bool:
+    """Whether the hosts of an attempt died with its TPU, so that nothing of it can still be at work.
+
+    A TPU that is gone, PREEMPTED or TERMINATED has lost its VMs: the TPU VM workers that ran the
+    job (and the local provider's emulated hosts, killed with their "TPU") are dead, and their last
+    heartbeats only go stale. Waiting for that before the recreate costs the whole staleness
+    window on every preemption. A TPU Node's job runs on the host VM instead (``job_on_tpu``
+    false), which the preemption does not touch: that job may still run and must be stopped.
+    """
+    return job_on_tpu and (tpu_state is None or tpu_state in DEAD_TPU_STATES)
+
+
 def poll_interval(base_s: float, rand: float) -> float:
     """Poll at most every ``base_s`` seconds, with up to 20 % jitter below it (``rand`` in [0, 1))."""
     return base_s * (0.8 + 0.2 * rand)

@@ -28,7 +28,16 @@ from ..basics.errors import TpuctlError
 from ..cloud.base import ClusterSpec, Health, Provider, TpuNode
 from .executors import Executor
 from .lease import Lease
-from .policy import Action, Decision, JobPhase, Observed, decide, outage_key, poll_interval
+from .policy import (
+    Action,
+    Decision,
+    JobPhase,
+    Observed,
+    decide,
+    hosts_died_with_tpu,
+    outage_key,
+    poll_interval,
+)
 from .store import RunRecord, RunStore, current_name, supervisor_identity
 
 LEASE_RENEW_S = 5.0
@@ -264,8 +273,7 @@ class Supervisor:
             return True
         if d.action == Action.GIVE_UP:
             rec.status, rec.ended_at, rec.reason = "gave_up", time.time(), d.reason
-            if rec.attempt:
-                self.executor.stop(rec, rec.attempt["n"], grace=30)
+            self._stop_attempt(tpu)
             self._event("gave_up", reason=d.reason, exit_code=code, preemptions=rec.preemptions,
                         failures=rec.failures)
             self._clear_current()
@@ -276,8 +284,7 @@ class Supervisor:
                 self._begin_recovery(d.reason, tpu)
             # the incarnation deleted now is this outage's, whatever hit it (the job's exit 42)
             self._remember_outage(f"tpu:{rec.tpu_seen}")
-            if rec.attempt:
-                self.executor.stop(rec, rec.attempt["n"], grace=30)
+            self._stop_attempt(tpu)
             rec.attempt = None
             self.store.save(rec)
             started = time.time()
@@ -306,10 +313,9 @@ class Supervisor:
             elif d.counts_as == "preemption":
                 self._begin_recovery(d.reason, tpu)
             assert tpu is not None
-            if rec.attempt:
-                # the whole group restarts: on a multi-host slice the other workers of the failed
-                # attempt may still be running (xpk restarts a job the same way)
-                self.executor.stop(rec, rec.attempt["n"], grace=30)
+            # the whole group restarts: on a multi-host slice the other workers of the failed
+            # attempt may still be running (xpk restarts a job the same way)
+            self._stop_attempt(tpu)
             n = rec.attempts + 1
             rec.attempts = n
             command = self.command(rec, n, tpu)
@@ -322,6 +328,15 @@ class Supervisor:
             self.store.save(rec)
             return False
         return False
+
+    def _stop_attempt(self, tpu: TpuNode | None) -> None:
+        """Stop every host of the current attempt still at work, waiting for them only where they
+        can be alive: hosts that ran on a TPU now gone, PREEMPTED or TERMINATED died with it."""
+        rec = self.rec
+        if not rec.attempt:
+            return
+        dead = hosts_died_with_tpu(tpu.state if tpu else None, job_on_tpu=self.executor.job_on_tpu)
+        self.executor.stop(rec, rec.attempt["n"], grace=30, hosts_dead=dead)
 
     def _count_outage(self, key: str) -> None:
         self.rec.preemptions += 1

@@ -11,6 +11,7 @@ from provision.runs.policy import (
     JobPhase,
     Observed,
     decide,
+    hosts_died_with_tpu,
     outage_key,
     poll_interval,
 )
@@ -146,3 +147,11 @@ def test_an_outage_is_keyed_by_the_tpu_incarnation_it_hit_or_else_by_the_attempt
     assert key(None) == "tpu:1.0"                                  # gone: the incarnation last seen
     assert key(TpuState.READY, Health.UNHEALTHY_MAINTENANCE) == "tpu:2.0"
     assert key(TpuState.READY) == "attempt:3"                      # exit 42 or a vanished job
+
+
+def test_only_a_dead_or_missing_tpu_took_the_hosts_that_ran_on_it():
+    """Recovery skips waiting for heartbeats exactly when the hosts cannot be alive: a TPU gone,
+    PREEMPTED or TERMINATED, whose job ran on the TPU's own hosts (not a Node's host VM)."""
+    for state, on_tpu in itertools.product([*TpuState, None], (True, False)):
+        dead = hosts_died_with_tpu(state, job_on_tpu=on_tpu)
+        assert dead == (on_tpu and state in (None, TpuState.PREEMPTED, TpuState.TERMINATED)), (state, on_tpu)
