@@ -37,6 +37,8 @@ from .policy import (
     hosts_died_with_tpu,
     outage_key,
     poll_interval,
+    run_state,
+    seconds_by_state,
 )
 from .store import RunRecord, RunStore, current_name, supervisor_identity
 
@@ -157,7 +159,7 @@ class Supervisor:
     def __init__(self, provider: Provider, spec: ClusterSpec, store: RunStore, executor: Executor,
                  command: Callable[[RunRecord, int, TpuNode], dict[str, Any]], *, where: str,
                  poll_s: float = 10.0, log: Callable[[str], None] = print,
-                 rand: Callable[[], float] = random.random):
+                 rand: Callable[[], float] = random.random, clock: Callable[[], float] = time.time):
         self.provider = provider
         self.spec = spec
         self.store = store
@@ -175,7 +177,12 @@ class Supervisor:
         if hasattr(executor, "wake"):
             executor.wake = self._wake
         self._unhealthy_since: float | None = None
-        self._last_tick = time.time()
+        # time by state (tpuctl cost): the state the run was left in at the last look, since when,
+        # and the first new step of a recovery that ended since
+        self.clock = clock
+        self._last_tick = clock()
+        self._state = run_state(recovering=bool(self.rec.recovering), job_started=bool(self.rec.attempt))
+        self._resumed_at: float | None = None
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def run(self, *, take_over: bool = False, wait_for_lease: float = 0.0) -> RunRecord:
@@ -228,8 +235,8 @@ class Supervisor:
             self.log(f"run {self.rec.run_id} was taken over by another supervisor; stopping here")
             return True
         tpu, phase, code = self.observe()
-        self._account(tpu, phase)
         self._read_progress()
+        self._account()
         health = tpu.health if tpu else Health.HEALTH_UNSPECIFIED
         sick = tpu is not None and health in (Health.TIMEOUT, Health.UNHEALTHY_TENSORFLOW,
                                               Health.UNHEALTHY_MAINTENANCE)
@@ -251,9 +258,13 @@ class Supervisor:
             obs = dataclasses.replace(obs, blocked=self.executor.blocked(rec))
         d = decide(obs)
         if d.action == Action.WAIT:
+            ended = False
             self.store.save(rec)
-            return False
-        return self._act(d, tpu, code)
+        else:
+            ended = self._act(d, tpu, code)
+        self._state = run_state(recovering=bool(rec.recovering), job_started=bool(rec.attempt) and (
+            d.action == Action.START_JOB or phase == JobPhase.RUNNING))
+        return ended
 
     def _act(self, d: Decision, tpu: TpuNode | None, code: int | None) -> bool:
         rec = self.rec
@@ -376,20 +387,25 @@ class Supervisor:
         p = read_progress(rec.model_dir, rec.provider, rec.project)
         if not p or (p.get("run_id") not in (None, rec.run_id)):
             return
-        before = (rec.last_progress or {}).get("step")
+        before = rec.last_progress or {}
         rec.last_progress = {k: p.get(k) for k in ("step", "num_train_steps", "loss", "examples_per_sec",
                                                     "steps_per_sec", "time", "started_at", "status",
                                                     "checkpoint_step", "resumed_from_step", "step_time",
+                                                    "first_step_time",
                                                     "metrics", "evals", "outputs", "data_creation")}
-        if p.get("step") != before and p.get("step") is not None:
-            self.log(progress_line(rec.last_progress))
         r = rec.recovering
         # resumed = a process started after the outage has trained a step (its record carries
-        # the previous run's step until it restores, so the step alone says nothing)
+        # the previous run's step until it restores, so the step alone says nothing); said
+        # before the step it has reached since
         started = p.get("started_at") or 0
         if r and started > r["detected_at"] and (p.get("step_time") or 0) >= started and \
                 (p.get("step") or 0) > (p.get("resumed_from_step") or 0):
-            self._close_recovery(p, p["step_time"])
+            self._close_recovery(p, p.get("first_step_time") or p["step_time"])
+        # a line when the step moves, and when the checkpoint catches up with it (the job saves
+        # a checkpoint just after it reports the step)
+        moved = (p.get("step"), p.get("checkpoint_step")) != (before.get("step"), before.get("checkpoint_step"))
+        if moved and p.get("step") is not None:
+            self.log(progress_line(rec.last_progress))
 
     def _close_recovery(self, p: dict[str, Any], first_step_at: float) -> None:
         """The outage is over: count the steps and seconds it cost, and say so in the event log."""
@@ -402,21 +418,22 @@ class Supervisor:
         rec.seconds_lost += lost_s
         rec.recovering = None
         rec.status = "running"
-        # one resume ends every preemption of an outage (more than one when they overlapped)
+        self._resumed_at = first_step_at
+        # one resume ends every preemption of an outage (more than one when they overlapped);
+        # seconds_lost dates its first new step, where tpuctl cost ends the waiting
         self._event("resumed", step=resumed, steps_lost=lost_steps, seconds_lost=round(lost_s, 1),
                     preemptions=r.get("preemptions"))
 
-    def _account(self, tpu: TpuNode | None, phase: JobPhase) -> None:
-        now = time.time()
-        dt = max(0.0, now - self._last_tick)
-        self._last_tick = now
-        if self.rec.recovering:
-            state = "waiting"
-        elif tpu is not None and tpu.state.value == "READY" and phase == JobPhase.RUNNING:
-            state = "training"
-        else:
-            state = "starting"
-        self.rec.seconds_by_state[state] = round(self.rec.seconds_by_state.get(state, 0.0) + dt, 2)
+    def _account(self) -> None:
+        """Count the time since the last look in the state the run was left in then (a job that
+        finished or was preempted in between trained until then), split at the first new step
+        of a recovery that ended in between."""
+        now = self.clock()
+        since, self._last_tick = self._last_tick, now
+        resumed, self._resumed_at = self._resumed_at, None
+        spent = self.rec.seconds_by_state
+        for state, dt in seconds_by_state(self._state, since, now, resumed).items():
+            spent[state] = round(max(0.0, spent.get(state, 0.0) + dt), 2)
 
     def _event(self, kind: str, **data: Any) -> None:
         entry = self.store.event(kind, **{k: v for k, v in data.items() if v is not None})
