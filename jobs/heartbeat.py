@@ -64,7 +64,14 @@ class ProgressWriter:
                 self.record.step_time = time.time()
             for key, value in fields.items():
                 setattr(self.record, key, value)
+            self._note_first_step()
         self.write()
+
+    def _note_first_step(self) -> None:
+        """Date the first step trained past the one this process started from (with the lock held)."""
+        r = self.record
+        if r.first_step_time is None and r.step_time is not None and r.step > (r.resumed_from_step or 0):
+            r.first_step_time = r.step_time
 
     def add_eval(self, step: int, metrics: dict[str, float]) -> None:
         """Record an evaluation at ``step`` (replacing an earlier one of the same step, which a
@@ -108,6 +115,7 @@ class ProgressWriter:
                 if live is not None and live > self.record.step:
                     self.record.step = live
                     self.record.step_time = time.time()
+                    self._note_first_step()
             self.write()
 
     def stop(self) -> None:

@@ -45,6 +45,9 @@ class Progress:
     host: str = ""
     device: dict[str, Any] = field(default_factory=dict)  # {"type": "tpu"|"gpu"|"cpu", "count": n}
     step_time: float | None = None     # unix seconds when ``step`` last advanced
+    # unix seconds of the first step this process trained past where it started (or resumed):
+    # where a recovery ends, however late the supervisor reads this record
+    first_step_time: float | None = None
     metrics: dict[str, float] = field(default_factory=dict)  # last host loop; eval_* at the end
     message: str | None = None         # why the run stopped, when it did not finish
     # every evaluation, by step: [{"step": N, "metrics": {name: value}}] (eval_every_steps and

@@ -20,8 +20,8 @@ creation until it is deleted or preempted, whatever runs on it. Every billed sec
   makes it before the TPU exists),
 - ``starting``: a run is live and its first attempt has not started (staging, TPU creating),
 - ``waiting``: a run is recovering from a preemption: from the supervisor noticing it to the
-  first new step (``preempted`` .. ``resumed`` events); unbilled waiting (the TPU was gone) is
-  reported apart at $0,
+  first new step (the ``preempted`` event, then ``resumed``'s ``seconds_lost`` later); unbilled
+  waiting (the TPU was gone) is reported apart at $0,
 - ``idle``: billed with no live run on the cluster.
 
 **Savings of idle reaping: the counterfactual.** Without the reaper an idle TPU keeps billing until
@@ -232,7 +232,12 @@ def run_span(record: dict[str, Any], events: Iterable[dict[str, Any]]) -> RunSpa
         elif kind == "preempted" and open_wait is None:
             open_wait = t
         elif kind == "resumed" and open_wait is not None:
-            span.waits.append((open_wait, t))
+            # the waiting ended at the first new step, not when a poll noticed it (a detached
+            # supervisor may look a poll later, after a short run has trained to its end): the
+            # supervisor dates that step as seconds_lost after the preemption it noticed
+            lost = e.get("seconds_lost")
+            end = min(t, open_wait + float(lost)) if isinstance(lost, (int, float)) else t
+            span.waits.append((open_wait, max(open_wait, end)))
             open_wait = None
     if open_wait is not None:
         span.waits.append((open_wait, span.ended_at))

@@ -10,8 +10,9 @@ detached local agent on the local provider) and by the benchmark. For every TPU 
    ``--bucket``, the local cluster cache, or the ``tpuctl-bucket`` metadata of the host VM or TPU);
 2. builds a :class:`~provision.billing.idle.RunView` from the run record, the job's progress record and
    the supervisor's lease, and judges the node (with its duty cycle, when asked and available);
-3. deletes the idle ones, all operations started at once and waited on, and says per deletion
-   what it saves per hour at list price. The host VM stays: it is cheap and runs the agent
+3. deletes the idle ones, all operations started at once and waited on; the result says per
+   deletion (once: ``down --idle``'s table, autodown's log line) what it saves per hour at list
+   price. The host VM stays: it is cheap and runs the agent
    (``tpuctl down NAME`` deletes everything);
 4. judges every queued resource of a cluster that has no node (:func:`provision.billing.idle.judge_queued`):
    FAILED and SUSPENDED requests hold quota until deleted and never provision, so they go, and the
@@ -197,13 +198,9 @@ class ReapResult:
                              q.request.state.value, None, action, q.verdict.reason,
                              "0.00" if q.verdict.delete else None])
             lines.append(table(rows, ("CLUSTER", "ZONE", "TPU", "STATE", "RUN", "ACTION", "WHY", "SAVES $/H")))
-        for r in self.to_delete:
-            n = r.node
-            verb = "would delete" if self.dry_run else "deleted" if r.deleted else "could not delete"
-            saving = (f"saves ${r.hourly:.2f}/hour at list price" + (f" ({r.price.label()})" if r.price else "")
-                      if r.hourly else "bills nothing while dead; frees its quota")
-            lines.append(f"{verb} TPU {n.name} ({n.zone}): {saving}"
-                         + (f"; {r.error}" if r.error else ""))
+        # each TPU's row says what was done and what it saves; only a failure needs a line more
+        for r in self.failed:
+            lines.append(f"could not delete TPU {r.node.name} ({r.node.zone}): {r.error}")
         for q in self.requests_to_delete:
             lines.append(q.line(self.dry_run))
         for vm in self.kept_vms:
@@ -216,9 +213,12 @@ class ReapResult:
         count = len(self.to_delete) if self.dry_run else len(self.deleted)
         reqs = len(self.requests_to_delete) if self.dry_run else len([r for r in self.requests if r.deleted])
         tail = " (dry run: nothing was deleted)" if self.dry_run else ""
+        done = self.to_delete if self.dry_run else self.deleted
+        labels = sorted({r.price.label() for r in done if r.price and r.hourly})
         lines.append(f"{'would delete' if self.dry_run else 'deleted'} {count} TPU(s)"
                      + (f" and {reqs} queued resource(s)" if reqs else "")
-                     + f", saves ${self.saved_per_hour:.2f}/hour at list price{tail}")
+                     + f", saves ${self.saved_per_hour:.2f}/hour at list price"
+                     + (f" ({'; '.join(labels)})" if labels else "") + tail)
         return "\n".join(lines)
 
 
@@ -437,7 +437,7 @@ def _delete(provider: Provider, doomed: list[NodeReport], *, who: str, target: A
             backoff: Backoff) -> None:
     def start(r: NodeReport) -> Any:
         n = r.node
-        log(f"deleting TPU {n.name} in {n.zone} ({r.verdict.reason}): saves ${r.hourly:.2f}/hour at list price")
+        log(f"deleting TPU {n.name} in {n.zone}")     # what it saves: the caller's report, once done
         try:
             op = provider.delete_tpu(n.zone, n.name)
         except NotFound:
@@ -457,7 +457,6 @@ def _delete(provider: Provider, doomed: list[NodeReport], *, who: str, target: A
         if not r.deleted:
             continue
         n = r.node
-        log(f"deleted TPU {n.name} in {n.zone}: saves ${r.hourly:.2f}/hour at list price")
         bucket = _ledger_bucket(provider, r.bucket, target)
         ledger.record(provider, "tpu_deleted", r.cluster, bucket=bucket, t=r.deleted_at, by=who,
                      idle_since=r.verdict.idle_since, reason=r.verdict.reason, hourly_usd=r.hourly,
@@ -471,7 +470,7 @@ def _delete_requests(provider: Provider, doomed: list[QueuedReport], nodes: list
     pending = []
     for r in doomed:
         q = r.request
-        log(f"deleting {q.describe()} ({r.verdict.reason}): frees the quota it held: {q.quota()}")
+        log(f"deleting {q.describe()}")
         try:
             op = delete_request(provider, q, nodes=nodes, log=log)
         except TpuctlError as exc:
@@ -482,9 +481,6 @@ def _delete_requests(provider: Provider, doomed: list[QueuedReport], nodes: list
         else:
             pending.append((r, op))
     _settle(provider, pending, timeout=timeout, backoff=backoff)
-    for r, _op in pending:
-        if r.deleted:
-            log(f"deleted {r.request.describe()}: freed the quota it held: {r.request.quota()}")
 
 
 def _settle(provider: Provider, pending: list[tuple[Any, Operation]], *, timeout: float, backoff: Backoff) -> None:

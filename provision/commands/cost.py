@@ -111,14 +111,18 @@ def _cluster_text(r, *, run_id: str | None) -> str:
     head = (f"run {run_id} on cluster {r.cluster}" if run_id else f"cluster {r.cluster}") + \
         (f": {', '.join(types)} ({', '.join(kinds)}), {len(r.lives)} TPU lifetime(s), {len(r.runs)} run(s)"
          if r.lives else ": no TPU recorded")
+    def spent(hours: float) -> list[str]:
+        # hours to two places, and the time itself: minutes of a short run are not "0.00"
+        return [f"{hours:.2f}", format_duration(hours * 3600)]
+
     rows = []
     for state in ("training", "making_data", "starting", "waiting", "idle"):
-        rows.append([STATE_LABELS[state], f"{a.hours[state]:.2f}", f"{a.cost[state]:.2f}",
+        rows.append([STATE_LABELS[state], *spent(a.hours[state]), f"{a.cost[state]:.2f}",
                      f"{a.cost_on_demand[state]:.2f}", f"{a.cost_preemptible[state]:.2f}"])
-    rows.append(["total billed", f"{a.billed_hours:.2f}", f"{a.total_usd:.2f}",
+    rows.append(["total billed", *spent(a.billed_hours), f"{a.total_usd:.2f}",
                  f"{sum(a.cost_on_demand.values()):.2f}", f"{sum(a.cost_preemptible.values()):.2f}"])
-    rows.append(["waiting, no TPU billed", f"{a.waiting_unbilled_hours:.2f}", "0.00", "0.00", "0.00"])
-    lines = [head, table(rows, ("STATE", "HOURS", "$ AS RUN", "$ ON-DEMAND", "$ PREEMPTIBLE"))]
+    rows.append(["waiting, no TPU billed", *spent(a.waiting_unbilled_hours), "0.00", "0.00", "0.00"])
+    lines = [head, table(rows, ("STATE", "HOURS", "TIME", "$ AS RUN", "$ ON-DEMAND", "$ PREEMPTIBLE"))]
     for run in r.runs:
         sbs = run.seconds_by_state or {}
         if sbs:

@@ -100,6 +100,7 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
                             max_preemptions=max_preemptions, max_failures=max_failures,
                             allow_local=allow_local_paths)
     rec = prep.record
+    rec.poll_s = poll_s
     if dry_run:
         code = prep.code
         doc = {"ok": True, "dry_run": True, "run_id": rec.run_id, "cluster": cluster, "bucket": bucket_url,
@@ -245,9 +246,10 @@ def _supervise_foreground(prov, target, spec, store, rec, *, poll_s: float, on_i
 @click.argument("run")
 @click.option("--where", default="host", help="Where this supervisor runs (shown in status).")
 @click.option("--bucket", default=None, help="The run's bucket, when this machine has no record of it.")
-@click.option("--poll", "poll_s", type=click.FloatRange(min=0.5, max=10.0), default=10.0)
+@click.option("--poll", "poll_s", type=click.FloatRange(min=0.5, max=10.0), default=None,
+              help="Seconds between looks [default: the run's, from train --poll].")
 @provider_options
-def supervise(run: str, where: str, bucket: str | None, poll_s: float, provider: str | None,
+def supervise(run: str, where: str, bucket: str | None, poll_s: float | None, provider: str | None,
               project: str | None) -> None:
     """Supervise RUN here (what --detach and a Ctrl-C handover start on the host)."""
     from ..basics import validate
@@ -280,8 +282,8 @@ def supervise(run: str, where: str, bucket: str | None, poll_s: float, provider:
     executor = training.make_executor(prov, store, spec.arch)
     from ..runs.supervisor import Supervisor
 
-    sup = Supervisor(prov, spec, store, executor, training.attempt_command, where=where, poll_s=poll_s, log=say,
-                     pin=pin)
+    sup = Supervisor(prov, spec, store, executor, training.attempt_command, where=where,
+                     poll_s=poll_s or rec.poll_s, log=say, pin=pin)
     rec = sup.run(take_over=False)
     click.echo(_summary(rec))
 

@@ -92,7 +92,11 @@ def _reap_logged(provider: Provider, target: Any, cluster: str, idle_for: float,
     try:
         res = reap(provider, target, cluster=cluster, idle_for=idle_for, bucket=bucket, who="autodown", log=log)
         for r in res.deleted:
-            log(f"autodown: deleted TPU {r.node.name}: {r.verdict.reason}")
+            log(f"autodown: deleted TPU {r.node.name} ({r.verdict.reason}): "
+                + (f"saves ${r.hourly:.2f}/hour at list price" if r.hourly else "bills nothing while dead; frees its quota"))
+        for q in res.requests:
+            if q.deleted:
+                log(f"autodown: {q.line(False)}")
     except Exception as exc:  # noqa: BLE001 - an agent logs and tries again next time
         log(f"autodown: {type(exc).__name__}: {exc}")
 

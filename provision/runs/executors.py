@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from ..basics import private
@@ -31,9 +32,13 @@ LOCAL_START_GRACE_S = 60.0
 
 
 class Executor(Protocol):
+    # the job runs on the TPU's own hosts (TPU VM workers, the local provider's emulated hosts),
+    # which die with it; a TPU Node's job runs on the host VM, which outlives the TPU
+    job_on_tpu: bool
+
     def start(self, rec: RunRecord, n: int, tpu: TpuNode, command: dict[str, Any]) -> None: ...
     def poll(self, rec: RunRecord, n: int) -> tuple[JobPhase, int | None]: ...
-    def stop(self, rec: RunRecord, n: int, grace: float = 60.0) -> None: ...
+    def stop(self, rec: RunRecord, n: int, grace: float = 60.0, *, hosts_dead: bool = False) -> None: ...
     def blocked(self, rec: RunRecord) -> str | None: ...
 
 
@@ -65,10 +70,16 @@ def private_slice_network(accelerator_type: str) -> bool:
 
 
 class _BucketWatcher:
-    """What both executors read back: exit records and heartbeats."""
+    """What both executors read back: exit records and heartbeats.
+
+    Time comes from ``clock`` and waits go through ``sleep`` (the system's unless a test gives
+    its own), so how long a stop waits can be checked on a simulated clock."""
 
     store: RunStore
     start_grace_s: float
+    job_on_tpu: bool = True
+    clock: Callable[[], float]
+    sleep: Callable[[float], None]
     taken_up: bool = False      # the last poll saw a heartbeat of the current attempt
     # how long stop() waits for the rest of a group one host has left: its agents see stop.json
     # within a heartbeat (and kill a job that ignores SIGTERM after the agent's grace)
@@ -84,7 +95,7 @@ class _BucketWatcher:
             return JobPhase.EXITED, code
         alive = self.store.alive(n)
         self.taken_up = bool(alive)
-        now = time.time()
+        now = self.clock()
         started = (rec.attempt or {}).get("started_at", now)
         # every worker still at work must beat: one lost host of a slice loses the attempt
         beating = [a.get("time", 0) for w, a in alive.items() if w not in exits]
@@ -97,26 +108,32 @@ class _BucketWatcher:
             return JobPhase.RUNNING, None
         return JobPhase.LOST, None
 
-    def stop(self, rec: RunRecord, n: int, grace: float = 60.0) -> None:
+    def stop(self, rec: RunRecord, n: int, grace: float = 60.0, *, hosts_dead: bool = False) -> None:
         """Ask every host of the attempt still at work to stop (SIGTERM: the job checkpoints, exits
         42) and wait for their exits. One host's exit already decides the attempt (42 wins), but
         the others of a slice may still run -- blocked in an all-reduce with a dead peer, holding
-        their TPU -- so the attempt is over only when no host of it is at work."""
+        their TPU -- so the attempt is over only when no host of it is at work.
+
+        ``hosts_dead``: the hosts died with their TPU (:func:`provision.runs.policy.hosts_died_with_tpu`).
+        Their heartbeats look fresh until they go stale, which says nothing more: the stop is
+        written (for any host that did survive) and not waited for."""
         if not self._at_work(rec, n):
             return
-        self.store.write_json(f"{self.store.attempt_prefix(n)}/stop.json", {"time": time.time()})
+        self.store.write_json(f"{self.store.attempt_prefix(n)}/stop.json", {"time": self.clock()})
+        if hosts_dead:
+            return
         # a group one host has left cannot checkpoint (the stop is agreed in an all-reduce): no grace
         wait = self.broken_wait_s if self.store.exits(n) else grace + 2 * ALIVE_EVERY_S
-        deadline = time.time() + wait
-        while time.time() < deadline and self._at_work(rec, n):
-            time.sleep(1.0)
+        deadline = self.clock() + wait
+        while self.clock() < deadline and self._at_work(rec, n):
+            self.sleep(1.0)
 
     def _at_work(self, rec: RunRecord, n: int) -> list[str]:
         """Hosts of attempt ``n`` with a fresh heartbeat and no exit record."""
         exits = self.store.exits(n)
         if len(exits) >= self._expected(rec):
             return []
-        now = time.time()
+        now = self.clock()
         return [w for w, a in self.store.alive(n).items()
                 if w not in exits and now - float(a.get("time") or 0) < ALIVE_STALE_S]
 
@@ -134,9 +151,11 @@ class LocalExecutor(_BucketWatcher):
     start_grace_s = LOCAL_START_GRACE_S
     broken_wait_s = 0.0         # stop() kills what is left of the group at once
 
-    def __init__(self, provider: Any, store: RunStore):
+    def __init__(self, provider: Any, store: RunStore, *, clock: Callable[[], float] = time.time,
+                 sleep: Callable[[float], None] = time.sleep):
         self.provider = provider
         self.store = store
+        self.clock, self.sleep = clock, sleep
         self.procs: dict[int, dict[str, subprocess.Popen]] = {}   # attempt -> worker -> wrapper
         self.wake: threading.Event | None = None   # set by the supervisor: signalled when a job ends
 
@@ -194,12 +213,14 @@ class LocalExecutor(_BucketWatcher):
             job = self.provider.job(zone, rec.cluster)
             if job is None or job.get("run_id") != rec.run_id:
                 alive = self.store.alive(n)
-                if alive or time.time() - (rec.attempt or {}).get("started_at", 0) > self.start_grace_s:
+                if alive or self.clock() - (rec.attempt or {}).get("started_at", 0) > self.start_grace_s:
                     return JobPhase.LOST, None
         return phase, code
 
-    def stop(self, rec: RunRecord, n: int, grace: float = 60.0) -> None:
-        super().stop(rec, n, grace)
+    def stop(self, rec: RunRecord, n: int, grace: float = 60.0, *, hosts_dead: bool = False) -> None:
+        """The bucket's stop, then a kill of every process still registered on the "TPU": no host
+        of the attempt is left, whether or not it was dead already."""
+        super().stop(rec, n, grace, hosts_dead=hosts_dead)
         zone = (rec.attempt or {}).get("zone", rec.zone)
         job = self.provider.job(zone, rec.cluster)
         if job and job.get("run_id") == rec.run_id:
@@ -217,9 +238,12 @@ class BucketExecutor(_BucketWatcher):
 
     start_grace_s = GCP_START_GRACE_S
 
-    def __init__(self, store: RunStore, arch: Arch):
+    def __init__(self, store: RunStore, arch: Arch, *, clock: Callable[[], float] = time.time,
+                 sleep: Callable[[float], None] = time.sleep):
         self.store = store
         self.arch = arch
+        self.job_on_tpu = arch != Arch.NODE     # a Node's job runs on the host VM
+        self.clock, self.sleep = clock, sleep
 
     def start(self, rec: RunRecord, n: int, tpu: TpuNode, command: dict[str, Any]) -> None:
         self.store.write_json(f"{self.store.attempt_prefix(n)}/command.json", command)

@@ -166,6 +166,38 @@ def outage_key(*, tpu_state: TpuState | None, tpu_health: Health, tpu_created_at
     return f"attempt:{attempt}"
 
 
+def hosts_died_with_tpu(tpu_state: TpuState | None, *, job_on_tpu: bool) -> bool:
+    """Whether the hosts of an attempt died with its TPU, so that nothing of it can still be at work.
+
+    A TPU that is gone, PREEMPTED or TERMINATED has lost its VMs: the TPU VM workers that ran the
+    job (and the local provider's emulated hosts, killed with their "TPU") are dead, and their last
+    heartbeats only go stale. Waiting for that before the recreate costs the whole staleness
+    window on every preemption. A TPU Node's job runs on the host VM instead (``job_on_tpu``
+    false), which the preemption does not touch: that job may still run and must be stopped.
+    """
+    return job_on_tpu and (tpu_state is None or tpu_state in DEAD_TPU_STATES)
+
+
+def run_state(*, recovering: bool, job_started: bool) -> str:
+    """The state of a live run for ``tpuctl cost`` (``seconds_by_state``), as the supervisor leaves
+    it after a look: recovering from an outage is waiting (until the first new step), a job that is
+    running or was just started is training, and a run with no job yet is starting."""
+    if recovering:
+        return "waiting"
+    return "training" if job_started else "starting"
+
+
+def seconds_by_state(state: str, since: float, now: float, resumed_at: float | None = None) -> dict[str, float]:
+    """The seconds from the supervisor's last look (``since``) to this one, by state: all of them in
+    the state the run was left in then, except when a recovery ended in between, at its first
+    new step (``resumed_at``): waiting until then, training after. A first step the supervisor
+    notices a look late (``resumed_at`` before ``since``) moves the time already counted as
+    waiting since then to training (negative waiting)."""
+    if state == "waiting" and resumed_at is not None and resumed_at < now:
+        return {"waiting": resumed_at - since, "training": now - resumed_at}
+    return {state: max(0.0, now - since)}
+
+
 def poll_interval(base_s: float, rand: float) -> float:
     """Poll at most every ``base_s`` seconds, with up to 20 % jitter below it (``rand`` in [0, 1))."""
     return base_s * (0.8 + 0.2 * rand)

@@ -71,6 +71,8 @@ class RunRecord:
     seconds_lost: float = 0.0
     max_preemptions: int | None = None
     max_failures: int = 3
+    # seconds between the supervisor's looks (train --poll), kept for a supervisor on the host
+    poll_s: float = 10.0
     # the attempt on the current TPU: {"n", "tpu_created_at", "started_at", "zone"}
     attempt: dict[str, Any] | None = None
     # an outage being recovered from: {"detected_at", "step", "checkpoint_step", "cause",

@@ -29,7 +29,18 @@ from ..cloud.base import ClusterSpec, Health, Provider, TpuNode
 from . import pinning
 from .executors import Executor
 from .lease import Lease
-from .policy import Action, Decision, JobPhase, Observed, decide, outage_key, poll_interval
+from .policy import (
+    Action,
+    Decision,
+    JobPhase,
+    Observed,
+    decide,
+    hosts_died_with_tpu,
+    outage_key,
+    poll_interval,
+    run_state,
+    seconds_by_state,
+)
 from .store import RunRecord, RunStore, current_name, supervisor_identity
 
 LEASE_RENEW_S = 5.0
@@ -149,7 +160,8 @@ class Supervisor:
     def __init__(self, provider: Provider, spec: ClusterSpec, store: RunStore, executor: Executor,
                  command: Callable[[RunRecord, int, TpuNode], dict[str, Any]], *, where: str,
                  poll_s: float = 10.0, log: Callable[[str], None] = print,
-                 rand: Callable[[], float] = random.random, pin: dict[str, str | None] | None = None):
+                 rand: Callable[[], float] = random.random, clock: Callable[[], float] = time.time,
+                 pin: dict[str, str | None] | None = None):
         self.provider = provider
         self.spec = spec
         self.store = store
@@ -167,7 +179,12 @@ class Supervisor:
         if hasattr(executor, "wake"):
             executor.wake = self._wake
         self._unhealthy_since: float | None = None
-        self._last_tick = time.time()
+        # time by state (tpuctl cost): the state the run was left in at the last look, since when,
+        # and the first new step of a recovery that ended since
+        self.clock = clock
+        self._last_tick = clock()
+        self._state = run_state(recovering=bool(self.rec.recovering), job_started=bool(self.rec.attempt))
+        self._resumed_at: float | None = None
         # what the run's hosts may run (provision.runs.pins): from whoever staged it, else found
         # where bucket writers cannot change it, before the first attempt this supervisor starts
         self.pin = pin
@@ -223,8 +240,8 @@ class Supervisor:
             self.log(f"run {self.rec.run_id} was taken over by another supervisor; stopping here")
             return True
         tpu, phase, code = self.observe()
-        self._account(tpu, phase)
         self._read_progress()
+        self._account()
         health = tpu.health if tpu else Health.HEALTH_UNSPECIFIED
         sick = tpu is not None and health in (Health.TIMEOUT, Health.UNHEALTHY_TENSORFLOW,
                                               Health.UNHEALTHY_MAINTENANCE)
@@ -250,9 +267,13 @@ class Supervisor:
             obs = dataclasses.replace(obs, refused=str(refused[0]) if refused else None)
         d = decide(obs)
         if d.action == Action.WAIT:
+            ended = False
             self.store.save(rec)
-            return False
-        return self._act(d, tpu, code)
+        else:
+            ended = self._act(d, tpu, code)
+        self._state = run_state(recovering=bool(rec.recovering), job_started=bool(rec.attempt) and (
+            d.action == Action.START_JOB or phase == JobPhase.RUNNING))
+        return ended
 
     def _act(self, d: Decision, tpu: TpuNode | None, code: int | None) -> bool:
         rec = self.rec
@@ -272,8 +293,7 @@ class Supervisor:
             return True
         if d.action == Action.GIVE_UP:
             rec.status, rec.ended_at, rec.reason = "gave_up", time.time(), d.reason
-            if rec.attempt:
-                self.executor.stop(rec, rec.attempt["n"], grace=30)
+            self._stop_attempt(tpu)
             self._event("gave_up", reason=d.reason, exit_code=code, preemptions=rec.preemptions,
                         failures=rec.failures)
             self._clear_current()
@@ -284,8 +304,7 @@ class Supervisor:
                 self._begin_recovery(d.reason, tpu)
             # the incarnation deleted now is this outage's, whatever hit it (the job's exit 42)
             self._remember_outage(f"tpu:{rec.tpu_seen}")
-            if rec.attempt:
-                self.executor.stop(rec, rec.attempt["n"], grace=30)
+            self._stop_attempt(tpu)
             rec.attempt = None
             self.store.save(rec)
             started = time.time()
@@ -314,10 +333,9 @@ class Supervisor:
             elif d.counts_as == "preemption":
                 self._begin_recovery(d.reason, tpu)
             assert tpu is not None
-            if rec.attempt:
-                # the whole group restarts: on a multi-host slice the other workers of the failed
-                # attempt may still be running (xpk restarts a job the same way)
-                self.executor.stop(rec, rec.attempt["n"], grace=30)
+            # the whole group restarts: on a multi-host slice the other workers of the failed
+            # attempt may still be running (xpk restarts a job the same way)
+            self._stop_attempt(tpu)
             n = rec.attempts + 1
             rec.attempts = n
             # a TPU VM recreated after a preemption has no pin: it would refuse the attempt
@@ -334,6 +352,15 @@ class Supervisor:
             self.store.save(rec)
             return False
         return False
+
+    def _stop_attempt(self, tpu: TpuNode | None) -> None:
+        """Stop every host of the current attempt still at work, waiting for them only where they
+        can be alive: hosts that ran on a TPU now gone, PREEMPTED or TERMINATED died with it."""
+        rec = self.rec
+        if not rec.attempt:
+            return
+        dead = hosts_died_with_tpu(tpu.state if tpu else None, job_on_tpu=self.executor.job_on_tpu)
+        self.executor.stop(rec, rec.attempt["n"], grace=30, hosts_dead=dead)
 
     def _count_outage(self, key: str) -> None:
         self.rec.preemptions += 1
@@ -373,20 +400,25 @@ class Supervisor:
         p = read_progress(rec.model_dir, rec.provider, rec.project)
         if not p or (p.get("run_id") not in (None, rec.run_id)):
             return
-        before = (rec.last_progress or {}).get("step")
+        before = rec.last_progress or {}
         rec.last_progress = {k: p.get(k) for k in ("step", "num_train_steps", "loss", "examples_per_sec",
                                                     "steps_per_sec", "time", "started_at", "status",
                                                     "checkpoint_step", "resumed_from_step", "step_time",
+                                                    "first_step_time",
                                                     "metrics", "evals", "outputs", "data_creation")}
-        if p.get("step") != before and p.get("step") is not None:
-            self.log(progress_line(rec.last_progress))
         r = rec.recovering
         # resumed = a process started after the outage has trained a step (its record carries
-        # the previous run's step until it restores, so the step alone says nothing)
+        # the previous run's step until it restores, so the step alone says nothing); said
+        # before the step it has reached since
         started = p.get("started_at") or 0
         if r and started > r["detected_at"] and (p.get("step_time") or 0) >= started and \
                 (p.get("step") or 0) > (p.get("resumed_from_step") or 0):
-            self._close_recovery(p, p["step_time"])
+            self._close_recovery(p, p.get("first_step_time") or p["step_time"])
+        # a line when the step moves, and when the checkpoint catches up with it (the job saves
+        # a checkpoint just after it reports the step)
+        moved = (p.get("step"), p.get("checkpoint_step")) != (before.get("step"), before.get("checkpoint_step"))
+        if moved and p.get("step") is not None:
+            self.log(progress_line(rec.last_progress))
 
     def _close_recovery(self, p: dict[str, Any], first_step_at: float) -> None:
         """The outage is over: count the steps and seconds it cost, and say so in the event log."""
@@ -399,21 +431,22 @@ class Supervisor:
         rec.seconds_lost += lost_s
         rec.recovering = None
         rec.status = "running"
-        # one resume ends every preemption of an outage (more than one when they overlapped)
+        self._resumed_at = first_step_at
+        # one resume ends every preemption of an outage (more than one when they overlapped);
+        # seconds_lost dates its first new step, where tpuctl cost ends the waiting
         self._event("resumed", step=resumed, steps_lost=lost_steps, seconds_lost=round(lost_s, 1),
                     preemptions=r.get("preemptions"))
 
-    def _account(self, tpu: TpuNode | None, phase: JobPhase) -> None:
-        now = time.time()
-        dt = max(0.0, now - self._last_tick)
-        self._last_tick = now
-        if self.rec.recovering:
-            state = "waiting"
-        elif tpu is not None and tpu.state.value == "READY" and phase == JobPhase.RUNNING:
-            state = "training"
-        else:
-            state = "starting"
-        self.rec.seconds_by_state[state] = round(self.rec.seconds_by_state.get(state, 0.0) + dt, 2)
+    def _account(self) -> None:
+        """Count the time since the last look in the state the run was left in then (a job that
+        finished or was preempted in between trained until then), split at the first new step
+        of a recovery that ended in between."""
+        now = self.clock()
+        since, self._last_tick = self._last_tick, now
+        resumed, self._resumed_at = self._resumed_at, None
+        spent = self.rec.seconds_by_state
+        for state, dt in seconds_by_state(self._state, since, now, resumed).items():
+            spent[state] = round(max(0.0, spent.get(state, 0.0) + dt), 2)
 
     def _event(self, kind: str, **data: Any) -> None:
         entry = self.store.event(kind, **{k: v for k, v in data.items() if v is not None})

@@ -1,6 +1,13 @@
 """Recovery from preemption, on the local provider with a real (tiny) BERT pretraining run.
 
-Measured under a fixed schedule (preemptions at steps 150 and 400 of 600):
+Two paths, each under a fixed schedule (preemptions at steps 150 and 400 of 600):
+
+- ``attached``: ``tpuctl train`` supervising in the foreground, model_dir a local directory;
+- ``detached``: the README tour's path: the checkpoint staged into a bucket, ``tpuctl train
+  --detach`` (a supervisor process of its own, its job started by the host agent's attempt
+  wrapper), model_dir in the bucket.
+
+For each:
 
 - recovery time: from the preemption to the first training step of the new attempt, and the
   same minus the provider's delete + create time (what tpuctl itself adds: detection within one
@@ -47,25 +54,35 @@ def _progress(path: Path) -> dict:
         return {}
 
 
-def _run(home: Path, tiny: Path, preempt_at: tuple[int, ...]) -> dict:
-    assert _tpuctl(home, "up", "bench", "--preemptible").returncode == 0
-    model = home / "model"
-    args = [sys.executable, "-m", "provision", "train", "bench", "--job", "templates/bert-pretrain-tiny.yaml",
+def _train_args(tiny: str, model: str) -> list[str]:
+    return ["train", "bench", "--job", "templates/bert-pretrain-tiny.yaml",
             "--set", f"bert_dir={tiny}", "--set", f"corpus_files={tiny}/corpus.txt", "--set", f"model_dir={model}",
             "--set", f"num_train_steps={STEPS}", "--set", f"save_checkpoints_steps={CKPT}",
             "--set", "steps_per_execution=10", "--poll", str(POLL_S), "--json"]
+
+
+def _inject(home: Path, model: Path, pending: list[int], injected: list[float]) -> None:
+    """Preempt the TPU once the current attempt has reached the next scheduled step."""
+    p = _progress(model / "progress.json")
+    due = pending and p.get("status") == "running" and (p.get("step") or 0) >= pending[0] and \
+        (not injected or (p.get("started_at") or 0) > injected[-1])
+    if due and _tpuctl(home, "simulate", "preempt", "bench").returncode == 0:
+        injected.append(time.time())
+        pending.pop(0)
+
+
+def _run(home: Path, tiny: Path, preempt_at: tuple[int, ...]) -> dict:
+    """The attached path: ``tpuctl train`` supervises in the foreground."""
+    assert _tpuctl(home, "up", "bench", "--preemptible").returncode == 0
+    model = home / "model"
     start = time.time()
-    proc = subprocess.Popen(args, env=_env(home), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "provision", *_train_args(str(tiny), str(model))], env=_env(home),
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     injected: list[float] = []
     pending = list(preempt_at)
     while proc.poll() is None:
         time.sleep(0.2)
-        p = _progress(model / "progress.json")
-        due = pending and p.get("status") == "running" and (p.get("step") or 0) >= pending[0] and \
-            (not injected or (p.get("started_at") or 0) > injected[-1])
-        if due and _tpuctl(home, "simulate", "preempt", "bench").returncode == 0:
-            injected.append(time.time())
-            pending.pop(0)
+        _inject(home, model, pending, injected)
     out, err = proc.communicate()
     end = time.time()
     if proc.returncode != 0:
@@ -74,19 +91,39 @@ def _run(home: Path, tiny: Path, preempt_at: tuple[int, ...]) -> dict:
     events = [json.loads(line) for line in
               (home / "local/buckets/tpuctl-local/tpuctl/runs" / run["run_id"] / "events.jsonl").read_text().splitlines()]
     _tpuctl(home, "down", "bench")
-    first_step = _progress(model / "progress.json")
-    return {"wall_s": end - start, "run": run, "events": events, "injected": injected, "final": first_step}
+    return {"wall_s": end - start, "run": run, "events": events, "injected": injected}
 
 
-def run() -> dict:
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        tiny = tmp / "tiny"
-        subprocess.run([sys.executable, "-m", "jobs.bert.tiny", str(tiny)], check=True, capture_output=True, cwd=REPO)
-        baseline = _run(tmp / "baseline", tiny, ())
-        preempted = _run(tmp / "preempted", tiny, SCHEDULE)
+def _run_detached(home: Path, tiny: Path, preempt_at: tuple[int, ...]) -> dict:
+    """The README tour's path: staged into a bucket, ``train --detach``, model_dir in the bucket."""
+    assert _tpuctl(home, "up", "bench", "--preemptible").returncode == 0
+    staged = _tpuctl(home, "stage", str(tiny), "gs://bench-bucket/bert/tiny", "--create-bucket")
+    assert staged.returncode == 0, staged.stderr
+    bucket = home / "local/buckets/bench-bucket"
+    start = time.time()
+    r = _tpuctl(home, *_train_args("gs://bench-bucket/bert/tiny", "gs://bench-bucket/model"), "--detach",
+                "--bucket", "gs://bench-bucket")
+    if r.returncode != 0:
+        raise RuntimeError(r.stderr[-1000:])
+    run_dir = bucket / "tpuctl/runs" / json.loads(r.stdout)["run_id"]
+    injected: list[float] = []
+    pending = list(preempt_at)
+    deadline = time.time() + 1800
+    while time.time() < deadline:
+        time.sleep(0.2)
+        run = _progress(run_dir / "run.json")
+        if run.get("status") in ("finished", "failed", "gave_up", "stopped"):
+            break
+        _inject(home, bucket / "model", pending, injected)
+    if run.get("status") != "finished":
+        raise RuntimeError(f"detached run ended {run.get('status')}: {run.get('reason')}")
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    _tpuctl(home, "down", "bench")
+    return {"wall_s": float(run["ended_at"]) - start, "run": run, "events": events, "injected": injected}
 
-    recoveries = []
+
+def _recoveries(preempted: dict) -> list[dict]:
+    out = []
     ev = preempted["events"]
     recreated = [e for e in ev if e["event"] == "recreated"]
     resumed = [e for e in ev if e["event"] == "resumed"]
@@ -94,25 +131,50 @@ def run() -> dict:
     for inj, det, rec, res in zip(preempted["injected"], detected, recreated, resumed):
         first_new_step = det["time"] + res["seconds_lost"]
         total = first_new_step - inj
-        recoveries.append({"detect_s": round(det["time"] - inj, 2), "recreate_s": rec["seconds"],
-                           "preemption_to_first_new_step_s": round(total, 2),
-                           "minus_provider_create_s": round(total - rec["seconds"], 2),
-                           "steps_lost": res["steps_lost"], "resumed_at_step": res["step"]})
-    useful = baseline["wall_s"]
+        out.append({"detect_s": round(det["time"] - inj, 2), "recreate_s": rec["seconds"],
+                    "recreate_began_s": round(rec["time"] - rec["seconds"] - inj, 2),
+                    "preemption_to_first_new_step_s": round(total, 2),
+                    "minus_provider_create_s": round(total - rec["seconds"], 2),
+                    "steps_lost": res["steps_lost"], "resumed_at_step": res["step"]})
+    return out
+
+
+def _report(preempted: dict, useful: float) -> dict:
+    """Recovery times and goodput of a preempted run, against the unpreempted baseline's wall time."""
+    recoveries = _recoveries(preempted)
     billed = preempted["wall_s"]
     # a tool that restarts from step 0 (no resume) repeats every step done before each preemption
     per_step = useful / STEPS
     restart_overhead = sum(r["preemption_to_first_new_step_s"] for r in recoveries)
     no_resume_billed = useful + sum(SCHEDULE) * per_step + restart_overhead
     return {
-        "steps": STEPS, "save_checkpoints_steps": CKPT, "preempt_at_steps": list(SCHEDULE), "poll_s": POLL_S,
-        "provider_create_s": CREATE_S,
         "recoveries": recoveries,
+        "mean_recovery_s": round(sum(r["preemption_to_first_new_step_s"] for r in recoveries)
+                                 / max(1, len(recoveries)), 2),
         "mean_recovery_minus_create_s": round(sum(r["minus_provider_create_s"] for r in recoveries)
                                               / max(1, len(recoveries)), 2),
-        "baseline_wall_s": round(useful, 1), "preempted_wall_s": round(billed, 1),
+        "preempted_wall_s": round(billed, 1),
         "goodput": round(useful / billed, 3),
         "reference_no_resume_goodput": round(useful / no_resume_billed, 3),
         "run_steps_lost": preempted["run"]["steps_lost"], "run_seconds_lost": round(preempted["run"]["seconds_lost"], 1),
         "finished_at_step": preempted["run"]["last_progress"]["step"],
+    }
+
+
+def run() -> dict:
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        tiny = tmp / "tiny"
+        subprocess.run([sys.executable, "-m", "jobs.bert.tiny", str(tiny)], check=True, capture_output=True, cwd=REPO)
+        baseline = _run(tmp / "baseline", tiny, ())
+        attached = _run(tmp / "preempted", tiny, SCHEDULE)
+        detached = _run_detached(tmp / "detached", tiny, SCHEDULE)
+    useful = baseline["wall_s"]
+    return {
+        "steps": STEPS, "save_checkpoints_steps": CKPT, "preempt_at_steps": list(SCHEDULE), "poll_s": POLL_S,
+        "provider_create_s": CREATE_S, "baseline_wall_s": round(useful, 1),
+        "load_average_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
+        "attached": _report(attached, useful),
+        "detached": _report(detached, useful),
     }

@@ -126,10 +126,18 @@ def test_idle_busy_preempted_keep_and_dry_run(tpuctl):
     r = tpuctl("down", "--idle", "--idle-for", "30m")
     assert r.code == 0, r.err
     assert set(tpus()) == {"busy", "recov", "kept"}
+    # each deletion is reported once, in its row: done, why, and what it saves (it used to be said
+    # three times: a log line, the row, and a line after the table)
+    lines = (r.err + r.out).splitlines()
+    rows = {line.split()[0]: line for line in lines if line.split()[1:2] == [ZONE]}
     for name in ("idle", "stale", "done"):
-        assert f"deleted TPU {name} ({ZONE}): saves $4.50/hour at list price" in r.out
-    assert f"deleted TPU pre ({ZONE}): bills nothing while dead; frees its quota" in r.out
-    assert "deleted 4 TPU(s), saves $13.50/hour at list price" in r.out
+        assert " deleted " in rows[name] and rows[name].rstrip().endswith("4.50"), rows[name]
+    assert " deleted " in rows["pre"] and "PREEMPTED" in rows["pre"] and rows["pre"].rstrip().endswith("0.00")
+    for name in ("idle", "stale", "done", "pre"):
+        said = [line for line in lines if f"TPU {name} " in f"{line} " or line == rows[name]]
+        assert said == [f"deleting TPU {name} in {ZONE}", rows[name]], said
+    assert ("deleted 4 TPU(s), saves $13.50/hour at list price (us-central1 on-demand, skypilot-catalog v8 "
+            "gcp/vms.csv @ 006059e, 2026-11-24)") in r.out
     # host VMs stay: the reaper deletes TPUs only
     assert len(provider().list_vms()) == 7
     assert f"kept host VM idle ({ZONE}, $0.07/hour)" in r.out     # e2-standard-2, the default host

@@ -117,8 +117,13 @@ def test_a_job_that_says_its_input_cannot_work_ends_the_run_at_once(tiny_bert, t
     assert "has a header but no examples" in log.out
 
 
-def test_detached_run_survives_the_laptop_and_logs_follow_it(tiny_bert):
-    assert run_tpuctl_process("up", "lab").code == 0
+def test_detached_run_survives_the_laptop_and_a_preemption_and_logs_follow_it(tiny_bert, isolated_env):
+    """The README tour's path: train --detach, the TPU preempted under the running attempt, logs
+    followed to the end, then what it cost. The recreate starts as soon as the preemption is seen
+    (not when the killed host's heartbeat goes stale, 30 s later), and the 60 steps trained after
+    it are training time in tpuctl cost, as the ledger and as the supervisor measured."""
+    home = Path(os.environ["TPUCTL_HOME"])
+    assert run_tpuctl_process("up", "lab", "--preemptible").code == 0
     args = ["train", "lab", "--job", "templates/bert-finetune-tiny.yaml", "--set", f"bert_dir={tiny_bert}",
             "--set", f"train_file={tiny_bert}/train.tsv", "--set", f"dev_file={tiny_bert}/dev.tsv",
             "--set", "num_train_steps=60", "--detach", "--poll", "1", "--json"]
@@ -126,11 +131,30 @@ def test_detached_run_survives_the_laptop_and_logs_follow_it(tiny_bert):
     assert r.code == 0, r.err
     run_id = r.json()["run_id"]
     assert r.json()["detached"]
-    # the command returned at once; a detached supervisor on this "host" runs the job
+    # the command returned at once; a detached supervisor on this "host" runs the job: preempt the
+    # TPU once the attempt's host has reported alive
+    beat = _run_dir(home) / "attempts" / "1" / "alive-0.json"
+    deadline = time.time() + 120
+    while not beat.exists() and time.time() < deadline:
+        time.sleep(0.1)
+    assert beat.exists(), "attempt 1 never started"
+    assert run_tpuctl_process("simulate", "preempt", "lab").code == 0
     logs = run_tpuctl_process("logs", run_id, "--follow", timeout=300)
     assert logs.code == 0, logs.err
-    assert f"[tpuctl] attempt 1 of run {run_id}" in logs.out and "exited with code 0" in logs.out
-    events = run_tpuctl_process("logs", run_id, "--events")
-    assert "finished" in events.out and "attempt_started" in events.out
+    assert f"[tpuctl] attempt 2 of run {run_id}" in logs.out and "exited with code 0" in logs.out
+    events = [json.loads(line) for line in (_run_dir(home) / "events.jsonl").read_text().splitlines()]
+    kinds = [e["event"] for e in events]
+    assert kinds.count("preempted") == 1 and kinds.count("resumed") == 1 and kinds[-1] == "finished", kinds
+    preempted, recreated = (next(e for e in events if e["event"] == k) for k in ("preempted", "recreated"))
+    assert recreated["time"] - recreated["seconds"] - preempted["time"] < 10, (preempted, recreated)
     st = run_tpuctl_process("status", "--json").json()["clusters"][0]["run"]
     assert st["run_id"] == run_id and st["status"] == "finished" and st["step"] == 60
+
+    cost = run_tpuctl_process("cost", "lab", "--json").json()["clusters"][0]
+    assert cost["account"]["hours"]["training"] > 0, cost["account"]
+    [run] = cost["runs"]
+    assert run["seconds_by_state"].get("training", 0) > 0, run
+    text = run_tpuctl_process("cost", "lab").out
+    [training] = [line.split() for line in text.splitlines() if line.startswith("training ")]
+    assert training[2] != "0s", text
+    assert "training " in next(line for line in text.splitlines() if "as its supervisor measured" in line)

@@ -68,7 +68,9 @@ class ScriptedJob:
             self.provider.simulate_preemption(tpu.zone, tpu.name)
         return JobPhase.RUNNING, None
 
-    def stop(self, rec, n, grace: float = 60.0) -> None:
+    job_on_tpu = True
+
+    def stop(self, rec, n, grace: float = 60.0, *, hosts_dead: bool = False) -> None:
         return None
 
     def blocked(self, rec) -> str | None:

@@ -35,3 +35,25 @@ def test_missing_malformed_and_newer_records(tmp_path):
     assert progress.read(str(tmp_path)) is None
     (tmp_path / "progress.json").write_text('{"status": "exploded"}')
     assert progress.read(str(tmp_path / "progress.json")) is None
+
+
+def test_the_first_step_past_a_resume_is_dated_once_per_process(tmp_path):
+    """The supervisor ends a recovery (and tpuctl cost its waiting) at this time, however late it
+    reads the record: the step time alone says only when the newest step was reached."""
+    from jobs.heartbeat import ProgressWriter
+
+    first_run = ProgressWriter(str(tmp_path), 400, interval=3600)
+    first_run.update(step=0, resumed_from_step=None)
+    first_run.update(step=10)
+    assert first_run.record.first_step_time == first_run.record.step_time is not None
+
+    resumed = ProgressWriter(str(tmp_path), 400, interval=3600)   # the next attempt, same model_dir
+    assert resumed.record.step == 10 and resumed.record.first_step_time is None
+    resumed.update(step=0, resumed_from_step=0, checkpoint_step=None)   # restored: nothing trained yet
+    assert resumed.record.first_step_time is None
+    resumed.update(step=10)
+    first = resumed.record.first_step_time
+    assert first == resumed.record.step_time
+    resumed.update(step=20)
+    assert resumed.record.first_step_time == first and resumed.record.step_time >= first
+    assert progress.read(str(tmp_path)).first_step_time == first

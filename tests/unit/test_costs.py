@@ -86,6 +86,23 @@ def test_a_run_window_only():
     assert a.hours == pytest.approx({"idle": 0.0, "starting": 0.1, "training": 2.9, "waiting": 0.3, "making_data": 0.0})
 
 
+def test_a_resume_noticed_late_is_still_training_from_its_first_new_step():
+    """A supervisor that noticed the resume only when the run had trained to its end (a short run
+    between two polls): the first new step came 0.1 h after the preemption (`resumed`'s
+    seconds_lost), the event itself at 3.99 h, just before `finished`. Counting the waiting up to
+    the event left the whole second attempt out of training."""
+    events = [e for e in RUN_EVENTS if e["event"] != "resumed"]
+    events.insert(-1, {"time": at(3.99), "event": "resumed", "seconds_lost": 0.1 * H})
+    lives = costs.lifetimes(LEDGER, [], now=at(6))
+    span = costs.run_span(run_record(), events)
+    assert span.waits == [(at(2.0), at(2.1))]
+    a = costs.account(lives, [span], now=at(6), start=span.created_at, end=span.end(at(6)))
+    # 0.6..2.0 h, and 2.2 (the new TPU) to 4.0 h
+    assert a.hours["training"] == pytest.approx(1.4 + 1.8) and a.hours["waiting"] == pytest.approx(0.0)
+    # the TPU was gone from 2.0 to 2.2 h: the 0.1 h of waiting were all unbilled
+    assert a.waiting_unbilled_hours == pytest.approx(0.1)
+
+
 def test_data_made_by_the_job_on_the_tpu_host_is_never_training_time():
     """corpus_files: the job made its data from 0.6h to 1.2h (progress.json's data_creation, kept
     across restarts) and again after the preemption, still running at the end: billed, not training."""

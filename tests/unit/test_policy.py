@@ -11,8 +11,11 @@ from provision.runs.policy import (
     JobPhase,
     Observed,
     decide,
+    hosts_died_with_tpu,
     outage_key,
     poll_interval,
+    run_state,
+    seconds_by_state,
 )
 
 
@@ -153,3 +156,24 @@ def test_an_outage_is_keyed_by_the_tpu_incarnation_it_hit_or_else_by_the_attempt
     assert key(None) == "tpu:1.0"                                  # gone: the incarnation last seen
     assert key(TpuState.READY, Health.UNHEALTHY_MAINTENANCE) == "tpu:2.0"
     assert key(TpuState.READY) == "attempt:3"                      # exit 42 or a vanished job
+
+
+def test_only_a_dead_or_missing_tpu_took_the_hosts_that_ran_on_it():
+    """Recovery skips waiting for heartbeats exactly when the hosts cannot be alive: a TPU gone,
+    PREEMPTED or TERMINATED, whose job ran on the TPU's own hosts (not a Node's host VM)."""
+    for state, on_tpu in itertools.product([*TpuState, None], (True, False)):
+        dead = hosts_died_with_tpu(state, job_on_tpu=on_tpu)
+        assert dead == (on_tpu and state in (None, TpuState.PREEMPTED, TpuState.TERMINATED)), (state, on_tpu)
+
+
+def test_time_between_two_looks_counts_in_the_state_the_run_was_left_in():
+    assert run_state(recovering=True, job_started=True) == "waiting"
+    assert run_state(recovering=False, job_started=True) == "training"
+    assert run_state(recovering=False, job_started=False) == "starting"
+    assert seconds_by_state("training", 100.0, 110.0) == {"training": 10.0}
+    assert seconds_by_state("starting", 100.0, 99.0) == {"starting": 0.0}       # a clock step back
+    # a recovery that ended in between: waiting until its first new step, training after
+    assert seconds_by_state("waiting", 100.0, 110.0, resumed_at=104.0) == {"waiting": 4.0, "training": 6.0}
+    # noticed a look late: the waiting already counted since that step moves to training
+    assert seconds_by_state("waiting", 100.0, 110.0, resumed_at=97.0) == {"waiting": -3.0, "training": 13.0}
+    assert seconds_by_state("training", 100.0, 110.0, resumed_at=104.0) == {"training": 10.0}
