@@ -109,7 +109,7 @@ def same_bits(a: dict, b: dict) -> list[str]:
 
 
 def _worker_pid(run_id: str, worker: int) -> int | None:
-    out = subprocess.run(["pgrep", "-f", f"tpuctl-work/{run_id}/{worker}/spec.yaml"],
+    out = subprocess.run(["pgrep", "-f", f"host/work/{run_id}/{worker}/spec.yaml"],
                          capture_output=True, text=True, check=False).stdout.split()
     return int(out[0]) if out else None
 
@@ -143,7 +143,7 @@ def _left_over(run_id: str, wait: float = 10.0) -> list[str]:
     an earlier attempt that nobody stopped holds its TPU (and here, a core) for ever."""
     deadline = time.time() + wait
     while True:
-        found = subprocess.run(["pgrep", "-af", f"(tpuctl-work/{run_id}/|--run {run_id} )"],
+        found = subprocess.run(["pgrep", "-af", f"(host/work/{run_id}/|--run {run_id} )"],
                                capture_output=True, text=True, check=False).stdout.splitlines()
         if not found or time.time() >= deadline:
             return [line[:160] for line in found]

@@ -47,7 +47,7 @@ def test_the_job_module_says_the_same_in_its_own_flags(tmp_path, inputs):
                            "--max_seq_length", "8"], cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        ("error: --max_predictions_per_seq 20 is more than --max_seq_length 8 allows; use --max_predictions_per_seq 1 "
+        ("tpuctl: error: --max_predictions_per_seq 20 is more than --max_seq_length 8 allows; use --max_predictions_per_seq 1 "
         "(at most 1 of 8 tokens is masked at --masked_lm_prob 0.15) or a longer --max_seq_length")]
     assert not (tmp_path / "out").exists()
 
