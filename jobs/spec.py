@@ -380,6 +380,11 @@ class SquadSpec(TaskSpec):
                             f"max_query_length={max(1, self.max_seq_length // 6)}")
 
 
+# Keys that name the user's code: relative to the code directory the run stages, not to the
+# current directory, so the control plane leaves them as written (and the entries of a mapping
+# such as params.NAME, which are the user's values, not the runner's paths).
+CODE_KEYS = ("module",)
+
 # What the runner adds to a ``job: keras`` spec's params before it calls the user's functions.
 RUNNER_PARAMS = ("batch_size", "global_batch_size", "seed", "split", "start_step",
                  "learning_rate", "num_train_steps", "num_warmup_steps")

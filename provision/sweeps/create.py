@@ -63,12 +63,18 @@ def _job_path(job: str, spec_path: str) -> str:
                                                                "templates/bert-finetune.yaml")
 
 
-def job_fields(job: str) -> set[str]:
+def job_fields(job: str, raw: dict[str, Any] | None = None) -> set[str]:
+    """The keys a sweep may set or sweep: the job spec's, and ``params.NAME`` for each entry
+    of a ``job: keras`` spec's params mapping (``raw``: the job spec as written)."""
     import dataclasses
 
     from jobs import spec as jobspec
 
-    return {f.name for f in dataclasses.fields(jobspec.JOBS[job])}
+    keys = {f.name for f in dataclasses.fields(jobspec.JOBS[job])}
+    params = (raw or {}).get("params")
+    if "params" in keys and isinstance(params, dict):
+        keys |= {f"params.{name}" for name in params if isinstance(name, str)}
+    return keys
 
 
 def reported_metrics(job: Any) -> tuple[str, ...]:
@@ -107,7 +113,7 @@ def plan(spec_path: str, *, provider: str, project: str | None, bucket: str, zon
         name = job_raw.get("job")
         if name not in jobspec.JOBS:
             raise UsageError(f"job spec {job_path} has no known job", hint=f"use one of {', '.join(jobspec.JOBS)}")
-        keys = job_fields(name)
+        keys = job_fields(name, job_raw)
     sweep = sweepspec.parse(raw, job_keys=keys, reported=None, source=f"sweep spec {spec_path[:200]}",
                             max_trials=max_trials)
     base = localize_spec({**job_raw, **sweep.set}, provider)
@@ -118,6 +124,14 @@ def plan(spec_path: str, *, provider: str, project: str | None, bucket: str, zon
         extras["hparams"] = sweep.names
     probe = {**base, **extras, "model_dir": base.get("model_dir") or placeholder}
     checked_spec = _check(jobspec, probe, {}, spec_path)
+    from ..runs.training import check_user_code
+
+    try:  # a job: keras module: found and read now, and what its metrics() reports known
+        check_user_code(checked_spec, job_path or spec_path, provider, None)
+    except jobspec.SpecError as exc:
+        raise UsageError(str(exc)) from None
+    if getattr(checked_spec, "module", None) != base.get("module"):
+        base["module"] = checked_spec.module       # absolute: every trial's job reads it here
     sweepspec.check_metric(sweep.metric, reported_metrics(checked_spec))
     checked = checked_spec.to_dict()
     num_steps = int(checked["num_train_steps"])
