@@ -162,3 +162,35 @@ def test_a_sweep_sweeps_the_users_params_and_names_their_metrics(tmp_path):
     sweep.write_text(body.format(job=code / "spec.yaml", metric="accuracy", name="params.hidden"))
     r = run_tpuctl_process("sweep", str(sweep), "--dry-run")
     assert r.code == 2 and "use one of eval_loss, eval_accuracy" in r.err
+
+
+@pytest.mark.tf
+@pytest.mark.slow
+@pytest.mark.long
+def test_the_same_keras_spec_on_an_emulated_v2_32_ends_with_the_one_host_weights(tmp_path):
+    """4 hosts (4 processes joined over TF_CONFIG), each reading its quarter of every global
+    batch: the weights of one host up to float noise, 1/100 of another seed's distance at most
+    (the tolerance of the BERT slices, tests/e2e/test_multihost_local.py)."""
+    from tests.benchmarks.bench_topology import distance, final_weights
+
+    code = tmp_path / "mlp"
+    shutil.copytree(EXAMPLE, code)
+    spec = ["--job", str(code / "spec.yaml"), "--code", str(code), "--set", "num_train_steps=60"]
+    assert run_tpuctl_process("up", "pod", "--accelerator-type", "v2-32").code == 0
+    r = run_tpuctl_process("train", "pod", *spec, "--poll", "1", "--json", timeout=300)
+    assert r.code == 0, r.err[-3000:]
+    run = r.json()["run"]
+    assert run["status"] == "finished", run
+    assert "CPU x 4 workers: 4 replica(s)" in run_tpuctl_process("logs", run["run_id"], "--worker", "3").out
+    pod = Path(run["model_dir"])
+    singles = {name: subprocess.Popen([str(TPUCTL_BIN), "job", "run", str(code / "spec.yaml"),
+                                       "--set", "num_train_steps=60", "--set", f"model_dir={tmp_path / name}",
+                                       *extra], stderr=subprocess.PIPE, text=True,
+                                      env={**os.environ, "TPUCTL_DEVICE": "cpu"})
+               for name, extra in (("one-host", ()), ("other-seed", ("--set", "seed=7")))}
+    for proc in singles.values():
+        assert proc.wait(timeout=300) == 0, proc.stderr.read()[-3000:]
+    one = final_weights(tmp_path / "one-host")
+    same = distance(one, final_weights(pod))
+    other = distance(one, final_weights(tmp_path / "other-seed"))
+    assert same["max"] < other["max"] / 100 and same["all"] < other["all"] / 100, (same, other)
