@@ -9,7 +9,7 @@ picks the job for a spec. Jobs import this module, :mod:`jobs.data`, :mod:`jobs.
 strategies, signals, progress): an import-linter contract in pyproject.toml says so.
 
 Where each hook runs, as tensorflow/models' ``Task`` says it: ``prepare``, ``initialize``,
-``check``, ``eval_metrics`` and ``finish`` on the host, in Python; ``build_model`` and
+``eval_metrics`` and ``finish`` on the host, in Python; ``build_model`` and
 ``build_optimizer`` on the host inside ``strategy.scope()``; ``dataset`` on the host, once per
 input pipeline; ``loss_counts`` and ``loss`` on the device, traced into the train step.
 """
@@ -128,10 +128,6 @@ class Job:
     def initialize(self, ctx: JobContext) -> None:
         """A run with no checkpoint to resume: fill the variables that start from elsewhere
         (a pretrained checkpoint), or leave them as built. Host."""
-
-    def check(self, ctx: JobContext) -> None:
-        """After the model exists, before the first step: find what would fail in the step
-        (ConfigError, exit 2), so a mistake costs nothing. Host."""
 
     def dataset(self, ctx: tf.distribute.InputContext, position: int) -> tf.data.Dataset:
         """This input pipeline's per-replica batches, forever, starting at ``position`` (examples

@@ -9,8 +9,7 @@ the same way on every machine:
 2. has the job build its model and optimizer inside ``strategy.scope()`` (a BERT job: its
    encoder and AdamW; ``job: keras``: the user's model and AdamW or the user's optimizer);
 3. resumes from the newest checkpoint in ``model_dir`` that restores cleanly (falling back to
-   older ones), or else lets the job initialize (a BERT job loads ``init_checkpoint``), and lets
-   the job check its first step (user code) before any step runs;
+   older ones), or else lets the job initialize (a BERT job loads ``init_checkpoint``);
 4. trains in host loops of up to ``steps_per_execution`` steps inside one ``tf.function``
    (TPUEstimator's ``iterations_per_loop``), per-replica batches from
    ``distribute_datasets_from_function`` with ``drop_remainder`` (static shapes for XLA);
@@ -198,7 +197,6 @@ class Runner:
         else:
             resumed_from, checkpoint_step = None, None
             job.initialize(ctx)
-        job.check(ctx)
         self.progress.update(step=step, resumed_from_step=resumed_from,
                              checkpoint_step=checkpoint_step, status=progress_lib.RUNNING)
 

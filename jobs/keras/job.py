@@ -70,6 +70,8 @@ class KerasJob(Job):
         self.ratio_names: tuple[str, ...] = ()     # (numerator, denominator) metrics: eval only
         self.predict_dtypes: tuple[tf.DType, ...] = ()
         self.predict_names: tuple[str, ...] = ()
+        self.trained: dict[str, Any] = {}         # trainable variables by path
+        self.unreached: list[str] = []            # of those, the ones the loss does not reach
 
     # -- params -------------------------------------------------------------------------------
     def params(self, split: Split | None = None, start_step: int = 0) -> dict[str, Any]:
@@ -87,7 +89,7 @@ class KerasJob(Job):
     def prepare(self, ctx: JobContext) -> None:
         s = self.spec
         self.user = user_lib.load(s.module, self.search)
-        self.replicas, self.hosts = ctx.replicas, ctx.hosts
+        self.replicas, self.hosts, self.strategy = ctx.replicas, ctx.hosts, ctx.strategy
         sizes = {"train": s.train_batch_size, "eval": ctx.fitted_batch(s.eval_batch_size),
                  "predict": ctx.fitted_batch(s.predict_batch_size)}
         self.model_split = Split("model", s.train_batch_size, s.train_batch_size // ctx.replicas)
@@ -160,6 +162,12 @@ class KerasJob(Job):
 
     # -- host, in the strategy's scope: model and optimizer -------------------------------------
     def build_model(self):
+        model = self.make_model()
+        self.check(model)
+        return model
+
+    def make_model(self):
+        """``model(params)``, built (its variables made)."""
         model = self.user.call("model", self.params(self.model_split))
         if not isinstance(model, keras.Model):
             raise self.user.mistake("model", f"model(params) returned a {type(model).__name__}, not "
@@ -186,10 +194,13 @@ class KerasJob(Job):
         return out
 
     def build_optimizer(self, ctx: JobContext) -> Optimizer:
-        model = ctx.model
-        trained = {getattr(v, "path", None) or v.name: v for v in model.trainable_variables}
+        trained = {path: v for path, v in self.trained.items() if path not in self.unreached}
+        if self.unreached:
+            log(f"{len(self.unreached)} variable(s) get no gradient from loss() and are not trained: "
+                + ", ".join(self.unreached[:3]) + ("..." if len(self.unreached) > 3 else ""))
         if not trained:
-            raise self.user.mistake("model", "the model has no trainable variables; nothing to train")
+            raise self.user.mistake("loss", "loss(labels, outputs) reaches no trainable variable of "
+                                    "the model; compute it from outputs")
         if not self.user.has("optimizer"):
             s = self.spec
             return AdamWeightDecay({n: unwrap(v) for n, v in trained.items()},
@@ -206,13 +217,19 @@ class KerasJob(Job):
     def initialize(self, ctx: JobContext) -> None:
         log("no checkpoint to resume: starting from the model as model(params) made it")
 
-    # -- host: before the first step -----------------------------------------------------------
-    def check(self, ctx: JobContext) -> None:
+    # -- host, before the first step: the check ------------------------------------------------
+    def check(self, model) -> None:
         """Trace the model, loss and metrics on each split's element spec (no step runs): a
-        wrong shape or an exception in user code is found here, one line, exit 2."""
+        wrong shape or an exception in user code is found here, one line, exit 2. The train
+        split's trace also finds the trainable variables the loss does not reach (a BERT
+        encoder's pooler under a token head): the optimizer leaves them alone, as the
+        original's skips variables without a gradient."""
+        self.trained = {getattr(v, "path", None) or v.name: v for v in model.trainable_variables}
+        if not self.trained:
+            raise self.user.mistake("model", "the model has no trainable variables; nothing to train")
         names: dict[str, tuple[str, ...]] = {}
         for name, split in self.splits.items():
-            outputs = self._trace(ctx.model, split)
+            outputs = self._trace(model, split)
             if name == "predict":
                 self.predict_names = tuple(outputs)
                 self.predict_dtypes = tuple(outputs[k].dtype for k in self.predict_names)
@@ -227,13 +244,19 @@ class KerasJob(Job):
 
         def step(element):
             features, labels, _ = unpack(element)
-            outputs = self._call_model(model, features, training=split.name == "train")
-            if split.name == "predict":
-                for key, value in self.predictions(outputs).items():
-                    found[key] = tf.TensorSpec(value.shape, value.dtype)
-                return 0
-            losses = self.user.call("loss", labels, outputs)
-            self._check_per_example("loss", "loss(labels, outputs)", losses, split)
+            with tf.GradientTape() as tape:
+                outputs = self._call_model(model, features, training=split.name == "train")
+                if split.name == "predict":
+                    for key, value in self.predictions(outputs).items():
+                        found[key] = tf.TensorSpec(value.shape, value.dtype)
+                    return 0
+                losses = self.user.call("loss", labels, outputs)
+                self._check_per_example("loss", "loss(labels, outputs)", losses, split)
+                total = tf.reduce_sum(per_example(losses))
+            if split.name == "train":
+                paths = list(self.trained)
+                grads = tape.gradient(total, [unwrap(self.trained[p]) for p in paths])
+                self.unreached = [p for p, g in zip(paths, grads) if g is None]
             for key, value in self.user_metrics(labels, outputs).items():
                 values = value if isinstance(value, tuple) else (value,)
                 for v in values:
@@ -241,7 +264,10 @@ class KerasJob(Job):
                 found[f"ratio:{key}" if isinstance(value, tuple) else key] = None
             return 0
 
-        tf.function(step, autograph=False).get_concrete_function(split.element_spec)
+        def replica_step(element):  # in replica context, as the train step reads the variables
+            return self.strategy.run(step, args=(element,))
+
+        tf.function(replica_step, autograph=False).get_concrete_function(split.element_spec)
         return found
 
     def _call_model(self, model, features, training: bool):
@@ -384,7 +410,7 @@ class KerasJob(Job):
         previous = keras.mixed_precision.global_policy()
         keras.mixed_precision.set_global_policy("float32")
         try:
-            model = self.build_model()
+            model = self.make_model()
         finally:
             keras.mixed_precision.set_global_policy(previous)
         trained = ctx.model.variables
@@ -407,7 +433,9 @@ class KerasJob(Job):
                                              training=False))
 
         module = Serving()
-        module.model = model
+        # the variables, tracked as such: the Keras model itself would bring Keras' own default
+        # signature, traced with inputs it guesses
+        module.weights = [unwrap(v) for v in model.variables]
         path = f"{ctx.out_dir}/{SAVED_MODEL_DIR}"
         if tf.io.gfile.exists(path):
             tf.io.gfile.rmtree(path)  # a resumed run rewrites the whole export

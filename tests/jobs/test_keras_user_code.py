@@ -40,13 +40,13 @@ def line_of(path: Path, text: str) -> int:
     ("def loss(labels, outputs):", "def loss(labels, outputs)", "def loss(",
      "expected ':' (SyntaxError: def loss(labels, outputs)); fix the line"),
     ("def dataset(params, split, context):", "def dataset(params, split):", "def dataset(",
-     "dataset() takes 2 arguments but the runner calls dataset(params, split, context); define it "
-     "as def dataset(params, split, context)"),
+     ("dataset() takes 2 arguments but the runner calls dataset(params, split, context); define it "
+     "as def dataset(params, split, context)")),
     ("def model(params):", "def model(params, hidden):", "def model(",
      "model() takes 2 arguments but the runner calls model(params); define it as def model(params)"),
     ("def predict(outputs):", "def predict(outputs, *, top):", "def predict(",
-     "predict() needs the keyword argument top that the runner never passes; define it as def "
-     "predict(outputs)"),
+     ("predict() needs the keyword argument top that the runner never passes; define it as def "
+     "predict(outputs)")),
 ])
 def test_a_wrong_def_is_named_by_file_and_line(tmp_path, old, new, marker, expected):
     path = module(tmp_path, old, new)
@@ -68,10 +68,10 @@ def test_what_the_runner_can_call_is_accepted_and_metric_names_are_read(tmp_path
 
 
 @pytest.mark.parametrize("module_name, search, expected", [
-    ("model.py", ["SEARCH"], "module model.py not found in SEARCH; put it there, or name it relative "
-                             "to the code directory (module: src/model.py, module: mypkg.model)"),
-    ("model.py", [], "module model.py not found: no code directory was given; pass --code DIR, the "
-                     "directory that holds it (it is staged with the run)"),
+    ("model.py", ["SEARCH"], ("module model.py not found in SEARCH; put it there, or name it relative "
+                             "to the code directory (module: src/model.py, module: mypkg.model)")),
+    ("model.py", [], ("module model.py not found: no code directory was given; pass --code DIR, the "
+                     "directory that holds it (it is staged with the run)")),
     ("pkg.model", ["SEARCH"], "module pkg.model not found in SEARCH"),
 ])
 def test_a_module_that_is_not_there_says_where_it_was_looked_for(tmp_path, module_name, search, expected):
@@ -113,8 +113,8 @@ def test_set_params_takes_the_type_of_the_spec_value(tmp_path):
 
 
 @pytest.mark.parametrize("sets, expected", [
-    (["params.hiden=3"], "params has no entry 'hiden' (--set: params.hiden); did you mean 'hidden'? "
-                         "add it to the spec's params: first"),
+    (["params.hiden=3"], ("params has no entry 'hiden' (--set: params.hiden); did you mean 'hidden'? "
+                         "add it to the spec's params: first")),
     (["params.hidden=wide"], "params.hidden must be a number like its value 32 in the spec, got 'wide'"),
     (["params=3"], "params must be a mapping"),
     (["hparams=params.width"], "hparams names 'params.width', not a key of keras"),
@@ -137,25 +137,25 @@ def test_params_may_not_take_the_runners_names(tmp_path):
 
 RUNTIME = [
     ("import keras\n", "import keras\nimport kerass\n", "import kerass",
-     "importing model.py raised ModuleNotFoundError: No module named 'kerass'; install it where the "
-     "job runs, or fix the import"),
+     ("importing model.py raised ModuleNotFoundError: No module named 'kerass'; install it where the "
+     "job runs, or fix the import")),
     ('Dense(params["hidden"]', 'Dense(params["width"]', 'params["width"]',
-     "model(params) raised KeyError: 'width'; fix the code (python -m jobs run --verbose shows the "
-     "traceback)"),
+     ("model(params) raised KeyError: 'width'; fix the code (python -m jobs run --verbose shows the "
+     "traceback)")),
     ('    return keras.Model(inputs, logits, name="mlp")', "    return logits", "def model(",
      "model(params) returned a KerasTensor, not a keras.Model; return the model"),
     ("        return train_batches(points(params, split), params, context)",
      "        return train_batches(points(params, split)[0], params, context)", "def dataset(",
-     "dataset(params, 'train', context) yields a tensor of shape (32, 8); yield (features, labels) "
-     "or (features, labels, weights) batches"),
+     ("dataset(params, 'train', context) yields a tensor of shape (32, 8); yield (features, labels) "
+     "or (features, labels, weights) batches")),
     ("        return train_batches(points(params, split), params, context)",
      "        return tf.data.Dataset.from_tensor_slices(points(params, split)).batch(10)", "def dataset(",
-     "dataset(params, 'train', context) yields batches of unknown size but params['batch_size'] is "
-     "32; batch with .batch(params['batch_size'], drop_remainder=True)"),
+     ("dataset(params, 'train', context) yields batches of unknown size but params['batch_size'] is "
+     "32; batch with .batch(params['batch_size'], drop_remainder=True)")),
     ("    return keras.losses.sparse_categorical_crossentropy(labels, outputs, from_logits=True)",
      "    return keras.losses.SparseCategoricalCrossentropy(from_logits=True)(labels, outputs)",
-     "def loss(", "loss(labels, outputs) returned a scalar; return per-example values, shape [batch] "
-                  "(a Keras loss: reduction=None)"),
+     "def loss(", ("loss(labels, outputs) returned a scalar; return per-example values, shape [batch] "
+                  "(a Keras loss: reduction=None)")),
     ("    return keras.losses.sparse_categorical_crossentropy(labels, outputs, from_logits=True)",
      "    return outputs[:3]", "def loss(",
      "loss(labels, outputs) returned shape (3, 3), not [batch 32, ...]; return one value per example"),
