@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +28,8 @@ def workdir(tmp_path, tiny_bert) -> tuple[Path, dict]:
     work = tmp_path / "work"
     work.mkdir()
     (work / "templates").symlink_to(REPO / "templates")
+    # examples/ is user code that runs get staged from: a copy, as a user's own directory
+    shutil.copytree(REPO / "examples", work / "examples", ignore=shutil.ignore_patterns("__pycache__"))
     (work / "uncased_L-12_H-768_A-12").symlink_to(tiny_bert)
     env = dict(os.environ)
     env.pop("TF_CPP_MIN_LOG_LEVEL", None)
