@@ -165,11 +165,7 @@ class Runner:
         # Python, NumPy, TensorFlow and Keras seeds: variables that no checkpoint fills (a new
         # classifier head) start the same in every run of the spec.
         keras.utils.set_random_seed(spec.seed)
-        self.context = ctx = JobContext(
-            spec=spec, model_dir=self.model_dir, out_dir=self.out_dir, chief=self.chief,
-            hosts=self.hosts, host=self.host, strategy=self.strategy, replicas=replicas,
-            xla=self.device.xla, fitted_batch=self.fitted_batch, evaluate_sums=self.evaluate_sums,
-            predict_rows=self.predict_rows, making_data=self.making_data)
+        ctx = self.make_context()
         job.prepare(ctx)
         if self.stop.requested.is_set():  # preempted while preparing data: nothing to save
             self.progress.update(status=progress_lib.PREEMPTED, message=self.stop.name)
@@ -212,6 +208,17 @@ class Runner:
         log(f"finished at step {int(self.optimizer.step.numpy())}"
             + "".join(f", {k} {v:.4f}" for k, v in metrics.items()))
         return exitcodes.OK
+
+    def make_context(self) -> JobContext:
+        """What the job's hooks see of this run (:class:`jobs.job.JobContext`), once the
+        strategy is chosen."""
+        self.context = JobContext(
+            spec=self.spec, model_dir=self.model_dir, out_dir=self.out_dir, chief=self.chief,
+            hosts=self.hosts, host=self.host, strategy=self.strategy,
+            replicas=self.strategy.num_replicas_in_sync, xla=self.device.xla,
+            fitted_batch=self.fitted_batch, evaluate_sums=self.evaluate_sums,
+            predict_rows=self.predict_rows, making_data=self.making_data)
+        return self.context
 
     def build(self) -> None:
         """The job's model and optimizer, inside the strategy's scope; the input position (a
