@@ -457,8 +457,14 @@ class KerasOptimizer:
         self.step = unwrap(optimizer.iterations)
 
     def slots(self) -> dict[str, tf.Variable]:
-        return {getattr(v, "path", None) or v.name: unwrap(v) for v in self.optimizer.variables
-                if unwrap(v) is not self.step}
+        """The optimizer's variables by name within the optimizer (``hidden_kernel_momentum``):
+        its own name (``sgd``, ``sgd_1`` ...) depends on how many came before it."""
+        out = {}
+        for v in self.optimizer.variables:
+            if unwrap(v) is not self.step:
+                path = getattr(v, "path", None) or v.name
+                out[path.split("/", 1)[-1]] = unwrap(v)
+        return out
 
     def apply_gradients(self, grads):
         return self.optimizer.apply_gradients(zip(grads, self.keras_variables))
