@@ -22,14 +22,19 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("spec", help="job spec YAML (see templates/bert-*.yaml)")
     run.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                      help="override a spec value (repeatable)")
-    run.add_argument("--verbose", action="store_true", help="show TensorFlow's C++ start-up logs")
+    run.add_argument("--verbose", action="store_true", help="show TensorFlow's C++ start-up logs, and the traceback of an error in your code")
     args = parser.parse_args(argv)
 
     from .errors import report
     from .spec import SpecError, load
+    from .usercode import search_path
 
+    # a job: keras module is looked up beside the spec, here, then on PYTHONPATH (the code
+    # directory a run stages), and read before TensorFlow loads (jobs.usercode)
+    search = search_path(args.spec)
     try:
         spec = load(args.spec, args.sets)
+        spec.check_code(search)
     except SpecError as exc:
         report(exc)
         return exitcodes.BAD_SPEC
@@ -41,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     from .registry import run_spec
 
-    return run_spec(spec)
+    return run_spec(spec, verbose=args.verbose, search=search)
 
 
 if __name__ == "__main__":

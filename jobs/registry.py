@@ -1,30 +1,37 @@
-"""Which job a spec runs: the one module that knows both the runner and the BERT jobs.
+"""Which job a spec runs: the one module that knows both the runner and the jobs.
 
 ``python -m jobs run`` calls :func:`run_spec`. The runner does not know the jobs and the jobs do
-not know the runner module (they subclass :class:`jobs.job.Job`), so there is no import cycle.
+not know the runner module (they implement :class:`jobs.job.Job`), so there is no import cycle.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from .bert.classifier import ClassifierJob
 from .bert.pretrain import PretrainJob
 from .bert.squad_job import SquadJob
 from .errors import ConfigError
 from .job import Job
+from .keras.job import KerasJob
 from .runner import Runner
-from .spec import JobSpec
+from .spec import KerasSpec, RunSpec
 
 JOBS: dict[str, type[Job]] = {"bert-pretrain": PretrainJob, "bert-finetune": ClassifierJob,
-                              "bert-squad": SquadJob}
+                              "bert-squad": SquadJob, "keras": KerasJob}
 
 
-def make_job(spec: JobSpec) -> Job:
+def make_job(spec: RunSpec, search: Sequence[str] | None = None) -> Job:
+    """The job of ``spec``; ``search``: where a ``job: keras`` module is looked up (default:
+    :func:`jobs.keras.job.search_path`)."""
+    if isinstance(spec, KerasSpec):
+        return KerasJob(spec, list(search) if search is not None else None)
     try:
         return JOBS[spec.job](spec)
     except KeyError:
         raise ConfigError(f"unknown job {spec.job!r}; use one of {', '.join(JOBS)}") from None
 
 
-def run_spec(spec: JobSpec) -> int:
+def run_spec(spec: RunSpec, verbose: bool = False, search: Sequence[str] | None = None) -> int:
     """Run a checked spec in this process; returns the exit code."""
-    return Runner(spec, make_job(spec)).run()
+    return Runner(spec, make_job(spec, search), verbose=verbose).run()

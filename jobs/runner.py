@@ -6,9 +6,10 @@ the same way on every machine:
 
 1. picks the strategy from the environment (:mod:`jobs.distribute`) and checks that the global
    batch splits evenly over the replicas, before any step;
-2. builds the model and AdamW inside ``strategy.scope()``;
+2. has the job build its model and optimizer inside ``strategy.scope()`` (a BERT job: its
+   encoder and AdamW; ``job: keras``: the user's model and AdamW or the user's optimizer);
 3. resumes from the newest checkpoint in ``model_dir`` that restores cleanly (falling back to
-   older ones), or else loads ``init_checkpoint``;
+   older ones), or else lets the job initialize (a BERT job loads ``init_checkpoint``);
 4. trains in host loops of up to ``steps_per_execution`` steps inside one ``tf.function``
    (TPUEstimator's ``iterations_per_loop``), per-replica batches from
    ``distribute_datasets_from_function`` with ``drop_remainder`` (static shapes for XLA);
@@ -27,44 +28,36 @@ Exit codes: SIGTERM -> checkpoint at the current step, exit 42; a lost TPU or co
 line; a TPU that cannot be resolved or initialised, or a bug -> 1. ``progress.json`` says which
 (``status``).
 
-Checkpoints key the model's variables by their original BERT names (not by Keras attribute
-paths), so they load on any Keras version and straight into ``init_checkpoint`` of another job.
+Checkpoints key the model's variables by the names the job gives them
+(:meth:`jobs.job.Job.named_variables`: a BERT job's are the original BERT names, so they load on
+any Keras version and straight into ``init_checkpoint`` of another job). Jobs see the run only
+through :class:`jobs.job.JobContext`, never the runner itself.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import keras
 import tensorflow as tf
 
 from . import checkpointing, distribute, epochs, exitcodes, hparams
 from . import progress as progress_lib
-from .bert.optimization import AdamWeightDecay
 from .errors import ConfigError, report
 from .heartbeat import ProgressWriter
-from .job import Job, log
+from .job import Job, JobContext, log
 from .preemption import StopSignal
-from .spec import JobSpec
+from .spec import RunSpec
 from .summaries import ScalarWriter
 
-__all__ = ["Job", "Runner", "dropout_seed", "log", "loss_totals", "unwrap"]
+__all__ = ["Job", "Runner", "dropout_seed", "log", "loss_totals"]
 
 INPUT_POSITION = "input_position"  # the checkpoint key of the examples consumed
-
-
-def unwrap(variable) -> tf.Variable:
-    """The tf.Variable (or distributed variable) under a Keras 3 variable."""
-    if isinstance(variable, tf.Variable):
-        return variable
-    inner = getattr(variable, "value", None)
-    if isinstance(inner, tf.Variable):
-        return inner
-    return variable._value  # Keras 3 keeps the backend variable here
 
 
 def dropout_seed(seed: int, step, first_example) -> tf.Tensor:
@@ -95,9 +88,10 @@ def loss_totals(ctx, counts: dict, normalization: str = "global") -> dict:
 
 
 class Runner:
-    def __init__(self, spec: JobSpec, job: Job):
+    def __init__(self, spec: RunSpec, job: Job, verbose: bool = False):
         self.spec = spec
         self.job = job
+        self.verbose = verbose  # a ConfigError's cause (a user's traceback) is printed too
         self.model_dir = spec.model_dir.rstrip("/")
         # Multi-worker (TF_CONFIG): worker 0 is the chief and writes model_dir; the others run the
         # same program (every collective needs them) and write their copies to a scratch dir.
@@ -110,6 +104,7 @@ class Runner:
         self.device: distribute.Device | None = None
         self.eval_writer: ScalarWriter | None = None  # <model_dir>/eval, opened at the first eval
         self.eval_loops: dict = {}  # compiled evaluation loops, by the job's sums function
+        self.context: JobContext | None = None  # what the job's hooks see, once the strategy exists
 
     # ---------------------------------------------------------------------------------------
     # Entry point and exit codes
@@ -125,6 +120,8 @@ class Runner:
         try:
             return self._run()
         except ConfigError as exc:
+            if self.verbose and exc.__cause__ is not None:
+                traceback.print_exception(exc.__cause__)
             report(exc)
             self.progress.update(status=progress_lib.FAILED, message=str(exc))
             return exitcodes.BAD_SPEC
@@ -168,7 +165,8 @@ class Runner:
         # Python, NumPy, TensorFlow and Keras seeds: variables that no checkpoint fills (a new
         # classifier head) start the same in every run of the spec.
         keras.utils.set_random_seed(spec.seed)
-        job.prepare(self)
+        ctx = self.make_context()
+        job.prepare(ctx)
         if self.stop.requested.is_set():  # preempted while preparing data: nothing to save
             self.progress.update(status=progress_lib.PREEMPTED, message=self.stop.name)
             return exitcodes.RETRY
@@ -197,13 +195,13 @@ class Runner:
             checkpoint_step: int | None = step
         else:
             resumed_from, checkpoint_step = None, None
-            self._initialize()
+            job.initialize(ctx)
         self.progress.update(step=step, resumed_from_step=resumed_from,
                              checkpoint_step=checkpoint_step, status=progress_lib.RUNNING)
 
         if step < spec.num_train_steps and not self._train(step):
             return exitcodes.RETRY
-        metrics = job.finish(self)
+        metrics = job.finish(ctx)
         final = {k: v for k, v in metrics.items() if k in spec.reported_metrics()}
         if final:  # the final evaluation ends the evals curve
             self.record_eval(int(self.optimizer.step.numpy()), final)
@@ -214,19 +212,38 @@ class Runner:
             + "".join(f", {k} {v:.4f}" for k, v in metrics.items()))
         return exitcodes.OK
 
+    def make_context(self) -> JobContext:
+        """What the job's hooks see of this run (:class:`jobs.job.JobContext`), once the
+        strategy is chosen."""
+        self.context = JobContext(
+            spec=self.spec, model_dir=self.model_dir, out_dir=self.out_dir, chief=self.chief,
+            hosts=self.hosts, host=self.host, strategy=self.strategy,
+            replicas=self.strategy.num_replicas_in_sync, xla=self.device.xla,
+            fitted_batch=self.fitted_batch, evaluate_sums=self.evaluate_sums,
+            predict_rows=self.predict_rows, making_data=self.making_data)
+        return self.context
+
     def build(self) -> None:
-        """The model and its optimizer, inside the strategy's scope; the input position (a
+        """The job's model and optimizer, inside the strategy's scope; the input position (a
         host variable, like the loop's counters) outside it."""
-        spec = self.spec
+        ctx = self.context
         with self.strategy.scope():
-            self.model = self.job.build_model()
-            self.variables = {name: unwrap(v) for name, v in self.model.original_variables().items()}
-            trained = {n: v for n, v in self.variables.items() if self.job.trainable(n)}
-            self.optimizer = AdamWeightDecay(
-                trained, init_lr=spec.learning_rate, num_train_steps=spec.num_train_steps,
-                num_warmup_steps=spec.warmup_steps, weight_decay_rate=spec.weight_decay_rate,
-                jit_compile=self.device.xla and self.strategy.num_replicas_in_sync > 1)
+            self.model = ctx.model = self.job.build_model()
+            self.variables = ctx.variables = self.job.named_variables(self.model)
+            self.optimizer = ctx.optimizer = self.job.build_optimizer(ctx)
         self.position = tf.Variable(0, dtype=tf.int64, trainable=False, name=INPUT_POSITION)
+
+    @contextlib.contextmanager
+    def making_data(self) -> Iterator[None]:
+        """Time spent creating data on the billed accelerator host, in progress.json's
+        ``data_creation`` (``tpuctl cost`` counts it apart from training)."""
+        spans = [*self.progress.record.data_creation, [time.time(), None]]
+        self.progress.update(data_creation=spans)
+        try:
+            yield
+        finally:
+            spans[-1] = [spans[-1][0], time.time()]
+            self.progress.update(data_creation=list(spans))
 
     def fitted_batch(self, size: int) -> int:
         """The global batch to evaluate or predict ``size`` examples at a time: ``size`` rounded
@@ -253,21 +270,6 @@ class Runner:
                 raise ConfigError(f"{key} {size} does not divide over the {replicas} replicas of "
                                   f"this {self.device.name}; use a multiple of {replicas}, e.g. "
                                   f"--set {key}={fits}")
-
-    def _initialize(self) -> None:
-        prefix = self.spec.resolved_init_checkpoint
-        if not prefix:
-            log("no checkpoint to resume and no init_checkpoint: training from scratch")
-            return
-        from .bert import weights
-
-        prefix = weights.checkpoint_prefix(prefix)
-        subset, required = self.job.init_variables(self.variables)
-        loaded = weights.restore(subset, prefix, required=required)
-        left = sorted(set(self.variables) - set(loaded))
-        log(f"initialized {len(loaded)} variables from {prefix}"
-            + (f"; {len(left)} start fresh ({', '.join(left[:3])}{'...' if len(left) > 3 else ''})"
-               if left else ""))
 
     # ---------------------------------------------------------------------------------------
     # Training
@@ -354,7 +356,7 @@ class Runner:
         if not every or step % every or not 0 < step < self.spec.num_train_steps:
             return
         started = time.perf_counter()
-        metrics = self.job.eval_metrics(self)
+        metrics = self.job.eval_metrics(self.context)
         if metrics:
             self.record_eval(step, metrics)
             log(f"evaluated at step {step} in {time.perf_counter() - started:.1f} s:"

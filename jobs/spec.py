@@ -11,7 +11,12 @@ A spec is flat (``key: value``): the keys are those of the original google-resea
 
 - ``bert-pretrain``: masked-LM + next-sentence pretraining (:class:`PretrainSpec`);
 - ``bert-finetune``: sequence classification from TSV/CSV (:class:`FinetuneSpec`);
-- ``bert-squad``: SQuAD span extraction (:class:`SquadSpec`).
+- ``bert-squad``: SQuAD span extraction (:class:`SquadSpec`);
+- ``keras``: the user's own Keras model (:class:`KerasSpec`), whose ``params:`` mapping is the one
+  key that nests (``--set params.NAME=VALUE`` sets an entry).
+
+The run keys every job has are :class:`RunSpec`'s; the BERT jobs add an original BERT directory
+(:class:`BertSpec`).
 
 Relative local paths are taken relative to the current directory, like the original flags.
 """
@@ -49,26 +54,19 @@ def _required(doc: str, **kw: Any) -> Any:
 
 
 def _opt(default: Any, doc: str, **kw: Any) -> Any:
-    if isinstance(default, list):
-        return field(default_factory=lambda: list(default), metadata={"doc": doc, **kw})
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata={"doc": doc, **kw})
     return field(default=default, metadata={"doc": doc, **kw})
 
 
 @dataclass
-class JobSpec:
-    """Keys every job has; what the control plane reads without TensorFlow."""
+class RunSpec:
+    """The run keys every job has (batches, steps, schedule, checkpoints, precision): what the
+    runner and the control plane read, without TensorFlow and without a model of any kind."""
 
-    job: str = _required("bert-pretrain, bert-finetune or bert-squad")
+    job: str = _required("bert-pretrain, bert-finetune, bert-squad or keras")
     model_dir: str = _required("where checkpoints, progress.json and TensorBoard summaries go "
                                "(gs://bucket/path or a local directory)")
-    bert_dir: str = _required("an original google-research BERT directory: bert_config.json, "
-                              "vocab.txt and usually bert_model.ckpt.*", path="bert_dir")
-    init_checkpoint: str | None = _opt(
-        None, "checkpoint to start from when model_dir has none to resume (a prefix, or a "
-              "directory: its newest checkpoint); default <bert_dir>/bert_model.ckpt if present; "
-              "'none' trains from scratch", path="checkpoint")
-    do_lower_case: bool = _opt(True, "lower-case and strip accents (uncased and Chinese models)")
-    max_seq_length: int = _opt(128, "tokens per sequence, [CLS] and [SEP] included")
     train_batch_size: int = _opt(32, "global batch size: must divide by the replica count "
                                      "(8 on a v2-8 or v3-8)")
     num_train_steps: int = _opt(100000, "total optimizer steps; the run ends here")
@@ -102,19 +100,6 @@ class JobSpec:
             return self.num_warmup_steps
         return int(self.num_train_steps * self.warmup_proportion)
 
-    @property
-    def resolved_init_checkpoint(self) -> str | None:
-        """``init_checkpoint`` with its default applied (``None``: train from scratch)."""
-        value = self.init_checkpoint
-        if value is None:
-            default = _join(self.bert_dir, "bert_model.ckpt")
-            if _is_remote(default) or os.path.exists(default + ".index"):
-                return default
-            return None
-        if value.lower() == "none":
-            return None
-        return value
-
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -123,26 +108,36 @@ class JobSpec:
         evaluate (a fine-tuning spec without dev_file)."""
         return self.REPORTED_METRICS
 
+    def hparam_names(self) -> list[str]:
+        """What ``hparams`` may name: the spec's keys (but ``hparams`` itself)."""
+        return sorted(f.name for f in dataclasses.fields(self) if f.name != "hparams")
+
+    def hparam_value(self, key: str) -> Any:
+        return getattr(self, key)
+
     def hparam_values(self) -> dict[str, Any]:
         """The ``hparams`` keys and their values, as TensorBoard HParams take them (bool,
         number or string; lists comma-joined, null as the string "null")."""
         out: dict[str, Any] = {}
         for key in self.hparams or ():
-            value = getattr(self, key)
+            value = self.hparam_value(key)
             if isinstance(value, list):
                 value = ",".join(map(str, value))
             out[key] = "null" if value is None else value
         return out
 
+    def check_code(self, search: Sequence[str]) -> None:
+        """Check the user's code the spec names, without running it (a job of the user's;
+        the built-in jobs have none). ``search``: the directories it may be in."""
+
     def _check(self) -> None:
-        _positive(self, "save_checkpoints_steps", "train_batch_size", "steps_per_execution",
-                  "max_seq_length")
+        _positive(self, "save_checkpoints_steps", "train_batch_size", "steps_per_execution")
         if getattr(self, "do_train", True):
             _positive(self, "num_train_steps")
         if self.eval_every_steps < 0:
             raise SpecError(f"eval_every_steps is {self.eval_every_steps}; use 0 (evaluate at the "
                             "end only) or a positive number of steps, e.g. --set eval_every_steps=1000")
-        known = sorted(f.name for f in dataclasses.fields(self) if f.name != "hparams")
+        known = self.hparam_names()
         for key in self.hparams or ():
             if key not in known:
                 close = _suggest(key, dict.fromkeys(known))
@@ -153,8 +148,6 @@ class JobSpec:
             raise SpecError(f"keep_checkpoint_max is {self.keep_checkpoint_max}; keep at least 2 so "
                             "a checkpoint cut by a preemption can fall back to the one before "
                             "(--set keep_checkpoint_max=2)")
-        if self.max_seq_length < 8:
-            raise SpecError("max_seq_length must be at least 8 (--set max_seq_length=128)")
         if not self.learning_rate > 0:
             raise SpecError(f"learning_rate is {self.learning_rate}; use a positive value such "
                             "as --set learning_rate=5e-5")
@@ -171,6 +164,39 @@ class JobSpec:
         if self.precision not in PRECISIONS:
             raise SpecError(f"precision {_show(self.precision)} is not one of {', '.join(PRECISIONS)}; "
                             "use --set precision=auto")
+
+
+@dataclass
+class BertSpec(RunSpec):
+    """The run keys plus an original BERT directory: what every built-in BERT job has."""
+
+    bert_dir: str = _required("an original google-research BERT directory: bert_config.json, "
+                              "vocab.txt and usually bert_model.ckpt.*", path="bert_dir")
+    init_checkpoint: str | None = _opt(
+        None, "checkpoint to start from when model_dir has none to resume (a prefix, or a "
+              "directory: its newest checkpoint); default <bert_dir>/bert_model.ckpt if present; "
+              "'none' trains from scratch", path="checkpoint")
+    do_lower_case: bool = _opt(True, "lower-case and strip accents (uncased and Chinese models)")
+    max_seq_length: int = _opt(128, "tokens per sequence, [CLS] and [SEP] included")
+
+    @property
+    def resolved_init_checkpoint(self) -> str | None:
+        """``init_checkpoint`` with its default applied (``None``: train from scratch)."""
+        value = self.init_checkpoint
+        if value is None:
+            default = _join(self.bert_dir, "bert_model.ckpt")
+            if _is_remote(default) or os.path.exists(default + ".index"):
+                return default
+            return None
+        if value.lower() == "none":
+            return None
+        return value
+
+    def _check(self) -> None:
+        _positive(self, "max_seq_length")
+        super()._check()
+        if self.max_seq_length < 8:
+            raise SpecError("max_seq_length must be at least 8 (--set max_seq_length=128)")
         _check_bert_dir(self)
         init = self.resolved_init_checkpoint
         if self.init_checkpoint and init and not _is_remote(init) and not _local_checkpoint(init):
@@ -180,7 +206,7 @@ class JobSpec:
 
 
 @dataclass
-class PretrainSpec(JobSpec):
+class PretrainSpec(BertSpec):
     """``bert-pretrain``: the original run_pretraining.py, plus optional data creation."""
 
     input_files: str | None = _opt(None, "TFRecord shards from create_pretraining_data "
@@ -226,7 +252,7 @@ class PretrainSpec(JobSpec):
 
 
 @dataclass
-class TaskSpec(JobSpec):
+class TaskSpec(BertSpec):
     """Keys of the fine-tuning jobs, which can also predict without training."""
 
     do_train: bool = _opt(True, "false: predict only (no training): load init_checkpoint, a "
@@ -356,17 +382,95 @@ class SquadSpec(TaskSpec):
                             f"max_query_length={max(1, self.max_seq_length // 6)}")
 
 
-JOBS: dict[str, type[JobSpec]] = {"bert-pretrain": PretrainSpec, "bert-finetune": FinetuneSpec,
-                                  "bert-squad": SquadSpec}
+# Keys that name the user's code: relative to the code directory the run stages, not to the
+# current directory, so the control plane leaves them as written (and the entries of a mapping
+# such as params.NAME, which are the user's values, not the runner's paths).
+CODE_KEYS = ("module",)
+
+# What the runner adds to a ``job: keras`` spec's params before it calls the user's functions.
+RUNNER_PARAMS = ("batch_size", "global_batch_size", "seed", "split", "start_step",
+                 "learning_rate", "num_train_steps", "num_warmup_steps")
 
 
-def reported_metrics(job: str | JobSpec | type[JobSpec]) -> tuple[str, ...]:
+@dataclass
+class KerasSpec(RunSpec):
+    """``keras``: your own Keras model on the runner (docs/own-code.md): a module of yours
+    defines ``model(params)``, ``dataset(params, split, context)`` and ``loss(labels,
+    outputs)``; ``params`` is passed to them."""
+
+    module: str = _required("your Python file (model.py) or module (mypkg.model) that defines "
+                            "model(params), dataset(params, split, context) and loss(labels, "
+                            "outputs): found in the code directory (tpuctl train --code DIR), or "
+                            "beside the spec, in the current directory or on PYTHONPATH")
+    params: dict[str, Any] = _opt(  # noqa: RUF009 - _opt returns a dataclasses.field
+        {}, "your settings, passed to your functions with batch_size, seed, split ... added "
+            "by the runner; --set params.NAME=VALUE changes one")
+    learning_rate: float = _opt(1e-3, "peak learning rate of AdamW (unless your module defines "
+                                      "optimizer(params))")
+    num_train_steps: int = _opt(1000, "total optimizer steps; the run ends here")
+    eval_batch_size: int = _opt(32, "global batch size of the eval split (padded to whole "
+                                    "per-replica batches of the slice)")
+    predict_batch_size: int = _opt(32, "global batch size of the predict split")
+
+    REPORTED_METRICS: ClassVar[tuple[str, ...]] = ("eval_loss",)
+
+    def __post_init__(self) -> None:
+        self._metrics: tuple[str, ...] = ()   # what the module's metrics() returns, once checked
+
+    def reported_metrics(self) -> tuple[str, ...]:
+        """``eval_loss`` and ``eval_<name>`` for each name the module's ``metrics`` returns
+        (known once :meth:`check_code` has read it)."""
+        return self.REPORTED_METRICS + tuple(f"eval_{name}" for name in self._metrics)
+
+    def hparam_names(self) -> list[str]:
+        return super().hparam_names() + [f"params.{key}" for key in self.params]
+
+    def hparam_value(self, key: str) -> Any:
+        if key.startswith("params."):
+            return self.params[key[len("params."):]]
+        return super().hparam_value(key)
+
+    def check_code(self, search: Sequence[str]) -> str:
+        """Find the module in ``search`` and read it without running it (:mod:`jobs.usercode`):
+        its path, or a SpecError naming file, line and fix."""
+        from . import usercode
+
+        try:
+            code = usercode.check(self.module, search)
+        except ConfigError as exc:
+            raise SpecError(str(exc)) from None
+        self._metrics = code.metrics
+        return code.path
+
+    def _check(self) -> None:
+        super()._check()
+        _positive(self, "eval_batch_size", "predict_batch_size")
+        from .usercode import module_problem
+
+        problem = module_problem(self.module)
+        if problem:
+            raise SpecError(problem)
+        for key in self.params:
+            if not isinstance(key, str) or not key or "." in key:
+                raise SpecError(f"params key {_show(key)} is not a name; use names without dots "
+                                "(they are what --set params.NAME=VALUE sets)")
+            if key in RUNNER_PARAMS:
+                raise SpecError(f"params.{key} is what the runner sets (with "
+                                f"{', '.join(RUNNER_PARAMS)}); rename it, or use the spec's own "
+                                "keys (train_batch_size, seed, learning_rate, ...)")
+
+
+JOBS: dict[str, type[RunSpec]] = {"bert-pretrain": PretrainSpec, "bert-finetune": FinetuneSpec,
+                                  "bert-squad": SquadSpec, "keras": KerasSpec}
+
+
+def reported_metrics(job: str | RunSpec | type[RunSpec]) -> tuple[str, ...]:
     """The metric names each evaluation of ``job`` reports (progress.json's ``evals``, the
     ``eval/`` scalars, the final ``metrics``): by job name or spec class, every metric the job
     can report; for a loaded spec, those it will report (none without an evaluation set)."""
-    if isinstance(job, JobSpec):
+    if isinstance(job, RunSpec):
         return job.reported_metrics()
-    if isinstance(job, type) and issubclass(job, JobSpec):
+    if isinstance(job, type) and issubclass(job, RunSpec):
         return job.REPORTED_METRICS
     if isinstance(job, str) and job in JOBS:
         return JOBS[job].REPORTED_METRICS
@@ -422,7 +526,7 @@ def read_yaml(path: str) -> dict[str, Any]:
     return raw
 
 
-def load(path: str, overrides: Sequence[str] | Sequence[tuple[str, str]] = ()) -> JobSpec:
+def load(path: str, overrides: Sequence[str] | Sequence[tuple[str, str]] = ()) -> RunSpec:
     """Read the YAML spec at ``path``, apply ``--set`` overrides, and check everything.
 
     ``overrides`` are ``"key=value"`` strings or ``(key, value)`` pairs; each value is coerced to
@@ -432,7 +536,7 @@ def load(path: str, overrides: Sequence[str] | Sequence[tuple[str, str]] = ()) -
 
 
 def from_dict(raw: dict[str, Any], overrides: Iterable[str] | Iterable[tuple[str, str]] = (),
-              source: str = "job spec") -> JobSpec:
+              source: str = "job spec") -> RunSpec:
     if not isinstance(raw, dict):
         raise SpecError(f"{source} must be a mapping of key: value lines, not a {type(raw).__name__}; write "
                         "one 'key: value' per line, as in templates/bert-finetune.yaml")
@@ -456,17 +560,34 @@ def from_dict(raw: dict[str, Any], overrides: Iterable[str] | Iterable[tuple[str
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     kwargs: dict[str, Any] = {}
+    entries: list[tuple[str, Any, str]] = []   # ``params.NAME``: an entry of a mapping key
     for key, value in values.items():
+        if _entry_of(key, hints):
+            entries.append((key, value, "spec"))
+            continue
         if key not in fields:
             raise SpecError(f"unknown key {_show(key)} in {source} for {job}; {_suggest(key, fields)}")
         if value is None and fields[key].metadata.get("required"):
             continue  # a template's placeholder: reported below unless --set fills it
         kwargs[key] = _coerce(key, value, hints[key], origin="spec")
     for key, value in pairs:
+        if _entry_of(key, hints):
+            entries.append((key, value, "--set"))
+            continue
         if key not in fields:
             raise SpecError(f"unknown key {_show(key)} in --set {_show(key, quote=False)}=...; "
                             f"{_suggest(key, fields)}")
         kwargs[key] = _coerce(key, value, hints[key], origin="--set")
+    for key, value, origin in entries:
+        name, _, entry = key.partition(".")
+        mapping = kwargs.setdefault(name, {})
+        if entry not in mapping:
+            known = ", ".join(sorted(mapping)[:8]) or "none"
+            close = _suggest(entry, mapping) if mapping else ""
+            hint = f"{close} " if close.startswith("did you") else ""
+            raise SpecError(f"{name} has no entry {_show(entry)} ({origin}: {_show(key, quote=False)}); "
+                            f"{hint}add it to the spec's {name}: first (its entries: {known})")
+        mapping[entry] = _coerce_entry(key, value, mapping[entry], origin)
     spec = cls(**kwargs)
     for name, f in fields.items():
         if (f.metadata.get("required") and getattr(spec, name) in (None, "")
@@ -544,6 +665,12 @@ def _coerce(key: str, value: Any, hint: Any, origin: str) -> Any:
         if optional:
             return None
         raise SpecError(f"{key} needs a value of type {_type_name(base)}; set it (--set {key}=...)")
+    if typing.get_origin(base) is dict:
+        if isinstance(value, dict):
+            return dict(value)
+        raise SpecError(f"{key} must be a mapping (one 'name: value' line per entry under "
+                        f"'{key}:'), got {_show(value)} (from {origin}); set one entry with "
+                        f"--set {key}.NAME=VALUE")
     try:
         if base is bool:
             if isinstance(value, bool):
@@ -599,6 +726,62 @@ def _coerce(key: str, value: Any, hint: Any, origin: str) -> Any:
                     f"(from {origin}); e.g. --set {key}={_example(base)}")
 
 
+def _entry_of(key: Any, hints: dict[str, Any]) -> bool:
+    """Whether ``key`` is ``NAME.ENTRY`` for a mapping key NAME of the spec (``params.hidden``)."""
+    if not isinstance(key, str) or "." not in key:
+        return False
+    name, _, entry = key.partition(".")
+    return bool(entry) and typing.get_origin(hints.get(name)) is dict
+
+
+def _scalar(text: str) -> Any:
+    """A ``--set`` string as the YAML scalar a person means: a boolean, null, an integer, a
+    number (1e-3 too, which YAML 1.1 leaves a string), else the string itself."""
+    word = text.strip()
+    if word.lower() in ("true", "false"):
+        return word.lower() == "true"
+    if word.lower() in ("null", "~", ""):
+        return None
+    try:
+        return int(word.replace("_", ""))
+    except ValueError:
+        pass
+    try:
+        number = float(word)
+    except ValueError:
+        return text
+    return number if math.isfinite(number) else text
+
+
+def _coerce_entry(key: str, value: Any, existing: Any, origin: str) -> Any:
+    """A new value for the entry ``key`` (``params.NAME``) of the type of the spec's own value:
+    a number stays a number, a boolean a boolean, a string a string; a list takes a
+    comma-separated ``--set``; an entry that is null in the spec takes any scalar."""
+    from_set = isinstance(value, str) and origin == "--set"
+    if isinstance(existing, dict):
+        raise SpecError(f"{key} is a mapping; change its entries in the spec file")
+    if isinstance(existing, str):
+        return value if isinstance(value, str) else str(value)
+    if isinstance(existing, list):
+        if from_set:
+            return [_scalar(v) for v in value.split(",") if v.strip()]
+        if isinstance(value, list):
+            return value
+    elif isinstance(existing, bool):
+        new = _scalar(value) if from_set else value
+        if isinstance(new, bool):
+            return new
+    elif isinstance(existing, (int, float)):
+        new = _scalar(value) if from_set else value
+        if isinstance(new, (int, float)) and not isinstance(new, bool) and math.isfinite(new):
+            return new
+    else:
+        return _scalar(value) if from_set else value
+    kind = {bool: "boolean", list: "comma-separated list"}.get(type(existing), "number")
+    raise SpecError(f"{key} must be {_article(kind)} like its value {_show(existing)} in the spec, "
+                    f"got {_show(value)} (from {origin})")
+
+
 def _unwrap_optional(hint: Any) -> tuple[Any, bool]:
     if typing.get_origin(hint) in (Union, types.UnionType):
         args = [a for a in typing.get_args(hint) if a is not type(None)]
@@ -612,7 +795,8 @@ def _type_name(hint: Any) -> str:
     if typing.get_origin(base) is list:
         name = "comma-separated list"
     else:
-        name = {bool: "boolean", int: "integer", float: "number", str: "string"}.get(base, str(base))
+        name = {bool: "boolean", int: "integer", float: "number", str: "string"}.get(
+            base, "mapping" if typing.get_origin(base) is dict else str(base))
     return name
 
 
@@ -626,7 +810,7 @@ def _example(base: Any) -> str:
     return {bool: "true", int: "1000", float: "5e-5", str: "VALUE"}.get(base, "VALUE")
 
 
-def _positive(spec: JobSpec, *keys: str) -> None:
+def _positive(spec: RunSpec, *keys: str) -> None:
     for key in keys:
         value = getattr(spec, key)
         if value is None or value <= 0:
@@ -655,7 +839,7 @@ _CONFIG_INTS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention
                 "max_position_embeddings", "type_vocab_size")
 
 
-def _check_bert_dir(spec: JobSpec) -> None:
+def _check_bert_dir(spec: BertSpec) -> None:
     """Local bert_dir: the files must be there, bert_config.json must be a BERT config that
     describes the checkpoint (names and shapes, read from the index without TensorFlow), and
     max_seq_length must fit the model."""
@@ -715,7 +899,7 @@ def _check_bert_dir(spec: JobSpec) -> None:
             _check_checkpoint(init_prefix, bert, where=f"init_checkpoint {init}")
 
 
-def _check_vocab(spec: JobSpec, bert: Any) -> None:
+def _check_vocab(spec: BertSpec, bert: Any) -> None:
     """vocab.txt gives ids as google-research/bert's loader does (one per line, blank lines
     included); they must fit the embedding table, and do_lower_case must match the model."""
     from .bert.casing import check as check_case
@@ -816,7 +1000,7 @@ def _check_checkpoint(prefix: str, bert: Any, *, where: str) -> None:
                         f"num_hidden_layers {L} layers; {hint}")
 
 
-def _check_globs(spec: JobSpec, key: str) -> None:
+def _check_globs(spec: RunSpec, key: str) -> None:
     value = getattr(spec, key)
     if not value:
         return

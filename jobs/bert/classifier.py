@@ -33,9 +33,10 @@ import tensorflow as tf
 
 from .. import data
 from ..errors import ConfigError
-from ..job import Job, log
+from ..job import JobContext, log
 from ..spec import FinetuneSpec
 from . import check_case, read_config, weights
+from .job import BertJob
 from .modeling import ClassifierModel
 from .tokenization import CLS, SEP, FullTokenizer
 
@@ -194,14 +195,14 @@ def pad_to_batches(arrays: dict[str, np.ndarray], global_batch: int) -> dict[str
             for k, v in arrays.items()}
 
 
-class ClassifierJob(Job):
+class ClassifierJob(BertJob):
     metric_names = ("accuracy",)
 
     def __init__(self, spec: FinetuneSpec):
         super().__init__(spec)
         self.spec: FinetuneSpec = spec
 
-    def prepare(self, runner) -> None:
+    def prepare(self, ctx: JobContext) -> None:
         s = self.spec
         self.config = read_config(s.bert_dir)
         if s.max_seq_length > self.config.max_position_embeddings:
@@ -213,7 +214,7 @@ class ClassifierJob(Job):
         if s.do_train and not train:
             raise ConfigError(f"{s.train_file} has a header but no examples; add one example per line "
                               "(text<TAB>label, or text<TAB>text_b<TAB>label)")
-        self.labels = self.fine_tuned_labels(runner) if not s.do_train else (
+        self.labels = self.fine_tuned_labels(ctx) if not s.do_train else (
             list(s.labels) if s.labels else sorted({e.label for e in train}))
         if len(self.labels) < 2:
             raise ConfigError(f"{s.train_file} has a single label {self.labels[0]!r}; a "
@@ -228,9 +229,9 @@ class ClassifierJob(Job):
         if s.test_file:
             test = to_arrays(read_test_examples(s.test_file, self.pair), self.labels, tokenizer,
                              s.max_seq_length, s.test_file)
-        with tf.io.gfile.GFile(f"{runner.out_dir}/labels.txt", "w") as f:
+        with tf.io.gfile.GFile(f"{ctx.out_dir}/labels.txt", "w") as f:
             f.write("".join(f"{label}\n" for label in self.labels))
-        out_dir = f"{runner.out_dir}/{DATA_DIR}"
+        out_dir = f"{ctx.out_dir}/{DATA_DIR}"
         tf.io.gfile.makedirs(out_dir)
         n = len(train)
         self.stream = None
@@ -241,7 +242,7 @@ class ClassifierJob(Job):
         self.dev_file = self.dev_examples = None
         if dev is not None:
             self.dev_examples = len(dev["label"])
-            self.eval_batch = runner.fitted_batch(s.eval_batch_size)
+            self.eval_batch = ctx.fitted_batch(s.eval_batch_size)
             padded = pad_to_batches(dev, self.eval_batch)
             self.dev_file = f"{out_dir}/dev.tfrecord"
             data.write_records(self.dev_file, padded, range(len(padded["label"])))
@@ -249,7 +250,7 @@ class ClassifierJob(Job):
         self.test_file = self.test_examples = None
         if test is not None:
             self.test_examples = len(test["index"])
-            self.predict_batch = runner.fitted_batch(s.predict_batch_size)
+            self.predict_batch = ctx.fitted_batch(s.predict_batch_size)
             padded = pad_to_batches(test, self.predict_batch)
             padded["index"][self.test_examples:] = -1
             self.test_file = f"{out_dir}/test.tfrecord"
@@ -290,11 +291,11 @@ class ClassifierJob(Job):
         correct = tf.equal(tf.argmax(logits, -1, output_type=tf.int32), features["label"])
         return loss, {"accuracy": tf.reduce_sum(tf.cast(correct, tf.float32) * w) / examples}
 
-    def fine_tuned_labels(self, runner) -> list[str]:
+    def fine_tuned_labels(self, ctx: JobContext) -> list[str]:
         """A predict-only run's labels: ``labels``, else the labels.txt beside the fine-tuned
         checkpoint, else train_file's; as many as the checkpoint's classifier has."""
         s = self.spec
-        prefix, shape = weights.fine_tuned_checkpoint(runner.model_dir,
+        prefix, shape = weights.fine_tuned_checkpoint(ctx.model_dir,
                                                       s.resolved_init_checkpoint,
                                                       "output_weights", "bert-finetune")
         beside = f"{prefix.rsplit('/', 1)[0] if '/' in prefix else '.'}/labels.txt"
@@ -320,32 +321,32 @@ class ClassifierJob(Job):
         encoder_only = {k: v for k, v in variables.items() if k.startswith("bert/")}
         return encoder_only, lambda name: True
 
-    def finish(self, runner) -> dict[str, float]:
+    def finish(self, ctx: JobContext) -> dict[str, float]:
         if self.test_file is not None:
-            self.write_predictions(runner)
-        self.export(runner)
+            self.write_predictions(ctx)
+        self.export(ctx)
         if self.dev_file is None:
             return {}
-        results = self.evaluate(runner)
-        with tf.io.gfile.GFile(f"{runner.out_dir}/eval_results.json", "w") as f:
+        results = self.evaluate(ctx)
+        with tf.io.gfile.GFile(f"{ctx.out_dir}/eval_results.json", "w") as f:
             f.write(json.dumps(results, indent=2, sort_keys=True) + "\n")
         self.outputs.append("eval_results.json")
         return {k: results[k] for k in self.spec.REPORTED_METRICS}
 
-    def eval_metrics(self, runner) -> dict[str, float]:
+    def eval_metrics(self, ctx: JobContext) -> dict[str, float]:
         if self.dev_file is None:
             return {}
-        results = self.evaluate(runner)
+        results = self.evaluate(ctx)
         return {k: results[k] for k in self.spec.REPORTED_METRICS}
 
-    def evaluate(self, runner) -> dict[str, float]:
+    def evaluate(self, ctx: JobContext) -> dict[str, float]:
         """Accuracy and mean loss on dev_file, every example counted exactly once, in one
         device loop over the padded dev records."""
-        totals = runner.evaluate_sums(self.eval_dataset, self.eval_sums,
+        totals = ctx.evaluate_sums(self.eval_dataset, self.eval_sums,
                                       ("correct", "loss", "count"), self.dev_batches)
         count = max(totals["count"], 1.0)
         return {"eval_accuracy": totals["correct"] / count, "eval_loss": totals["loss"] / count,
-                "eval_examples": totals["count"], "global_step": float(runner.optimizer.step.numpy())}
+                "eval_examples": totals["count"], "global_step": float(ctx.step)}
 
     def eval_dataset(self, ctx: tf.distribute.InputContext) -> tf.data.Dataset:
         return data.host_batches(data.in_order([self.dev_file]), ctx, self.eval_batch, self.parse)
@@ -362,11 +363,11 @@ class ClassifierJob(Job):
     # ---------------------------------------------------------------------------------------
     # Prediction and export
 
-    def predict(self, runner) -> np.ndarray:
+    def predict(self, ctx: JobContext) -> np.ndarray:
         """Label probabilities [test examples, labels] (float32), one row per line of test_file,
         in file order: the padded batches run in one device loop; padding rows (index -1) are
         dropped and every line must come back exactly once."""
-        index, probabilities = runner.predict_rows(self.test_dataset, self.test_outputs,
+        index, probabilities = ctx.predict_rows(self.test_dataset, self.test_outputs,
                                                    (tf.int32, tf.float32), self.test_batches)
         keep = index >= 0
         index, probabilities = index[keep], probabilities[keep]
@@ -385,22 +386,22 @@ class ClassifierJob(Job):
         logits = model(batch, training=False)["logits"]
         return batch["index"], tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)
 
-    def write_predictions(self, runner) -> None:
+    def write_predictions(self, ctx: JobContext) -> None:
         """test_file's predictions by the model as it is now (:func:`write_outputs`)."""
-        probabilities = self.predict(runner)
-        write_outputs(runner.out_dir, probabilities, self.labels)
+        probabilities = self.predict(ctx)
+        write_outputs(ctx.out_dir, probabilities, self.labels)
         self.outputs += [TEST_RESULTS, PREDICTIONS]
         log(f"{len(probabilities)} predictions of {self.spec.test_file}: "
-            f"{runner.out_dir}/{TEST_RESULTS}, {PREDICTIONS}")
+            f"{ctx.out_dir}/{TEST_RESULTS}, {PREDICTIONS}")
 
-    def export(self, runner) -> None:
+    def export(self, ctx: JobContext) -> None:
         from . import serving
         from .export_layout import CLASSIFIER, SAVED_MODEL_DIR
 
         s = self.spec
         path = serving.export(
-            f"{runner.out_dir}/{SAVED_MODEL_DIR}", CLASSIFIER, self.build_model,
-            weights.values_of(runner.variables), s.bert_dir,
+            f"{ctx.out_dir}/{SAVED_MODEL_DIR}", CLASSIFIER, self.build_model,
+            weights.values_of(ctx.variables), s.bert_dir,
             {"do_lower_case": s.do_lower_case, "max_seq_length": s.max_seq_length,
              "text_b": self.pair},
             labels=self.labels)

@@ -19,15 +19,14 @@ scripts read. Evaluation (every ``eval_every_steps`` and at the end) is run_pret
 
 from __future__ import annotations
 
-import time
-
 import tensorflow as tf
 
 from .. import data
 from ..errors import ConfigError
-from ..job import Job, log
+from ..job import JobContext, log
 from ..spec import PretrainSpec
 from . import check_case, read_config, weights
+from .job import BertJob
 from .modeling import PretrainingModel
 from .pretraining_data import DataOptions, create, expand_globs
 from .tokenization import FullTokenizer
@@ -38,7 +37,7 @@ CORPUS_WARN_BYTES = 20_000_000  # ~4.6 GB of instances in memory at dupe_factor 
 EVAL_SUMS = ("mlm_correct", "mlm_loss", "mlm_weight", "nsp_correct", "nsp_loss", "count")
 
 
-class PretrainJob(Job):
+class PretrainJob(BertJob):
     metric_names = ("mlm_loss", "mlm_accuracy", "nsp_loss", "nsp_accuracy")
 
     def __init__(self, spec: PretrainSpec):
@@ -48,30 +47,30 @@ class PretrainJob(Job):
         self.stream: data.EpochStream | None = None
 
     # -- data ---------------------------------------------------------------------------------
-    def prepare(self, runner) -> None:
+    def prepare(self, ctx: JobContext) -> None:
         self.config = read_config(self.spec.bert_dir)
         if self.spec.max_seq_length > self.config.max_position_embeddings:
             raise ConfigError(f"max_seq_length {self.spec.max_seq_length} exceeds "
                               f"max_position_embeddings {self.config.max_position_embeddings}")
         check_case(self.spec)
         if self.spec.corpus_files:
-            self.files = self._create_data(runner)
+            self.files = self._create_data(ctx)
         else:
             self.files = expand_globs(self.spec.input_files)
             if not self.files:
                 raise ConfigError(f"input_files {self.spec.input_files} matches no file; check "
                                   "the path (--set input_files=...)")
         self._check_record_shapes(self.files[0])
-        index = data.build_index(self.files, f"{runner.out_dir}/{data.INDEX_NAME}", log)
+        index = data.build_index(self.files, f"{ctx.out_dir}/{data.INDEX_NAME}", log)
         self.stream = data.EpochStream(index, self.spec.seed)
         log(f"{index.total} pretraining examples in {len(self.files)} file(s): "
             f"{index.total / self.spec.train_batch_size:.1f} steps per epoch")
 
-    def _create_data(self, runner) -> list[str]:
+    def _create_data(self, ctx: JobContext) -> list[str]:
         """Shards from the corpus into <model_dir>/pretraining_data, once: a DONE marker makes
         a resumed run reuse them (and a run cut during creation start it again)."""
         s = self.spec
-        out_dir = f"{runner.out_dir}/{DATA_DIR}"
+        out_dir = f"{ctx.out_dir}/{DATA_DIR}"
         done = f"{out_dir}/DONE"
         files = [f"{out_dir}/pretraining-{i:05d}-of-{s.num_shards:05d}.tfrecord"
                  for i in range(s.num_shards)]
@@ -95,16 +94,12 @@ class PretrainJob(Job):
         tokenizer = FullTokenizer(f"{s.bert_dir.rstrip('/')}/vocab.txt", s.do_lower_case)
         log(f"creating pretraining data from {len(corpus)} file(s) into {out_dir}")
         # progress.json says when: `tpuctl cost` counts this billed time apart from training
-        spans = [*runner.progress.record.data_creation, [time.time(), None]]
-        runner.progress.update(data_creation=spans)
-        try:
-            count = create(corpus, files, tokenizer, opts)
-        except ValueError as exc:
-            raise ConfigError(f"{exc}; corpus_files needs one sentence per line, documents "
-                              "separated by blank lines") from None
-        finally:
-            spans[-1] = [spans[-1][0], time.time()]
-            runner.progress.update(data_creation=list(spans))
+        with ctx.making_data():
+            try:
+                count = create(corpus, files, tokenizer, opts)
+            except ValueError as exc:
+                raise ConfigError(f"{exc}; corpus_files needs one sentence per line, documents "
+                                  "separated by blank lines") from None
         with tf.io.gfile.GFile(done, "w") as f:
             f.write(f"{count}\n")
         log(f"wrote {count} pretraining examples")
@@ -175,13 +170,13 @@ class PretrainJob(Job):
         return variables, lambda name: name.startswith("bert/")
 
     # -- end ----------------------------------------------------------------------------------
-    def finish(self, runner) -> dict[str, float]:
-        metrics = self.eval_metrics(runner)
+    def finish(self, ctx: JobContext) -> dict[str, float]:
+        metrics = self.eval_metrics(ctx)
         if not self.spec.export_bert_dir:
             return metrics
-        export = f"{runner.out_dir}/{EXPORT_DIR}"
+        export = f"{ctx.out_dir}/{EXPORT_DIR}"
         tf.io.gfile.makedirs(export)
-        encoder_and_heads = weights.values_of(runner.variables)
+        encoder_and_heads = weights.values_of(ctx.variables)
         weights.write(f"{export}/bert_model.ckpt", encoder_and_heads)
         for name in ("bert_config.json", "vocab.txt"):
             tf.io.gfile.copy(f"{self.spec.bert_dir.rstrip('/')}/{name}", f"{export}/{name}",
@@ -190,21 +185,21 @@ class PretrainJob(Job):
         return metrics
 
     # -- evaluation ---------------------------------------------------------------------------
-    def eval_metrics(self, runner) -> dict[str, float]:
+    def eval_metrics(self, ctx: JobContext) -> dict[str, float]:
         """run_pretraining.py's do_eval: masked-LM and next-sentence accuracy and loss on a
         fixed slice of the data, the first ``max_eval_steps`` x ``eval_batch_size`` examples in
         file order (pretraining data has no held-out split), padded with blank examples to whole
         batches of the slice (:meth:`Runner.fitted_batch`); the same slice at every step, so
         the numbers are comparable along the run and across a sweep's trials."""
-        batch = runner.fitted_batch(self.spec.eval_batch_size)
+        batch = ctx.fitted_batch(self.spec.eval_batch_size)
         examples = self.eval_batches() * self.spec.eval_batch_size
         blank = data.blank_record(self.schema())
 
-        def dataset(ctx):  # repeat: data smaller than one batch still fills it (static shapes)
+        def dataset(input_ctx):  # repeat: data smaller than one batch still fills it (static shapes)
             records = data.padded(data.in_order(self.files).repeat(), examples, batch, blank)
-            return data.host_batches(records, ctx, batch, self.parse)
+            return data.host_batches(records, input_ctx, batch, self.parse)
 
-        totals = runner.evaluate_sums(dataset, self.eval_sums, EVAL_SUMS, -(-examples // batch))
+        totals = ctx.evaluate_sums(dataset, self.eval_sums, EVAL_SUMS, -(-examples // batch))
         predictions, examples = max(totals["mlm_weight"], 1e-5), max(totals["count"], 1.0)
         return {"masked_lm_accuracy": totals["mlm_correct"] / predictions,
                 "masked_lm_loss": totals["mlm_loss"] / predictions,

@@ -26,10 +26,11 @@ import tensorflow as tf
 
 from .. import data
 from ..errors import ConfigError
-from ..job import Job, log
+from ..job import JobContext, log
 from ..spec import SquadSpec
 from . import check_case, read_config, squad, weights
 from .classifier import pad_to_batches
+from .job import BertJob
 from .modeling import SquadModel
 from .tokenization import FullTokenizer
 
@@ -48,7 +49,7 @@ def feature_arrays(features: list[squad.Feature]) -> dict[str, np.ndarray]:
             "weight": np.ones(len(features), np.float32)}
 
 
-class SquadJob(Job):
+class SquadJob(BertJob):
     metric_names = ()
 
     def __init__(self, spec: SquadSpec):
@@ -69,7 +70,7 @@ class SquadJob(Job):
             raise ConfigError(f"{path} gives no usable questions; check the file")
         return examples, features
 
-    def prepare(self, runner) -> None:
+    def prepare(self, ctx: JobContext) -> None:
         s = self.spec
         self.config = read_config(s.bert_dir)
         if s.max_seq_length > self.config.max_position_embeddings:
@@ -78,7 +79,7 @@ class SquadJob(Job):
                               f"use --set max_seq_length={self.config.max_position_embeddings}")
         check_case(s)
         self.tokenizer = FullTokenizer(f"{s.bert_dir.rstrip('/')}/vocab.txt", s.do_lower_case)
-        out_dir = f"{runner.out_dir}/{DATA_DIR}"
+        out_dir = f"{ctx.out_dir}/{DATA_DIR}"
         tf.io.gfile.makedirs(out_dir)
         train_examples, train, self.stream = [], [], None
         if s.do_train:
@@ -86,13 +87,13 @@ class SquadJob(Job):
             self.stream = data.write_stream(out_dir, feature_arrays(train), len(train), s.seed,
                                             log)
         else:  # predict only: the checkpoint must hold the span head
-            weights.fine_tuned_checkpoint(runner.model_dir, s.resolved_init_checkpoint,
+            weights.fine_tuned_checkpoint(ctx.model_dir, s.resolved_init_checkpoint,
                                           "cls/squad/output_weights", "bert-squad")
         n = len(train)
         self.predict_records = None
         if s.predict_file:
             self.predict_examples, self.predict_features = self._features(s.predict_file, False)
-            self.predict_batch = runner.fitted_batch(s.predict_batch_size)
+            self.predict_batch = ctx.fitted_batch(s.predict_batch_size)
             padded = pad_to_batches(feature_arrays(self.predict_features), self.predict_batch)
             padded["feature_index"][len(self.predict_features):] = -1
             self.predict_records = f"{out_dir}/predict.tfrecord"
@@ -144,13 +145,13 @@ class SquadJob(Job):
     # ---------------------------------------------------------------------------------------
     # Prediction and the official evaluation
 
-    def logits(self, runner) -> dict[int, tuple[list[float], list[float]]]:
+    def logits(self, ctx: JobContext) -> dict[int, tuple[list[float], list[float]]]:
         """unique_id -> (start logits, end logits) for every window of predict_file, computed in
         one device loop (one host call): each global batch is gathered across replicas into
         TensorArrays that come back once at the end."""
         if self.predict_loop is None:  # traced once, reused by every evaluation
-            self.predict_loop = self.make_predict_loop(runner)
-        strategy = runner.strategy
+            self.predict_loop = self.make_predict_loop(ctx)
+        strategy = ctx.strategy
         iterator = iter(strategy.distribute_datasets_from_function(self.predict_dataset))
         indices, starts, ends = (t.numpy() for t in self.predict_loop(iterator))
         found: dict[int, tuple[list[float], list[float]]] = {}
@@ -166,15 +167,15 @@ class SquadJob(Job):
         return data.host_batches(data.in_order([self.predict_records]), ctx, self.predict_batch,
                                  self.parse)
 
-    def make_predict_loop(self, runner):
+    def make_predict_loop(self, ctx: JobContext):
         num_batches = self.predict_batches
-        strategy, model = runner.strategy, runner.model
+        strategy, model = ctx.strategy, ctx.model
 
         def replica_step(batch):
             out = model(batch, training=False)
             return batch["feature_index"], out["start_logits"], out["end_logits"]
 
-        if runner.device.xla:
+        if ctx.xla:
             replica_step = tf.function(replica_step, jit_compile=True)
 
         @tf.function
@@ -189,13 +190,13 @@ class SquadJob(Job):
 
         return predict_loop
 
-    def export(self, runner) -> None:
+    def export(self, ctx: JobContext) -> None:
         """``<model_dir>/export``: an original-layout directory (bert_config.json, vocab.txt,
         bert_model.ckpt with ``bert/*`` and ``cls/squad/*``), as run_squad.py's checkpoints;
         and ``<model_dir>/saved_model`` for serving (:mod:`jobs.bert.serving`)."""
-        export = f"{runner.out_dir}/{EXPORT_DIR}"
+        export = f"{ctx.out_dir}/{EXPORT_DIR}"
         tf.io.gfile.makedirs(export)
-        weights.write(f"{export}/bert_model.ckpt", weights.values_of(runner.variables))
+        weights.write(f"{export}/bert_model.ckpt", weights.values_of(ctx.variables))
         for name in ("bert_config.json", "vocab.txt"):
             tf.io.gfile.copy(f"{self.spec.bert_dir.rstrip('/')}/{name}", f"{export}/{name}",
                              overwrite=True)
@@ -203,38 +204,38 @@ class SquadJob(Job):
         from .export_layout import SAVED_MODEL_DIR, SQUAD
 
         s = self.spec
-        serving.export(f"{runner.out_dir}/{SAVED_MODEL_DIR}", SQUAD,
-                       self.build_model, weights.values_of(runner.variables), s.bert_dir,
+        serving.export(f"{ctx.out_dir}/{SAVED_MODEL_DIR}", SQUAD,
+                       self.build_model, weights.values_of(ctx.variables), s.bert_dir,
                        {"do_lower_case": s.do_lower_case, "max_seq_length": s.max_seq_length,
                         "doc_stride": s.doc_stride, "max_query_length": s.max_query_length,
                         "n_best_size": s.n_best_size, "max_answer_length": s.max_answer_length,
                         "version_2_with_negative": s.version_2_with_negative,
                         "null_score_diff_threshold": s.null_score_diff_threshold})
 
-    def predict(self, runner) -> tuple[squad.Prediction, dict[str, float]]:
+    def predict(self, ctx: JobContext) -> tuple[squad.Prediction, dict[str, float]]:
         """predict_file's answers by the model as it is now, and the official metrics."""
         s = self.spec
-        prediction = squad.predict(self.predict_examples, self.predict_features, self.logits(runner),
+        prediction = squad.predict(self.predict_examples, self.predict_features, self.logits(ctx),
                                    s.n_best_size, s.max_answer_length, s.do_lower_case,
                                    s.version_2_with_negative, s.null_score_diff_threshold)
         if self.gold is None:
             self.gold = squad.load_json(s.predict_file)
         return prediction, squad.evaluate(self.gold, prediction.answers)
 
-    def eval_metrics(self, runner) -> dict[str, float]:
+    def eval_metrics(self, ctx: JobContext) -> dict[str, float]:
         if self.predict_records is None:
             return {}
-        results = self.predict(runner)[1]
+        results = self.predict(ctx)[1]
         return {k: results[k] for k in self.spec.REPORTED_METRICS}
 
-    def finish(self, runner) -> dict[str, float]:
-        self.export(runner)
+    def finish(self, ctx: JobContext) -> dict[str, float]:
+        self.export(ctx)
         self.outputs += [f"{EXPORT_DIR}/", "saved_model/"]
         if self.predict_records is None:
             return {}
         s = self.spec
-        prediction, results = self.predict(runner)
-        model_dir = runner.out_dir
+        prediction, results = self.predict(ctx)
+        model_dir = ctx.out_dir
         outputs = {"predictions.json": prediction.answers,
                    "nbest_predictions.json": prediction.nbest}
         if s.version_2_with_negative:
@@ -242,7 +243,7 @@ class SquadJob(Job):
         for name, value in outputs.items():
             with tf.io.gfile.GFile(f"{model_dir}/{name}", "w") as f:
                 f.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
-        results["global_step"] = float(runner.optimizer.step.numpy())
+        results["global_step"] = float(ctx.step)
         with tf.io.gfile.GFile(f"{model_dir}/eval_results.json", "w") as f:
             f.write(json.dumps(results, indent=2, sort_keys=True) + "\n")
         self.outputs += [*outputs, "eval_results.json"]

@@ -62,8 +62,10 @@ def run(spec: str, sets: tuple[str, ...], dry_run: bool) -> None:
     except ImportError as exc:  # pragma: no cover - jobs ships in the same distribution
         raise UsageError(f"the job side is not installed ({exc})",
                          hint="install tpuctl with its train extra: pip install 'tpuctl[train]'") from None
-    try:
-        load(spec, pairs)
+    from jobs.usercode import search_path
+
+    try:  # and a job: keras module, read as the job will find it (beside the spec, here, PYTHONPATH)
+        load(spec, pairs).check_code(search_path(spec))
     except SpecError as exc:
         raise UsageError(str(exc)) from None
     argv = [sys.executable, "-m", "jobs", "run", spec]

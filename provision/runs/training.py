@@ -68,10 +68,12 @@ def localize_spec(data: dict[str, Any], provider: str, allow_local: bool = False
     Local provider: gs:// paths become bucket directories, relative paths become absolute (the
     job runs in another directory). GCP: a path that exists only on this machine is an error.
     """
+    from jobs.spec import CODE_KEYS
+
     out = dict(data)
     for key, value in data.items():
-        if not isinstance(value, str) or not value:
-            continue
+        if not isinstance(value, str) or not value or key in CODE_KEYS or "." in str(key):
+            continue  # user code is found in the code directory; params.NAME is the user's value
         if value.startswith("gs://"):
             if provider == "local":
                 out[key] = local_path_for(value)
@@ -89,8 +91,9 @@ def localize_spec(data: dict[str, Any], provider: str, allow_local: bool = False
 
 
 def resolve_spec(job_spec: str, sets: list[tuple[str, str]], model_dir_default: str, provider: str,
-                 allow_local: bool = False) -> dict[str, Any]:
-    """Load and check the job spec (jobs.spec needs no TensorFlow); returns the resolved mapping."""
+                 allow_local: bool = False, code: str | None = None) -> dict[str, Any]:
+    """Load and check the job spec and the user code it names (jobs.spec and jobs.usercode need
+    no TensorFlow); returns the resolved mapping."""
     try:
         from jobs import spec as jobspec
     except ImportError as exc:  # pragma: no cover - jobs ships in the same distribution
@@ -107,9 +110,26 @@ def resolve_spec(job_spec: str, sets: list[tuple[str, str]], model_dir_default: 
     localized_sets = [(k, localize_spec({k: v}, provider, allow_local)[k]) for k, v in overrides]
     try:
         spec = jobspec.from_dict(localized_raw, localized_sets, source=job_spec)
+        check_user_code(spec, job_spec, provider, code)
     except jobspec.SpecError as exc:
         raise UsageError(as_typed(str(exc))) from None
     return spec.to_dict()
+
+
+def check_user_code(spec: Any, job_spec: str, provider: str, code: str | None) -> None:
+    """Read the user code a spec names (``job: keras``'s module) without running it: in the
+    code directory (``--code DIR``: staged with the run, first on the job's PYTHONPATH); without
+    one, on the local provider, beside the spec or in the current directory (a file, which the
+    job on this machine then reads by its absolute path). Raises jobs.spec.SpecError."""
+    from jobs.usercode import is_file
+
+    module = getattr(spec, "module", None)
+    search = [code] if code else []
+    if not code and provider == "local" and module and is_file(module):
+        search = [os.path.dirname(os.path.abspath(job_spec)), os.getcwd()]
+    path = spec.check_code(search)
+    if path and not code and is_file(module):
+        spec.module = os.path.abspath(path)
 
 
 def prepare(provider: Provider, target: Target, cluster: ClusterSpec, tpu: TpuNode, *, job_spec: str,
@@ -121,7 +141,9 @@ def prepare(provider: Provider, target: Target, cluster: ClusterSpec, tpu: TpuNo
     model_default = f"{bucket.rstrip('/')}/{runs.RUNS_PREFIX}/{run_id}/model"
     if target.provider == "local":
         model_default = local_path_for(model_default)
-    resolved = resolve_spec(job_spec, sets, model_default, target.provider, allow_local)
+    if code and not os.path.isdir(code):
+        raise UsageError(f"--code {code} is not a directory", hint="pass the directory of your job code")
+    resolved = resolve_spec(job_spec, sets, model_default, target.provider, allow_local, code)
     from .launch import check_batches
 
     # before anything is staged or started: the TPU's type, and every type a recreate may land on

@@ -61,12 +61,18 @@ def _job_path(job: str, spec_path: str) -> str:
                                                                "templates/bert-finetune.yaml")
 
 
-def job_fields(job: str) -> set[str]:
+def job_fields(job: str, raw: dict[str, Any] | None = None) -> set[str]:
+    """The keys a sweep may set or sweep: the job spec's, and ``params.NAME`` for each entry
+    of a ``job: keras`` spec's params mapping (``raw``: the job spec as written)."""
     import dataclasses
 
     from jobs import spec as jobspec
 
-    return {f.name for f in dataclasses.fields(jobspec.JOBS[job])}
+    keys = {f.name for f in dataclasses.fields(jobspec.JOBS[job])}
+    params = (raw or {}).get("params")
+    if "params" in keys and isinstance(params, dict):
+        keys |= {f"params.{name}" for name in params if isinstance(name, str)}
+    return keys
 
 
 def reported_metrics(job: Any) -> tuple[str, ...]:
@@ -112,6 +118,15 @@ def check(spec_path: str, *, provider: str, max_trials: int | None,
     probe = {**base, **extras, "model_dir": base.get("model_dir") or PROBE_MODEL_DIR}
     where = f"the job of {spec_path[:200]}"
     checked_spec = _check(jobspec, probe, {}, where, problems)
+    if checked_spec is not None and getattr(checked_spec, "module", None):
+        from ..runs.training import check_user_code
+
+        try:  # a job: keras module: found and read now, and what its metrics() reports known
+            check_user_code(checked_spec, _job_path(raw["job"], spec_path), provider, None)
+        except jobspec.SpecError as exc:
+            problems.add(sweepspec.VALUE, str(exc))
+        if checked_spec.module != base.get("module"):
+            base["module"] = probe["module"] = checked_spec.module   # absolute: every trial's job reads it here
     if checked_spec is not None and found.metric is not None:
         try:
             sweepspec.check_metric(found.metric, reported_metrics(checked_spec))
@@ -161,7 +176,11 @@ def _read_job(raw: Any, spec_path: str, problems: sweepspec.Problems
     if not isinstance(name, str) or name not in jobspec.JOBS:
         problems.add(sweepspec.FILE, f"job spec {job_path[:200]} has no known job", hint=f"use one of {', '.join(jobspec.JOBS)}")
         return {}, None, None
-    return job_raw, job_fields(name), tuple(jobspec.reported_metrics(name))
+    keys = job_fields(name, job_raw)
+    # a job of the user's (job: keras) reports what its module's metrics() returns: known only
+    # once the module is read (check), not from the job's name
+    known = None if "module" in keys else tuple(jobspec.reported_metrics(name))
+    return job_raw, keys, known
 
 
 def plan(spec_path: str, *, provider: str, project: str | None, bucket: str, zones: Sequence[str],

@@ -205,7 +205,7 @@ def measure_input(kind: str, tiny: str, work: str, host_counts: list[int], steps
     input pipeline over ``steps`` global batches and count the bytes read."""
     import tensorflow as tf
 
-    from jobs import registry
+    from jobs import distribute, registry
     from jobs import spec as jobspec
     from jobs.runner import Runner
 
@@ -214,7 +214,8 @@ def measure_input(kind: str, tiny: str, work: str, host_counts: list[int], steps
     spec = jobspec.load(path, [*map(tuple, sets), ("model_dir", f"{work}/input-{kind}")])
     runner = Runner(spec, registry.make_job(spec))
     tf.io.gfile.makedirs(runner.out_dir)
-    runner.job.prepare(runner)
+    runner.strategy, runner.device = distribute.select(spec.precision)
+    runner.job.prepare(runner.make_context())
     report = {}
     for hosts in host_counts:
         per_host = []

@@ -156,7 +156,7 @@ def _bench_runner() -> dict:
     data = _synthetic_batch(batch)
 
     class Synthetic(PretrainJob):
-        def prepare(self, runner):
+        def prepare(self, ctx):
             from jobs.bert import read_config
 
             self.config = read_config(str(work))
@@ -169,7 +169,7 @@ def _bench_runner() -> dict:
     runner = Runner(spec, job)
     runner.strategy, runner.device = strategy, device
     distribute.set_policy(device.precision)
-    job.prepare(runner)
+    job.prepare(runner.make_context())
     runner.build()
     loop = runner.make_train_loop(tf.Variable(False), tf.Variable(0, dtype=tf.int64))
     iterator = iter(strategy.distribute_datasets_from_function(lambda ctx: job.dataset(ctx, 0)))

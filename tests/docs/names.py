@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tests.docs import REPO, Block, blocks, doc_files
 
-TOP = ("provision", "jobs", "templates", "tests", "docs")
+TOP = ("provision", "jobs", "templates", "tests", "docs", "examples")
 # folders inside provision/ and jobs/ that the docs name relative to their package (`runs/policy.py`)
 INNER_FOLDERS = frozenset(p.name for top in ("provision", "jobs") for p in (REPO / top).iterdir() if p.is_dir())
 _CODE_SPAN = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
@@ -234,7 +234,8 @@ def spec_keys() -> set[str]:
     from jobs import spec
 
     keys: set[str] = {"job"}
-    for cls in (spec.JobSpec, spec.PretrainSpec, spec.TaskSpec, spec.FinetuneSpec, spec.SquadSpec):
+    for cls in (spec.RunSpec, spec.BertSpec, spec.PretrainSpec, spec.TaskSpec, spec.FinetuneSpec,
+                spec.SquadSpec, spec.KerasSpec):
         keys.update(f.name for f in dataclasses.fields(cls))
     return keys
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +32,8 @@ def workdir(tmp_path) -> tuple[Path, dict]:
     work.mkdir()
     for name in CLONE:
         (work / name).symlink_to(REPO / name)
+    # examples/ is user code that runs get staged from: a copy, as a user's own directory
+    shutil.copytree(REPO / "examples", work / "examples", ignore=shutil.ignore_patterns("__pycache__"))
     env = dict(os.environ)
     env.pop("TF_CPP_MIN_LOG_LEVEL", None)
     env.update(TPUCTL_PROVIDER="local", PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")

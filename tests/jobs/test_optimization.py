@@ -7,7 +7,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from jobs.bert.optimization import AdamWeightDecay, learning_rate, uses_weight_decay
+from jobs.optimization import AdamWeightDecay, learning_rate, uses_weight_decay
 
 pytestmark = pytest.mark.tf
 

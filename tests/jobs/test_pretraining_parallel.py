@@ -204,15 +204,17 @@ def test_corpus_files_above_the_threshold_warns_with_the_tpuctl_data_command(tmp
     from types import SimpleNamespace
 
     from jobs.bert import pretrain
+    from jobs.runner import Runner
     from jobs.spec import load
 
     from .conftest import pretrain_spec
 
     spec = load(str(pretrain_spec(tmp_path, tiny_dir)))
     monkeypatch.setattr(pretrain, "CORPUS_WARN_BYTES", (tiny_dir / "corpus.txt").stat().st_size - 1)
-    record = SimpleNamespace(data_creation=[])
-    progress = SimpleNamespace(record=record, update=lambda **kw: record.__dict__.update(kw))
-    files = pretrain.PretrainJob(spec)._create_data(SimpleNamespace(out_dir=str(tmp_path / "out"), progress=progress))
+    runner = Runner(spec, pretrain.PretrainJob(spec))   # the runner times data creation
+    record = runner.progress.record
+    files = runner.job._create_data(SimpleNamespace(out_dir=str(tmp_path / "out"),
+                                                    making_data=runner.making_data))
     err = capsys.readouterr().err
     assert "warning: corpus_files holds" in err
     assert f"tpuctl data {tiny_dir / 'corpus.txt'} --bert-dir {tiny_dir} --out gs://BUCKET/data/NAME" in err

@@ -1,0 +1,1 @@
+"""BERT token classification (named entities, CoNLL input) through ``job: keras``."""

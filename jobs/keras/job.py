@@ -1,0 +1,520 @@
+"""``job: keras``: the user's plain functions as a job of the runner, in the style of
+run_classifier.py's ``model_fn_builder`` and ``input_fn_builder``.
+
+The user's module (:mod:`jobs.keras.user`) gives ``model(params)``, ``dataset(params, split,
+context)``, ``loss(labels, outputs)`` and optionally ``metrics``, ``predict`` and ``optimizer``
+(docs/own-code.md). This adapter turns them into the job hooks (:class:`jobs.job.Job`):
+
+- the elements of every split are ``(features, labels)`` or ``(features, labels, weights)``
+  (weights per example, 0 for padding), batches of ``params["batch_size"]`` (static shapes);
+- the loss is the weighted mean of the per-example losses over the *global* batch (the weights'
+  sum all-reduced before the step), so a spec trains the same model on any slice; a metric
+  given as a tensor is a weighted mean the same way, one given as ``(numerator, denominator)``
+  a ratio of sums (evaluation only: precision, recall, F1);
+- variables are keyed by their Keras paths in the checkpoint; the optimizer is the runner's
+  AdamW (:mod:`jobs.optimization`) unless the module defines ``optimizer(params)``;
+- everything that can be wrong with the user's code is found before the first step (a trace of
+  the step's computation on the datasets' element specs) and is one line naming the user's file
+  and line (exit 2);
+- at the end: evaluation (``eval_loss``, ``eval_<metric>``), ``predictions.jsonl`` for the
+  predict split and a SavedModel (``saved_model/``, serving ``predict(model(features))``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from .. import usercode
+from ..job import Job, JobContext, Optimizer, log, unwrap
+from ..optimization import AdamWeightDecay
+from ..spec import KerasSpec
+from . import user as user_lib
+
+SPLITS = ("train", "eval", "predict")
+PREDICTIONS = "predictions.jsonl"
+SAVED_MODEL_DIR = "saved_model"
+
+
+@dataclass
+class Split:
+    """One split's data as the job reads it: its global and per-replica batch, the element
+    structure its dataset yields, and (eval, predict) its number of global batches."""
+
+    name: str
+    global_batch: int
+    per_replica: int
+    element_spec: Any = None
+    batches: int = 0
+
+
+def unpack(element) -> tuple[Any, Any, Any]:
+    """(features, labels, weights or None) of a dataset element."""
+    if len(element) == 3:
+        return element
+    return element[0], element[1], None
+
+
+class KerasJob(Job):
+    def __init__(self, spec: KerasSpec, search: list[str] | None = None):
+        super().__init__(spec)
+        self.spec: KerasSpec = spec
+        self.search = search if search is not None else usercode.search_path()
+        self.user: user_lib.UserModule | None = None
+        self.splits: dict[str, Split] = {}
+        self.ratio_names: tuple[str, ...] = ()     # (numerator, denominator) metrics: eval only
+        self.predict_dtypes: tuple[tf.DType, ...] = ()
+        self.predict_names: tuple[str, ...] = ()
+        self.trained: dict[str, Any] = {}         # trainable variables by path
+        self.unreached: list[str] = []            # of those, the ones the loss does not reach
+
+    # -- params -------------------------------------------------------------------------------
+    def params(self, split: Split | None = None, start_step: int = 0) -> dict[str, Any]:
+        """The spec's params plus the runner's (:data:`jobs.spec.RUNNER_PARAMS`)."""
+        s = self.spec
+        split = split or self.splits["train"]
+        out = {**s.params, "seed": s.seed, "learning_rate": s.learning_rate,
+               "num_train_steps": s.num_train_steps, "num_warmup_steps": s.warmup_steps,
+               "batch_size": split.per_replica, "global_batch_size": split.global_batch}
+        if split.name != "model":
+            out.update(split=split.name, start_step=start_step)
+        return out
+
+    # -- host: data ---------------------------------------------------------------------------
+    def prepare(self, ctx: JobContext) -> None:
+        s = self.spec
+        self.user = user_lib.load(s.module, self.search)
+        self.replicas, self.hosts, self.strategy = ctx.replicas, ctx.hosts, ctx.strategy
+        sizes = {"train": s.train_batch_size, "eval": ctx.fitted_batch(s.eval_batch_size),
+                 "predict": ctx.fitted_batch(s.predict_batch_size)}
+        self.model_split = Split("model", s.train_batch_size, s.train_batch_size // ctx.replicas)
+        input_ctx = tf.distribute.InputContext(ctx.hosts, ctx.host, ctx.replicas)
+        for name in SPLITS:
+            split = Split(name, sizes[name], sizes[name] // ctx.replicas)
+            dataset = self.user_dataset(split, input_ctx)
+            if dataset is None:
+                if name == "train":
+                    raise self.user.mistake("dataset", "dataset(params, 'train', context) returned "
+                                            "None; return the training batches")
+                continue
+            split.element_spec = dataset.element_spec
+            if name != "train":
+                split.batches = self.count(dataset, split)
+            self.splits[name] = split
+        log(f"{s.module}: {self.user.path}; splits "
+            + ", ".join(f"{n} (batch {sp.global_batch}"
+                        + (f", {sp.batches} batches)" if sp.batches else ")")
+                        for n, sp in self.splits.items()))
+
+    def user_dataset(self, split: Split, input_ctx: tf.distribute.InputContext,
+                     start_step: int = 0) -> tf.data.Dataset | None:
+        """The user's dataset of ``split`` for this input pipeline, its structure checked."""
+        dataset = self.user.call("dataset", self.params(split, start_step), split.name, input_ctx)
+        if dataset is None:
+            return None
+        call = f"dataset(params, {split.name!r}, context)"
+        if not isinstance(dataset, tf.data.Dataset):
+            raise self.user.mistake("dataset", f"{call} returned a {type(dataset).__name__}, not a "
+                                    "tf.data.Dataset; return one (docs/own-code.md)")
+        spec = dataset.element_spec
+        if not isinstance(spec, tuple) or len(spec) not in (2, 3):
+            raise self.user.mistake("dataset", f"{call} yields {_describe(spec)}; yield "
+                                    "(features, labels) or (features, labels, weights) batches")
+        for leaf in tf.nest.flatten(spec):
+            if not isinstance(leaf, tf.TensorSpec) or leaf.shape.rank in (None, 0):
+                raise self.user.mistake("dataset", f"{call} yields {_describe(leaf)}, not a batch; "
+                                        "batch it: .batch(params['batch_size'], "
+                                        "drop_remainder=True)")
+            size = leaf.shape[0]
+            if size != split.per_replica:
+                got = "batches of unknown size" if size is None else f"batches of {size}"
+                raise self.user.mistake("dataset", f"{call} yields {got} but params['batch_size'] "
+                                        f"is {split.per_replica}; batch with .batch(params["
+                                        "'batch_size'], drop_remainder=True)")
+        if len(spec) == 3 and spec[2].shape.rank != 1:
+            raise self.user.mistake("dataset", f"{call} yields weights of shape {spec[2].shape}; "
+                                    "give one weight per example, shape [batch]")
+        return dataset
+
+    def count(self, dataset: tf.data.Dataset, split: Split) -> int:
+        """Global batches of a finite split (this pipeline's batches per replica it feeds)."""
+        known = int(dataset.cardinality().numpy())
+        call = f"dataset(params, {split.name!r}, context)"
+        if known == tf.data.INFINITE_CARDINALITY:
+            raise self.user.mistake("dataset", f"{call} never ends; the {split.name} split is read "
+                                    "once: do not repeat it")
+        n = known if known >= 0 else int(dataset.reduce(np.int64(0), lambda c, _: c + 1).numpy())
+        per_pipeline = max(1, self.replicas // self.hosts)
+        if n == 0 or n % per_pipeline:
+            raise self.user.mistake("dataset", f"{call} yields {n} batches on this host; it must "
+                                    f"yield whole global batches ({per_pipeline} per global "
+                                    "batch): pad the split (jobs.keras.inputs.eval_batches)")
+        return n // per_pipeline
+
+    def dataset(self, ctx: tf.distribute.InputContext, position: int) -> tf.data.Dataset:
+        train = self.splits["train"]
+        return self.user_dataset(train, ctx, start_step=position // train.global_batch)
+
+    # -- host, in the strategy's scope: model and optimizer -------------------------------------
+    def build_model(self):
+        model = self.make_model()
+        self.check(model)
+        return model
+
+    def make_model(self):
+        """``model(params)``, built (its variables made)."""
+        model = self.user.call("model", self.params(self.model_split))
+        if not isinstance(model, keras.Model):
+            raise self.user.mistake("model", f"model(params) returned a {type(model).__name__}, not "
+                                    "a keras.Model; return the model")
+        if not model.built:  # a subclassed model makes its variables on its first call
+            features = unpack(self.splits["train"].element_spec)[0]
+            zeros = tf.nest.map_structure(lambda t: tf.zeros(t.shape, t.dtype), features)
+            try:
+                model(zeros, training=False)
+            except Exception as exc:  # the user's model on the user's data
+                raise user_lib.failure(exc, self.user.root, "model(features) raised",
+                                       self.user.line_of("model")) from exc
+        return model
+
+    def named_variables(self, model) -> dict[str, tf.Variable]:
+        """Every variable of the model by its Keras path (``dense/kernel``)."""
+        out: dict[str, tf.Variable] = {}
+        for variable in model.variables:
+            path = getattr(variable, "path", None) or variable.name
+            if path in out:
+                raise self.user.mistake("model", f"the model has two variables named {path}; give "
+                                        "its layers distinct names")
+            out[path] = unwrap(variable)
+        return out
+
+    def build_optimizer(self, ctx: JobContext) -> Optimizer:
+        trained = {path: v for path, v in self.trained.items() if path not in self.unreached}
+        if self.unreached:
+            log(f"{len(self.unreached)} variable(s) get no gradient from loss() and are not trained: "
+                + ", ".join(self.unreached[:3]) + ("..." if len(self.unreached) > 3 else ""))
+        if not trained:
+            raise self.user.mistake("loss", "loss(labels, outputs) reaches no trainable variable of "
+                                    "the model; compute it from outputs")
+        if not self.user.has("optimizer"):
+            s = self.spec
+            return AdamWeightDecay({n: unwrap(v) for n, v in trained.items()},
+                                   init_lr=s.learning_rate, num_train_steps=s.num_train_steps,
+                                   num_warmup_steps=s.warmup_steps,
+                                   weight_decay_rate=s.weight_decay_rate,
+                                   jit_compile=ctx.xla and ctx.replicas > 1)
+        optimizer = self.user.call("optimizer", self.params(self.model_split))
+        if not isinstance(optimizer, keras.optimizers.Optimizer):
+            raise self.user.mistake("optimizer", f"optimizer(params) returned a "
+                                    f"{type(optimizer).__name__}, not a keras.optimizers.Optimizer")
+        return KerasOptimizer(optimizer, trained)
+
+    def initialize(self, ctx: JobContext) -> None:
+        log("no checkpoint to resume: starting from the model as model(params) made it")
+
+    # -- host, before the first step: the check ------------------------------------------------
+    def check(self, model) -> None:
+        """Trace the model, loss and metrics on each split's element spec (no step runs): a
+        wrong shape or an exception in user code is found here, one line, exit 2. The train
+        split's trace also finds the trainable variables the loss does not reach (a BERT
+        encoder's pooler under a token head): the optimizer leaves them alone, as the
+        original's skips variables without a gradient."""
+        self.trained = {getattr(v, "path", None) or v.name: v for v in model.trainable_variables}
+        if not self.trained:
+            raise self.user.mistake("model", "the model has no trainable variables; nothing to train")
+        names: dict[str, tuple[str, ...]] = {}
+        for name, split in self.splits.items():
+            outputs = self._trace(model, split)
+            if name == "predict":
+                self.predict_names = tuple(outputs)
+                self.predict_dtypes = tuple(outputs[k].dtype for k in self.predict_names)
+            else:
+                names[name] = tuple(outputs)
+        metrics = names.get("train", ())
+        self.metric_names = tuple(m for m in metrics if not m.startswith("ratio:"))
+        self.ratio_names = tuple(m[len("ratio:"):] for m in metrics if m.startswith("ratio:"))
+
+    def _trace(self, model, split: Split) -> dict[str, tf.TensorSpec]:
+        found: dict[str, tf.TensorSpec] = {}
+
+        def step(element):
+            features, labels, _ = unpack(element)
+            with tf.GradientTape() as tape:
+                outputs = self._call_model(model, features, training=split.name == "train")
+                if split.name == "predict":
+                    for key, value in self.predictions(outputs).items():
+                        found[key] = tf.TensorSpec(value.shape, value.dtype)
+                    return 0
+                losses = self.user.call("loss", labels, outputs)
+                self._check_per_example("loss", "loss(labels, outputs)", losses, split)
+                total = tf.reduce_sum(per_example(losses))
+            if split.name == "train":
+                paths = list(self.trained)
+                grads = tape.gradient(total, [unwrap(self.trained[p]) for p in paths])
+                self.unreached = [p for p, g in zip(paths, grads) if g is None]
+            for key, value in self.user_metrics(labels, outputs).items():
+                values = value if isinstance(value, tuple) else (value,)
+                for v in values:
+                    self._check_per_example("metrics", f"metrics(labels, outputs)[{key!r}]", v, split)
+                found[f"ratio:{key}" if isinstance(value, tuple) else key] = None
+            return 0
+
+        def replica_step(element):  # in replica context, as the train step reads the variables
+            return self.strategy.run(step, args=(element,))
+
+        tf.function(replica_step, autograph=False).get_concrete_function(split.element_spec)
+        return found
+
+    def _call_model(self, model, features, training: bool):
+        try:
+            return model(features, training=training)
+        except Exception as exc:  # the user's model on the user's data
+            raise user_lib.failure(exc, self.user.root, "model(features) raised",
+                                   self.user.line_of("model")) from exc
+
+    def _check_per_example(self, fn: str, call: str, value, split: Split) -> None:
+        if not isinstance(value, tf.Tensor):
+            raise self.user.mistake(fn, f"{call} returned a {type(value).__name__}; return a "
+                                    "tensor of per-example values, shape [batch]")
+        if value.shape.rank == 0:
+            raise self.user.mistake(fn, f"{call} returned a scalar; return per-example values, "
+                                    "shape [batch] (a Keras loss: reduction=None)")
+        if value.shape.rank is not None and value.shape[0] not in (None, split.per_replica):
+            raise self.user.mistake(fn, f"{call} returned shape {value.shape}, not [batch "
+                                    f"{split.per_replica}, ...]; return one value per example")
+        if not (value.dtype.is_floating or value.dtype.is_integer or value.dtype == tf.bool):
+            raise self.user.mistake(fn, f"{call} returned {value.dtype.name} values; return numbers")
+
+    def user_metrics(self, labels, outputs) -> dict[str, Any]:
+        if not self.user.has("metrics"):
+            return {}
+        metrics = self.user.call("metrics", labels, outputs)
+        if not isinstance(metrics, dict) or not all(isinstance(k, str) for k in metrics):
+            raise self.user.mistake("metrics", "metrics(labels, outputs) must return a dict of "
+                                    "name: per-example values (or (numerator, denominator))")
+        for key, value in metrics.items():
+            if isinstance(value, tuple) and len(value) != 2:
+                raise self.user.mistake("metrics", f"metrics(labels, outputs)[{key!r}] is a tuple "
+                                        f"of {len(value)}; give (numerator, denominator)")
+        return metrics
+
+    def predictions(self, outputs) -> dict[str, tf.Tensor]:
+        """``predict(outputs)`` (else the model's outputs) as a dict of tensors with a leading
+        batch axis."""
+        values = self.user.call("predict", outputs) if self.user.has("predict") else outputs
+        if isinstance(values, tf.Tensor):
+            values = {"predictions": values}
+        if not isinstance(values, dict) or not all(
+                isinstance(v, tf.Tensor) and v.shape.rank for v in values.values()):
+            where = "predict" if self.user.has("predict") else "model"
+            raise self.user.mistake(where, "predictions must be a tensor or a dict of tensors with "
+                                    "a leading batch axis")
+        return values
+
+    # -- device: the loss -----------------------------------------------------------------------
+    def loss_counts(self, features) -> dict[str, tf.Tensor]:
+        _, _, weights = unpack(features)
+        if weights is None:
+            first = tf.nest.flatten(features[0])[0]
+            return {"weight": tf.cast(tf.shape(first)[0], tf.float32)}
+        return {"weight": tf.reduce_sum(tf.cast(weights, tf.float32))}
+
+    def loss(self, model, features, training: bool, seed=None, totals=None):
+        """The weighted mean of the per-example losses over the global batch (this replica's
+        share), and of the per-example metrics."""
+        x, labels, weights = unpack(features)
+        total = (totals or self.loss_counts(features))["weight"]
+        outputs = model(x, training=training)
+        w = _weights(weights, labels, x)
+        loss = tf.reduce_sum(per_example(self.user.functions["loss"](labels, outputs)) * w) / total
+        shares = {}
+        if self.metric_names:
+            metrics = self.user.functions["metrics"](labels, outputs)
+            shares = {k: tf.reduce_sum(per_example(metrics[k]) * w) / total
+                      for k in self.metric_names}
+        return loss, shares
+
+    # -- host: evaluation, prediction, export -------------------------------------------------
+    def eval_sums(self, model, batch) -> dict[str, tf.Tensor]:
+        x, labels, weights = unpack(batch)
+        w = _weights(weights, labels, x)
+        outputs = model(x, training=False)
+        sums = {"loss": tf.reduce_sum(per_example(self.user.functions["loss"](labels, outputs)) * w),
+                "weight": tf.reduce_sum(w)}
+        if self.metric_names or self.ratio_names:
+            metrics = self.user.functions["metrics"](labels, outputs)
+            for k in self.metric_names:
+                sums[f"mean:{k}"] = tf.reduce_sum(per_example(metrics[k]) * w)
+            for k in self.ratio_names:
+                numerator, denominator = metrics[k]
+                sums[f"num:{k}"] = tf.reduce_sum(totals_of(numerator) * w)
+                sums[f"den:{k}"] = tf.reduce_sum(totals_of(denominator) * w)
+        return sums
+
+    def eval_dataset(self, input_ctx: tf.distribute.InputContext) -> tf.data.Dataset:
+        return self.user_dataset(self.splits["eval"], input_ctx)
+
+    def evaluate(self, ctx: JobContext) -> dict[str, float]:
+        keys = ["loss", "weight", *(f"mean:{k}" for k in self.metric_names),
+                *(f"{p}:{k}" for k in self.ratio_names for p in ("num", "den"))]
+        sums = ctx.evaluate_sums(self.eval_dataset, self.eval_sums, keys,
+                                 self.splits["eval"].batches)
+        weight = max(sums["weight"], 1e-12)
+        out = {"eval_loss": sums["loss"] / weight}
+        out.update({f"eval_{k}": sums[f"mean:{k}"] / weight for k in self.metric_names})
+        out.update({f"eval_{k}": sums[f"num:{k}"] / sums[f"den:{k}"] if sums[f"den:{k}"] else 0.0
+                    for k in self.ratio_names})
+        return out
+
+    def eval_metrics(self, ctx: JobContext) -> dict[str, float]:
+        return self.evaluate(ctx) if "eval" in self.splits else {}
+
+    def predict_outputs(self, model, batch):
+        x, labels, weights = unpack(batch)
+        values = self.predictions(model(x, training=False))
+        return (_weights(weights, labels, x), *(values[k] for k in self.predict_names))
+
+    def predict_dataset(self, input_ctx: tf.distribute.InputContext) -> tf.data.Dataset:
+        return self.user_dataset(self.splits["predict"], input_ctx)
+
+    def write_predictions(self, ctx: JobContext) -> None:
+        """``predictions.jsonl``: one JSON object per example of the predict split with weight
+        > 0, in order (padding dropped), written whole and renamed into place."""
+        rows = ctx.predict_rows(self.predict_dataset, self.predict_outputs,
+                                (tf.float32, *self.predict_dtypes), self.splits["predict"].batches)
+        keep = rows[0] > 0
+        columns = [r[keep] for r in rows[1:]]
+        lines = [json.dumps({k: _json(c[i]) for k, c in zip(self.predict_names, columns)}) + "\n"
+                 for i in range(int(keep.sum()))]
+        path = f"{ctx.out_dir}/{PREDICTIONS}"
+        with tf.io.gfile.GFile(path + ".tmp", "w") as f:
+            f.write("".join(lines))
+        tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+        self.outputs.append(PREDICTIONS)
+        log(f"{len(lines)} predictions: {path}")
+
+    def finish(self, ctx: JobContext) -> dict[str, float]:
+        if "predict" in self.splits:
+            self.write_predictions(ctx)
+        self.export(ctx)
+        return self.evaluate(ctx) if "eval" in self.splits else {}
+
+    def export(self, ctx: JobContext) -> None:
+        """``saved_model/``: the model rebuilt in float32 outside the strategy, holding the
+        trained values, serving ``predict(model(features))`` (signature ``serving_default``)."""
+        previous = keras.mixed_precision.global_policy()
+        keras.mixed_precision.set_global_policy("float32")
+        try:
+            model = self.make_model()
+        finally:
+            keras.mixed_precision.set_global_policy(previous)
+        trained = ctx.model.variables
+        if len(model.variables) != len(trained):
+            raise self.user.mistake("model", "model(params) made a different model the second time; "
+                                    "build it from params alone")
+        for target, source in zip(model.variables, trained):
+            target.assign(np.asarray(unwrap(source).numpy(), target.dtype))
+        split = self.splits.get("predict") or self.splits.get("eval") or self.splits["train"]
+        features = unpack(split.element_spec)[0]
+        flat = tf.nest.flatten(features)
+        names = _input_names(features)
+        signature = [tf.TensorSpec([None, *t.shape[1:]], t.dtype, name=n) for t, n in zip(flat, names)]
+        job = self
+
+        class Serving(tf.Module):
+            @tf.function(input_signature=signature)
+            def serve(self, *inputs):
+                return job.predictions(model(tf.nest.pack_sequence_as(features, list(inputs)),
+                                             training=False))
+
+        module = Serving()
+        # the variables, tracked as such: the Keras model itself would bring Keras' own default
+        # signature, traced with inputs it guesses
+        module.weights = [unwrap(v) for v in model.variables]
+        path = f"{ctx.out_dir}/{SAVED_MODEL_DIR}"
+        if tf.io.gfile.exists(path):
+            tf.io.gfile.rmtree(path)  # a resumed run rewrites the whole export
+        tf.saved_model.save(module, path, signatures={"serving_default": module.serve})
+        self.outputs.append(f"{SAVED_MODEL_DIR}/")
+        log(f"SavedModel for serving: {path}")
+
+
+class KerasOptimizer:
+    """A Keras optimizer of the user's, as the runner's :class:`jobs.job.Optimizer`: Keras 3
+    sums the replicas' gradients itself when ``apply_gradients`` runs in replica context (as
+    in ``model.fit``), and its state variables go into the checkpoint by their paths."""
+
+    def __init__(self, optimizer, trained: dict[str, Any]):
+        self.optimizer = optimizer
+        self.names = list(trained)
+        self.keras_variables = [trained[n] for n in self.names]
+        optimizer.build(self.keras_variables)
+        self.step = unwrap(optimizer.iterations)
+
+    def slots(self) -> dict[str, tf.Variable]:
+        """The optimizer's variables by name within the optimizer (``hidden_kernel_momentum``):
+        its own name (``sgd``, ``sgd_1`` ...) depends on how many came before it."""
+        out = {}
+        for v in self.optimizer.variables:
+            if unwrap(v) is not self.step:
+                path = getattr(v, "path", None) or v.name
+                out[path.split("/", 1)[-1]] = unwrap(v)
+        return out
+
+    def apply_gradients(self, grads):
+        return self.optimizer.apply_gradients(zip(grads, self.keras_variables))
+
+    def current_learning_rate(self) -> tf.Tensor:
+        return tf.convert_to_tensor(self.optimizer.learning_rate)
+
+
+def per_example(values) -> tf.Tensor:
+    """[batch, ...] values as float32 per-example means."""
+    values = tf.cast(values, tf.float32)
+    if values.shape.rank and values.shape.rank > 1:
+        values = tf.reduce_mean(values, axis=list(range(1, values.shape.rank)))
+    return values
+
+
+def totals_of(values) -> tf.Tensor:
+    """[batch, ...] values as float32 per-example sums (a ratio's numerator or denominator)."""
+    values = tf.cast(values, tf.float32)
+    if values.shape.rank and values.shape.rank > 1:
+        values = tf.reduce_sum(values, axis=list(range(1, values.shape.rank)))
+    return values
+
+
+def _weights(weights, labels, features) -> tf.Tensor:
+    if weights is not None:
+        return tf.cast(weights, tf.float32)
+    first = tf.nest.flatten(features)[0]
+    return tf.ones([tf.shape(first)[0]], tf.float32)
+
+
+def _input_names(features) -> list[str]:
+    if isinstance(features, dict):
+        return [str(k) for k in sorted(features)]
+    flat = tf.nest.flatten(features)
+    return ["features"] if len(flat) == 1 else [f"features_{i}" for i in range(len(flat))]
+
+
+def _json(value) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, np.ndarray):
+        return [_json(v) for v in value] if value.dtype.kind in "SO" else value.tolist()
+    return value.item() if hasattr(value, "item") else value
+
+
+def _describe(spec) -> str:
+    if isinstance(spec, tf.TensorSpec):
+        return f"a tensor of shape {spec.shape}"
+    if isinstance(spec, dict):
+        return "a dict"
+    return f"a {type(spec).__name__}" + (f" of {len(spec)}" if isinstance(spec, tuple) else "")
+
