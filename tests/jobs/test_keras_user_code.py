@@ -173,7 +173,7 @@ def test_a_mistake_only_running_finds_is_one_line_before_the_first_step(tmp_path
     assert run_spec(spec, search=[str(tmp_path)]) == 2
     err = capsys.readouterr().err
     errors = [line for line in err.splitlines() if "error" in line]
-    assert errors == [f"jobs: error: {path}:{line_of(path, marker)}: {expected}"]
+    assert errors == [f"tpuctl: error: {path}:{line_of(path, marker)}: {expected}"]
     assert "Traceback" not in err
     assert not list((tmp_path / "run").glob("ckpt-*"))   # nothing trained, nothing to resume
 
