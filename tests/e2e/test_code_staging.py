@@ -6,7 +6,6 @@ read from the installed tpuctl's dry run; staging uploads exactly it (no TensorF
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from provision.cloud.storage import local_bucket
 from provision.runs import store as runs
 from provision.runs.training import Prepared, stage_run
 from provision.staging.selection import select
+from tests.bert_dirs import config_only_bert
 from tests.conftest import run_tpuctl_process
 
 TOKEN = "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB"
@@ -53,14 +53,7 @@ def _code_dir(root: Path) -> Path:
 
 
 def _job_spec(root: Path) -> Path:
-    bert = root / "bert"
-    bert.mkdir()
-    (bert / "bert_config.json").write_text(json.dumps({
-        "vocab_size": 8, "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
-        "intermediate_size": 32, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
-        "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 64, "type_vocab_size": 2,
-        "initializer_range": 0.02}))
-    (bert / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\na\nb\nc\n")
+    bert = config_only_bert(root)
     (root / "train.tsv").write_text("a\t0\n")
     spec = root / "job.yaml"
     spec.write_text(f"job: bert-finetune\nbert_dir: {bert}\ntrain_file: {root}/train.tsv\ninit_checkpoint: none\n"

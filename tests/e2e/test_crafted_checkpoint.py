@@ -10,7 +10,6 @@ writes: prefix-compressed blocks, a block trailer, a 48-byte footer ending in th
 
 from __future__ import annotations
 
-import json
 import resource
 import struct
 import subprocess
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.bert_dirs import config_only_bert
 from tests.conftest import REPO, TPUCTL_BIN
 
 LIMIT = 384 << 20
@@ -65,14 +65,7 @@ def _extending_keys() -> bytes:
 
 
 def _bert_dir(root: Path, index: bytes) -> Path:
-    bert = root / "bert"
-    bert.mkdir()
-    (bert / "bert_config.json").write_text(json.dumps({
-        "vocab_size": 8, "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
-        "intermediate_size": 32, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
-        "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 64, "type_vocab_size": 2,
-        "initializer_range": 0.02}))
-    (bert / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\na\nb\nc\n")
+    bert = config_only_bert(root)
     (bert / "bert_model.ckpt.index").write_bytes(index)
     return bert
 

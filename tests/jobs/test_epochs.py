@@ -4,7 +4,6 @@ job's epoch stream)."""
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import sys
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from jobs.epochs import MAX_EPOCHS, overuse_warning
+from tests.bert_dirs import config_only_bert
 
 from .conftest import REPO, TEMPLATES, job_env
 
@@ -42,13 +42,7 @@ def test_a_one_line_corpus_is_warned_about_in_the_job_log(tmp_path):
     """The tiny pretraining spec on a one-line corpus (3 examples). The job is stopped once it has
     said so (SIGTERM before training: exit 42), to stay fast. The line is the job's log, which
     `tpuctl logs` prints (tests/e2e/test_data_train_local.py reads a sibling line there)."""
-    bert = tmp_path / "bert"
-    bert.mkdir()
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "."]
-    (bert / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    (bert / "bert_config.json").write_text(json.dumps({
-        "vocab_size": len(vocab), "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
-        "intermediate_size": 32, "max_position_embeddings": 64, "type_vocab_size": 2}))
+    bert = config_only_bert(tmp_path, ["the", "cat", "sat", "on", "mat", "."])
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("the cat sat on the mat .\n")
     argv = [sys.executable, "-m", "jobs", "run", str(TEMPLATES / "bert-pretrain-tiny.yaml"),
