@@ -417,7 +417,7 @@ def _chosen_note(spec: ClusterSpec, chosen: Candidate, plan: CandidatePlan) -> s
 
 def _suggest_zone(generation: str) -> str:
     return {"v2": "us-central1-b", "v3": "europe-west4-a", "v4": "us-central2-b", "v5litepod": "us-west4-a",
-            "v5p": "us-east5-a", "v6e": "us-east5-b"}.get(generation, "us-central1-b")
+            "v5p": "us-east5-a", "v6e": "us-east5-b", "tpu7x": "us-central1-c"}.get(generation, "us-central1-b")
 
 
 def _pool(provider: Provider) -> cidrs.IPv4Network:
