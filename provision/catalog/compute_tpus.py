@@ -104,6 +104,13 @@ def shape(acc: AcceleratorType) -> ComputeShape | None:
     return ComputeShape(acc, types[per_vm], per_vm, acc.chips // per_vm, topology(acc))
 
 
+def shape_family(accelerator_type: str) -> str:
+    """The TPU image family of an accelerator type's generation ("" for one Compute Engine does not sell)."""
+    from .accelerators import parse
+
+    return IMAGE_FAMILIES.get(parse(accelerator_type).generation.name, "")
+
+
 def machine_types() -> tuple[str, ...]:
     """Every TPU machine type tpuctl knows, for reading them back from an instance."""
     return tuple(t for types in MACHINE_TYPES.values() for t in types.values())

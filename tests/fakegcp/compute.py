@@ -54,6 +54,7 @@ class Instance:
     status: str = "PROVISIONING"
     seq: int = 0
     preempted: bool = False       # the guest's metadata says instance/preempted TRUE (notice given)
+    reservation_affinity: dict[str, Any] = field(default_factory=dict)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -173,6 +174,7 @@ def make_instance(store: Store, project: str, zone: str, body: dict[str, Any], *
         scheduling=dict(body.get("scheduling") or {}),
         service_accounts=list(body.get("serviceAccounts") or []),
         description=body.get("description") or "", seq=store.seq(),
+        reservation_affinity=dict(body.get("reservationAffinity") or {}),
     )
 
 
@@ -254,6 +256,8 @@ def instance_json(store: Store, inst: Instance) -> dict[str, Any]:
     }
     if inst.labels:
         out["labels"] = dict(inst.labels)
+    if inst.reservation_affinity:
+        out["reservationAffinity"] = dict(inst.reservation_affinity)
     if not out["serviceAccounts"]:
         del out["serviceAccounts"]
     return out

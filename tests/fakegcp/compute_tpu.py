@@ -598,6 +598,19 @@ def register(router: Router, store_of: Any) -> None:
         where = f"projects/{p['project']}/regions/{p['region']}/resourcePolicies"
         return list_page(s, req, "compute#resourcePolicyList", where, where, items)
 
+    @route("GET", "/aggregated/resourcePolicies", "compute.resourcePolicies.aggregatedList",
+           "compute.resourcePolicies.list")
+    def policy_aggregated(req: Request) -> Any:
+        from .compute import aggregated_page
+
+        s, project = store_of(), req.params["project"]
+        ensure_project(s, project)
+        scoped: dict[str, list[dict[str, Any]]] = {f"regions/{r}": [] for r in catalog.REGIONS}
+        for x in s.resource_policies.values():
+            if x.project == project:
+                scoped[f"regions/{x.region}"].append(policy_json(s, x))
+        return aggregated_page(s, req, "compute#resourcePolicyAggregatedList", project, "resourcePolicies", scoped)
+
     # instance templates
     @route("POST", "/global/instanceTemplates", "compute.instanceTemplates.insert", "compute.instanceTemplates.create")
     def template_insert(req: Request) -> Any:
