@@ -18,8 +18,7 @@ from typing import Any
 
 from ..basics.errors import CloudError, NotFound, PartialFailure, TpuctlError, UsageError
 from ..basics.validate import region_of
-from ..catalog import compute_tpus, prices
-from ..cloud import capacity as capacities
+from ..catalog import prices
 from ..cloud.base import (
     Arch,
     ClusterSpec,
@@ -35,6 +34,7 @@ from ..cloud.base import (
 from ..cloud.capacity import Capacity
 from ..cloud.failures import Failure, Kind, Scope, classify, failure
 from ..cloud.operations import Backoff, OperationTimeout, wait_all, wait_until
+from . import capacity as capacity_plan
 from . import cidr as cidrs
 from . import ledger
 from .cache import cache_spec
@@ -186,7 +186,7 @@ def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_
                 f"cluster {spec.name} already has a {tpu.accelerator_type} TPU ({tpu.arch.value}) in {tpu.zone}",
                 hint=f"use --accelerator-type {tpu.accelerator_type} --arch {tpu.arch.value}, "
                      f"or tpuctl down {spec.name} first")
-        spec = _keep_api(spec, tpu)
+        spec = capacity_plan.keep_api(spec, tpu)
         if tpu.paid_as not in spec.capacities:
             raise UsageError(
                 f"cluster {spec.name} already has a {'preemptible' if tpu.preemptible else tpu.paid_as.value} TPU",
@@ -289,7 +289,7 @@ def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_
     elif need_tpu and req is None:
         fit0 = fits.get((acc.name, zone0))
         image = fit0.runtime_version if fit0 else None
-        on = _on_compute(acc, cands[0].capacity if cands else "") if fit0 and fit0.api == "compute" else ""
+        on = capacity_plan.on_compute(acc, cands[0].capacity if cands else "") if fit0 and fit0.api == "compute" else ""
         result.planned.append(f"TPU {spec.name} {acc.name} in {zone0}{how}{on}"
                               + (f" with range {block}" if block else "") + (f", image {image}" if image else ""))
     if spec.queued and not provider.offers_queued:
@@ -351,15 +351,6 @@ def _as_made(spec: ClusterSpec, result: UpResult) -> ClusterSpec:
     return dataclasses.replace(spec, **changes) if changes else spec
 
 
-def _keep_api(spec: ClusterSpec, node: TpuNode) -> ClusterSpec:
-    """A cluster keeps the API its TPU was made with: ``--api auto`` follows it, another is refused."""
-    if spec.api not in ("auto", node.api):
-        made = "Compute Engine" if node.api == "compute" else "the Cloud TPU API"
-        raise UsageError(f"cluster {spec.name}'s TPU was made with {made} (--api {node.api})",
-                         hint=f"use --api {node.api} or auto, or tpuctl down {spec.name} first")
-    return spec.with_api(node.api) if node.api != spec.api and spec.api == "auto" else spec
-
-
 def _check_request(spec: ClusterSpec, req: QueuedRequest) -> None:
     """A live queued resource is adopted only if it asks for what this ``up`` asks for."""
     if spec.arch != Arch.VM or (req.accelerator_type and req.accelerator_type not in {a.name for a in spec.candidates}):
@@ -395,7 +386,7 @@ def _candidates(provider: Provider, spec: ClusterSpec, zones: list[str], offers:
         try:
             if not offered:
                 raise UsageError(f"{acc.name} is not offered in {', '.join(zones)}",
-                                 hint=f"pick a zone that offers it ({_listing_command(acc)}), "
+                                 hint=f"pick a zone that offers it ({capacity_plan.listing_command(acc)}), "
                                       f"e.g. --zone {_suggest_zone(acc.generation.name)}")
             keep = keep_image if prefer is None or prefer[0] == acc.name else None
             got = plan_zones(offers, spec.with_type(acc.name), offered, tpu=True, vm=need_vm, keep_image=keep,
@@ -421,22 +412,17 @@ def _candidates(provider: Provider, spec: ClusterSpec, zones: list[str], offers:
         return price
 
     order = tuple(c.value for c in spec.capacities)
-
-    def allows(acc: Any, zone: str, cap: str) -> bool:
-        return Capacity(cap) in capacities.for_api(spec.capacities, fits[(acc.name, zone)].api or "tpu")
-
     cands = rank([a for a in types if a.name in zones_of], zones_of, price_for(order[0]),
-                 in_order=spec.in_order or not several, capacities=order, allows=allows, price_for=price_for)
+                 in_order=spec.in_order or not several, capacities=order, price_for=price_for,
+                 allows=lambda acc, zone, cap: capacity_plan.allowed(spec, fits[(acc.name, zone)].api, cap))
     if not cands:
-        raise UsageError(f"{', '.join(order)} can be had only on Compute Engine, and no zone of {', '.join(zones)} "
-                         f"lists {'/'.join(a.name for a in types)} as a machine type",
-                         hint="add on-demand or spot to --capacity, or pick a zone that sells it on Compute Engine")
-    skipped = [f"{c} in {z}" for (t, z), f in fits.items() for c in order
-               if Capacity(c) not in capacities.for_api(spec.capacities, f.api or "tpu")]
+        raise capacity_plan.nothing_to_ask(spec, zones, types)
+    skipped = capacity_plan.left_out(spec, {k: f.api for k, f in fits.items()})
     if skipped:
-        log(f"left out (the Cloud TPU API has no such capacity): {', '.join(dict.fromkeys(skipped))}")
+        log(f"left out (the Cloud TPU API has no such capacity): {', '.join(skipped)}")
     if prefer is not None:
-        cands.sort(key=lambda c: (c.name, c.zone) != prefer)       # stable: the rest keep their order
+        # its type and zone first within each capacity, the capacity order kept (stable sort)
+        cands.sort(key=lambda c: (order.index(c.capacity), (c.name, c.zone) != prefer))
     return cands, fits
 
 
@@ -460,22 +446,6 @@ def _chosen_note(spec: ClusterSpec, chosen: Candidate, plan: CandidatePlan) -> s
 def _suggest_zone(generation: str) -> str:
     return {"v2": "us-central1-b", "v3": "europe-west4-a", "v4": "us-central2-b", "v5litepod": "us-west4-a",
             "v5p": "us-east5-a", "v6e": "us-east5-b", "tpu7x": "us-central1-c"}.get(generation, "us-central1-b")
-
-
-def _on_compute(acc: Any, cap: str) -> str:
-    """`` on Compute Engine (4 x ct5p-hightpu-4t, 2x2x4, spot)``: what the plan makes there."""
-    shape = compute_tpus.shape(acc)
-    if shape is None:
-        return ""
-    vms = f"{shape.vms} x {shape.machine_type}, {shape.topology}" if shape.multi_host else shape.machine_type
-    return f" on Compute Engine ({vms}" + (f", {cap}" if cap else "") + ")"
-
-
-def _listing_command(acc: Any) -> str:
-    shape = compute_tpus.shape(acc)
-    if shape is None:
-        return "gcloud compute tpus accelerator-types list --zone ZONE"
-    return f"gcloud compute machine-types list --filter=name={shape.machine_type} for Compute Engine"
 
 
 def _pool(provider: Provider) -> cidrs.IPv4Network:
