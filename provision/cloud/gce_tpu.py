@@ -231,13 +231,19 @@ def _ip(inst: Json) -> str:
     return ""
 
 
-_IN_ZONE = re.compile(r" in ([a-z]+-[a-z]+[0-9]+-[a-z0-9]+)$")
+_PART = re.compile(r": ([a-z0-9]+-[0-9]+) in ([a-z]+-[a-z]+[0-9]+-[a-z0-9]+)$")
 
 
 def zone_of(description: Any) -> str | None:
     """The zone a template or policy was made for, from its description (:attr:`Request.description`)."""
-    m = _IN_ZONE.search(str(description or ""))
-    return m.group(1) if m else None
+    m = _PART.search(str(description or ""))
+    return m.group(2) if m else None
+
+
+def accelerator_in(description: Any) -> str:
+    """The accelerator type a template or policy was made for ("" when its description does not say)."""
+    m = _PART.search(str(description or ""))
+    return m.group(1) if m else ""
 
 
 def worker_number(inst: Json) -> int:

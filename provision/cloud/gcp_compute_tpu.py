@@ -295,21 +295,23 @@ class ComputeTpus:
         """A template or workload policy named for ``cluster`` (left by an ``up`` cut short): a
         TERMINATED TPU of the cluster (billed nothing), so that deleting it deletes them."""
         name = gce_tpu.resource_name(cluster)
-        found: dict[str, str] = {}          # zone -> what is left there
+        found: dict[str, list[str]] = {}    # zone -> what is left there
+        kinds: dict[str, str] = {}          # zone -> the accelerator type it was for
         # lists filtered by name, not gets: a read that finds nothing answers 200, not 404
-        for template in self._pages("compute.instanceTemplates.list", f"{self._gce}/global/instanceTemplates", "items",
-                                    {"filter": f'name eq "{name}"'}):
-            where = gce_tpu.zone_of(template.get("description"))
+        parts = [("instance template", t) for t in self._pages(
+            "compute.instanceTemplates.list", f"{self._gce}/global/instanceTemplates", "items",
+            {"filter": f'name eq "{name}"'})]
+        parts += [("workload policy", p) for p in self._aggregated(
+            "compute.resourcePolicies.aggregatedList", "resourcePolicies", "resourcePolicies",
+            {"filter": f'name eq "{name}"'})]
+        for what, part in parts:
+            where = gce_tpu.zone_of(part.get("description"))
             if where:
-                found[where] = "instance template"
-        for policy in self._aggregated("compute.resourcePolicies.aggregatedList", "resourcePolicies",
-                                       "resourcePolicies", {"filter": f'name eq "{name}"'}):
-            where = gce_tpu.zone_of(policy.get("description"))
-            if where:
-                found[where] = f"{found[where]} and workload policy" if where in found else "workload policy"
-        return [TpuNode(name=cluster, zone=where, arch=Arch.VM, accelerator_type="", state=TpuState.TERMINATED,
-                        health_description=f"only its {what} remain", api="compute",
-                        labels={CLUSTER_LABEL: cluster, ROLE_LABEL: "tpu"})
+                found.setdefault(where, []).append(what)
+                kinds[where] = kinds.get(where) or gce_tpu.accelerator_in(part.get("description"))
+        return [TpuNode(name=cluster, zone=where, arch=Arch.VM, accelerator_type=kinds.get(where, ""),
+                        state=TpuState.TERMINATED, health_description=f"only its {' and '.join(what)} remain",
+                        api="compute", labels={CLUSTER_LABEL: cluster, ROLE_LABEL: "tpu"})
                 for where, what in found.items() if zone is None or where == zone]
 
 

@@ -6,8 +6,9 @@ BERT run of 400 steps (checkpoints every 50) through the GCP provider against th
 fake-gcs-server, each worker's agent a local process reading its VM's metadata server through the
 fake. Worker 0 is preempted at steps 100 and 250 as Compute Engine preempts a Spot VM: its guest's
 ``instance/preempted`` turns TRUE, and ``NOTICE_S`` later the VM is deleted (termination action
-DELETE). Side by side, the same schedule without a notice (the VM is gone at once), which is what
-the job gets when nothing watches the metadata server.
+DELETE) and powered off: its agent and job are killed, and the recreated VM's agent starts. Side
+by side, the same schedule without a notice (the VM gone at once, the job killed mid-step),
+which is what the job gets when nothing watches the metadata server.
 
 Reported per preemption, from the run's events: detection, the slice's recreation (delete the
 MIG, template and policy; make them again; all workers at once), preemption to the first step of
@@ -18,11 +19,13 @@ Google's provisioning time.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -51,11 +54,22 @@ def _run(home: Path, tiny: Path, notice: float) -> dict:
         up = tpuctl("up", "bench", "--zone", ZONE, "-a", "v5p-16", "--spot", "--no-vm")
         if up.returncode != 0:
             raise RuntimeError(up.stderr[-1000:])
-        agents = [subprocess.Popen(
-            [sys.executable, "-m", "provision.host.agent", "daemon", "--cluster", "bench", "--bucket", bucket,
-             "--project", fake.project, "--role", "worker", "--worker", str(w), "--poll", str(POLL_S)],
-            cwd=REPO, env={**env, "TPUCTL_METADATA_URL": fake.guest_metadata_url(ZONE, f"bench-tpu-{w}")},
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for w in range(2)]
+        def boot(w: int) -> subprocess.Popen:
+            """The agent of worker ``w``'s VM (its own session: powering the VM off ends its job too)."""
+            return subprocess.Popen(
+                [sys.executable, "-m", "provision.host.agent", "daemon", "--cluster", "bench", "--bucket", bucket,
+                 "--project", fake.project, "--role", "worker", "--worker", str(w), "--poll", str(POLL_S)],
+                cwd=REPO, env={**env, "TPUCTL_METADATA_URL": fake.guest_metadata_url(ZONE, f"bench-tpu-{w}")},
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+        agents = [boot(w) for w in range(2)]
+
+        def power_off_and_replace() -> None:
+            """Worker 0's VM goes (its agent and job with it); the recreated VM's agent starts."""
+            os.killpg(agents[0].pid, 9)
+            agents[0].wait()
+            agents[0] = boot(0)
+
         model = home / "model"
         try:
             start = time.time()
@@ -79,6 +93,7 @@ def _run(home: Path, tiny: Path, notice: float) -> dict:
                     fake.preempt_instance(ZONE, "bench-tpu-0", notice=notice)
                     injected.append(time.time())
                     pending.pop(0)
+                    threading.Timer(notice, power_off_and_replace).start()
             out, err = proc.communicate()
             wall = time.time() - start
             if proc.returncode != 0:
@@ -89,7 +104,8 @@ def _run(home: Path, tiny: Path, notice: float) -> dict:
             counts = fake.call_counts()
         finally:
             for a in agents:
-                a.kill()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(a.pid, 9)
                 a.wait()
         tpuctl("down", "bench")
     return {"wall_s": wall, "run": run, "events": events, "injected": injected, "calls": counts}

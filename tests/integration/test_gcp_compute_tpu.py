@@ -190,3 +190,82 @@ def test_a_reservation_bound_tpu_names_its_reservation(fakegcp_env, tpuctl):
     assert tpu["reservationAffinity"] == {"consumeReservationType": "SPECIFIC_RESERVATION",
                                           "key": "compute.googleapis.com/reservation-name", "values": ["team-r"]}
     assert tpu["machineType"].endswith("/tpu7x-standard-1t")
+
+
+def test_down_idle_and_cost_see_both_kinds_side_by_side(fakegcp_env, gcs_env, gcs_bucket, tpuctl):
+    """The reaper finds an idle TPU of either API, deletes it (a slice whole: MIG, template, policy),
+    never a host VM, and records what it saved where `cost` reads it."""
+    fake, bucket = fakegcp_env, f"gs://{gcs_bucket}"
+    for args in (("ce", "--zone", "us-east5-c", "-a", "v5p-16", "--spot"),
+                 ("api", "--zone", "us-central1-b", "-a", "v2-8", "--preemptible")):
+        r = tpuctl("up", *args, "--bucket", bucket)
+        assert r.code == 0, r.err
+    assert {n["tpu"]["api"] for n in tpuctl("status", "--json").json()["clusters"]} == {"compute", "tpu"}
+    r = tpuctl("down", "--idle", "--idle-for", "0s", "--json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    assert sorted(doc["deleted"]) == ["TPU api (us-central1-b)", "TPU ce (us-east5-c)"]
+    # v2-8 preemptible $1.35 + v5p-16 spot (8 chips on 2 VMs) x $1.68 (us-east5): each at its tier and region
+    assert doc["saves_usd_per_hour"] == pytest.approx(1.35 + 8 * 1.68)
+    res = _res(fake)
+    assert sorted(i["name"] for i in res["instances"]) == ["api", "ce"]      # the host VMs stay
+    assert not res["instanceGroupManagers"] and not res["instanceTemplates"] and not res["resourcePolicies"]
+    cost = tpuctl("cost", "ce", "--json")
+    assert cost.code == 0, cost.err
+    (ce,) = [c for c in cost.json()["clusters"] if c["cluster"] == "ce"]
+    (life,) = ce["lifetimes"]
+    assert life["accelerator_type"] == "v5p-16" and life["deleted_by"] == "reaper" and life["interruptible"]
+    assert life["hourly_usd"] == 13.44 and ce["account"]["billed_hours"] > 0
+
+
+def test_a_degraded_slice_or_a_deleted_spot_vm_reads_as_preempted_and_up_recreates_it_whole(fakegcp_env, tpuctl):
+    fake = fakegcp_env
+    assert tpuctl("up", "deg", "--zone", "us-east5-c", "-a", "v5p-16", "--spot", "--no-vm").code == 0
+    assert tpuctl("up", "one", "--zone", "us-central1-c", "-a", "tpu7x-8", "--spot", "--no-vm").code == 0
+    fake.set_topology("us-east5-c", "deg-tpu", "ACTIVE_DEGRADED")        # the VMs run, the ICI does not
+    fake.preempt_instance("us-central1-c", "one-tpu")                    # spot, termination action DELETE
+    st = {c["name"]: c["tpu"] for c in tpuctl("status", "--json").json()["clusters"]}
+    assert st["deg"]["state"] == "PREEMPTED" and "ACTIVE_DEGRADED" in st["deg"]["health_description"]
+    assert "one" not in st or st["one"] is None                         # the VM is gone: no TPU left
+    fake.clear_calls()
+    r = tpuctl("up", "deg", "--zone", "us-east5-c", "-a", "v5p-16", "--spot", "--no-vm", "--json")
+    assert r.code == 0, r.err and r.json()["tpu"]["state"] == "READY"
+    counts = fake.call_counts()
+    # deleted whole, made whole again: one MIG, template and policy each, both workers in one create
+    for call in ("instanceGroupManagers.delete", "instanceTemplates.delete", "resourcePolicies.delete",
+                 "instanceGroupManagers.insert", "instanceTemplates.insert", "resourcePolicies.insert",
+                 "instanceGroupManagers.createInstances"):
+        assert counts.get(f"compute.{call}") == 1, call
+    (mig,) = _res(fake)["instanceGroupManagers"]
+    assert mig["status"]["appliedAcceleratorTopologies"][0]["state"] == "ACTIVE"
+    r = tpuctl("up", "one", "--zone", "us-central1-c", "-a", "tpu7x-8", "--spot", "--no-vm", "--json")
+    assert r.code == 0, r.err and r.json()["tpu"]["state"] == "READY"
+
+
+@pytest.mark.parametrize("then", ["down", "up"])
+def test_what_an_up_killed_halfway_left_of_a_slice_is_cleaned_up(fakegcp_env, tpuctl, then):
+    """An up killed after its workload policy and template but before its MIG (no rollback ran)
+    leaves parts that bill nothing but would block the next slice of that name: they read as a
+    TERMINATED TPU of the cluster, which down deletes and up replaces."""
+    import json
+    import urllib.request
+
+    fake = fakegcp_env
+    description = "tpuctl cluster half: v5p-16 in us-east5-c"
+    for path, body in (("regions/us-east5/resourcePolicies", {"name": "half-tpu", "description": description,
+                        "workloadPolicy": {"type": "HIGH_THROUGHPUT", "acceleratorTopology": "2x2x2"}}),
+                       ("global/instanceTemplates", {"name": "half-tpu", "description": description,
+                        "properties": {"machineType": "ct5p-hightpu-4t"}})):
+        req = urllib.request.Request(f"{fake.url}/compute/v1/projects/{fake.project}/{path}", method="POST",
+                                     data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+        urllib.request.urlopen(req, timeout=10).read()
+    (st,) = tpuctl("status", "half", "--json").json()["clusters"]
+    assert st["tpu"]["state"] == "TERMINATED" and st["tpu"]["accelerator_type"] == "v5p-16"
+    assert "only its instance template and workload policy remain" in st["tpu"]["health_description"]
+    if then == "down":
+        assert tpuctl("down", "half").code == 0
+        assert _nothing_left(fake)
+    else:
+        r = tpuctl("up", "half", "--zone", "us-east5-c", "-a", "v5p-16", "--no-vm", "--json")
+        assert r.code == 0, r.err
+        assert r.json()["tpu"]["state"] == "READY" and len(_res(fake)["instanceTemplates"]) == 1
