@@ -37,6 +37,16 @@ def _region(zone: str) -> str:
     return zone.rsplit("-", 1)[0]
 
 
+def _parts(zone: str, name: str) -> dict[str, tuple[str, str, str]]:
+    """A slice's parts in the order they are deleted: (delete call, path, operation scope)."""
+    region = _region(zone)
+    return {"mig": ("compute.instanceGroupManagers.delete", f"zones/{zone}/instanceGroupManagers/{name}",
+                    f"zones/{zone}"),
+            "template": ("compute.instanceTemplates.delete", f"global/instanceTemplates/{name}", "global"),
+            "policy": ("compute.resourcePolicies.delete", f"regions/{region}/resourcePolicies/{name}",
+                       f"regions/{region}")}
+
+
 class ComputeTpus:
     """Compute Engine TPU calls of one project; ``call``/``pages``/``aggregated``/``wait`` are the
     provider's retried, classified calls."""
@@ -101,11 +111,7 @@ class ComputeTpus:
 
     def _undo(self, zone: str, name: str, made: list[str]) -> None:
         """Delete the parts of a slice this call made, last first (best effort; down finds the rest)."""
-        steps = {"mig": ("compute.instanceGroupManagers.delete", f"zones/{zone}/instanceGroupManagers/{name}",
-                         f"zones/{zone}"),
-                 "template": ("compute.instanceTemplates.delete", f"global/instanceTemplates/{name}", "global"),
-                 "policy": ("compute.resourcePolicies.delete", f"regions/{_region(zone)}/resourcePolicies/{name}",
-                            f"regions/{_region(zone)}")}
+        steps = _parts(zone, name)
         for part in reversed(made):
             what, path, scope = steps[part]
             try:
@@ -162,12 +168,8 @@ class ComputeTpus:
     def _step_delete(self, op: Operation, zone: str, name: str, step: str) -> bool:
         """Delete ``step``, or the first part after it that exists; record in ``op`` which one is
         being deleted (done when none is left). False when no part was there at all."""
-        order = ["mig", "template", "policy"]
-        paths = {"mig": ("compute.instanceGroupManagers.delete", f"zones/{zone}/instanceGroupManagers/{name}",
-                         f"zones/{zone}"),
-                 "template": ("compute.instanceTemplates.delete", f"global/instanceTemplates/{name}", "global"),
-                 "policy": ("compute.resourcePolicies.delete", f"regions/{_region(zone)}/resourcePolicies/{name}",
-                            f"regions/{_region(zone)}")}
+        paths = _parts(zone, name)
+        order = list(paths)
         found = False
         for part in order[order.index(step):]:
             what, path, scope = paths[part]

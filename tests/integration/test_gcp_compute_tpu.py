@@ -269,3 +269,25 @@ def test_what_an_up_killed_halfway_left_of_a_slice_is_cleaned_up(fakegcp_env, tp
         r = tpuctl("up", "half", "--zone", "us-east5-c", "-a", "v5p-16", "--no-vm", "--json")
         assert r.code == 0, r.err
         assert r.json()["tpu"]["state"] == "READY" and len(_res(fake)["instanceTemplates"]) == 1
+
+
+def test_a_regional_quota_on_a_slice_create_moves_to_another_region_and_leaves_nothing(fakegcp_env, tpuctl):
+    """Compute Engine's per-family quota error, as Google sends it (tests/corpus:
+    compute-quota-region-family-terraform-20573, a createInstances operation's error here), skips
+    the region; the slice made there is deleted whole before the next one is asked for."""
+    import json
+    from pathlib import Path
+
+    corpus = {e["id"]: e for e in json.loads((Path(__file__).resolve().parents[1] / "corpus" /
+                                              "google_errors.json").read_text())["entries"]}
+    body = json.loads(json.dumps(corpus["compute-quota-region-family-terraform-20573"]["body"])
+                      .replace("us-central1", "us-east5"))
+    fake = fakegcp_env
+    fake.fault("compute.v1", r"^/compute/v1/projects/[^/]+/zones/us-east5-c/instanceGroupManagers/[^/]+/createInstances$",
+               body, where="operation")
+    r = tpuctl("up", "q", "--zone", "us-east5-c,us-south1-b", "-a", "v5p-16", "--no-vm", "--json")
+    assert r.code == 0, r.err
+    assert r.json()["zone"] == "us-south1-b" and "region us-east5: quota" in r.err
+    res = _res(fake)
+    assert [m["zone"].rsplit("/", 1)[-1] for m in res["instanceGroupManagers"]] == ["us-south1-b"]
+    assert [p["name"] for p in res["resourcePolicies"]] == ["q-tpu"] and len(res["instanceTemplates"]) == 1
