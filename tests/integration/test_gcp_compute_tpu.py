@@ -128,8 +128,8 @@ def test_capacity_order_moves_past_a_spot_stockout_to_flex_start_and_says_why(fa
     assert tpuctl("down", "cap").code == 0 and _nothing_left(fake)
 
 
-@pytest.mark.parametrize("end", ["FAILED", "CANCELLED"])
-def test_a_flex_start_request_that_fails_or_is_cancelled_leaves_nothing(fakegcp_env, tpuctl, end):
+@pytest.mark.parametrize("end", ["FAILED", "CANCELLED", "timeout"])
+def test_a_flex_start_request_that_fails_is_cancelled_or_times_out_leaves_nothing(fakegcp_env, tpuctl, end):
     fake = fakegcp_env
     fake.stockout("us-east5-c", kind="compute-tpu", model="FLEX_START")     # it waits in ACCEPTED
     import threading
@@ -137,7 +137,7 @@ def test_a_flex_start_request_that_fails_or_is_cancelled_leaves_nothing(fakegcp_
 
     def finish() -> None:
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and end != "timeout":
             if fake.resources()["instanceGroupManagers"]:
                 time.sleep(0.3)
                 fake.end_resize_request("us-east5-c", "flex-tpu", end, message="no capacity for the run")
@@ -146,11 +146,14 @@ def test_a_flex_start_request_that_fails_or_is_cancelled_leaves_nothing(fakegcp_
 
     t = threading.Thread(target=finish)
     t.start()
-    r = tpuctl("up", "flex", "--zone", "us-east5-c", "-a", "v5p-16", "--flex-start", "1h", "--no-vm", "--timeout", "60s")
+    r = tpuctl("up", "flex", "--zone", "us-east5-c", "-a", "v5p-16", "--flex-start", "1h", "--no-vm", "--timeout",
+               "3s" if end == "timeout" else "60s")
     t.join()
     assert r.code == 1
     line = r.err.strip().splitlines()[-1]
-    if end == "FAILED":      # that zone could not fill it: the next zone or capacity would be tried
+    if end == "timeout":     # as --queued: giving up deletes the request with the slice
+        assert "up timed out waiting for create tpu flex in us-east5-c; rolled back TPU flex (us-east5-c)" in line
+    elif end == "FAILED":      # that zone could not fill it: the next zone or capacity would be tried
         assert "no zone could create a v5p-16 TPU (us-east5-c: request_failed)" in line
         assert "flex-start request FAILED: FAILED: no capacity for the run" in r.err
     else:                    # someone cancelled it: up stops
