@@ -13,7 +13,7 @@ from ..basics.errors import UsageError
 from ..catalog import compute_tpus
 from ..catalog.accelerators import AcceleratorType
 from ..cloud import capacity as capacities
-from ..cloud.base import ClusterSpec, TpuNode
+from ..cloud.base import ClusterSpec, Provider, TpuNode
 from ..cloud.capacity import Capacity
 
 
@@ -34,6 +34,18 @@ def nothing_to_ask(spec: ClusterSpec, zones: Sequence[str], types: Iterable[Acce
     return UsageError(f"{order} can be had only on Compute Engine, and no zone of {', '.join(zones)} lists "
                       f"{'/'.join(a.name for a in types)} as a machine type",
                       hint="add on-demand or spot to --capacity, or pick a zone that sells it on Compute Engine")
+
+
+def check_provider(provider: Provider, spec: ClusterSpec, acc: AcceleratorType) -> None:
+    """A provider without Compute Engine TPUs (the local one) cannot make what only Compute Engine
+    sells, or anything asked for with ``--api compute``: say that, not "pick another zone"."""
+    if provider.offers_compute_tpus or (spec.api != "compute" and acc.served_by("tpu")):
+        return
+    why = "--api compute asks for Compute Engine" if spec.api == "compute" else \
+        f"{acc.name} is sold only through Compute Engine"
+    raise UsageError(f"{why}, which the {provider.name} provider does not emulate",
+                     hint="use --provider gcp" + ("" if acc.served_by("tpu") else ", or a type the Cloud TPU API "
+                                                  "offers (e.g. v6e-8) to rehearse locally"))
 
 
 def keep_api(spec: ClusterSpec, node: TpuNode) -> ClusterSpec:

@@ -385,6 +385,7 @@ def _candidates(provider: Provider, spec: ClusterSpec, zones: list[str], offers:
         offered = [z for z in zones if _offered(offers, spec.with_type(acc.name), z, acc, need_vm, log)]
         try:
             if not offered:
+                capacity_plan.check_provider(provider, spec, acc)
                 raise UsageError(f"{acc.name} is not offered in {', '.join(zones)}",
                                  hint=f"pick a zone that offers it ({capacity_plan.listing_command(acc)}), "
                                       f"e.g. --zone {_suggest_zone(acc.generation.name)}")

@@ -28,7 +28,7 @@ def complete_cluster(ctx: click.Context, param: click.Parameter, incomplete: str
 @click.option("--zone", "-z", "zone", metavar="ZONE[,ZONE...]",
               help="Zone, or zones in failover order (default: TPUCTL_ZONE, config, gcloud; local: us-central1-b).")
 @click.option("--accelerator-type", "-a", default="v2-8", show_default=True, metavar="TYPE[,TYPE...]",
-              help="TPU type: v2-8, v3-8, v4-8, v5litepod-8, v5p-8, v6e-8, or a pod slice; several types that "
+              help="TPU type: v2-8, v3-8, v4-8, v5litepod-8, v5p-8, v6e-8, tpu7x-8, or a pod slice; several types that "
                    "would all do are tried cheapest first per peak bf16 FLOP/s in each zone.")
 @click.option("--in-order", is_flag=True,
               help="With several --accelerator-type: try them in the order given, not cheapest first.")
