@@ -15,6 +15,13 @@ from tests.fakegcp import catalog, discovery
 PROJECT = "tpuctl-test"
 
 
+@pytest.fixture(autouse=True)
+def fast(fakegcp_env):
+    """Small latencies: what is tested is the order of calls and states, not their durations."""
+    fakegcp_env.set_latencies(vm_create=0.1, vm_delete=0.05, address_create=0.02, queued_provisioning=0.2,
+                              tpu_create=0.15, tpu_delete=0.1)
+
+
 def _res(fake) -> dict:
     res = fake.resources()
     return {k: res[k] for k in ("instances", "instanceGroupManagers", "instanceTemplates", "resourcePolicies")}

@@ -23,7 +23,7 @@ from tests.conftest import REPO, run_tpuctl_process
 pytestmark = [pytest.mark.tf, pytest.mark.xdist_group("tf")]
 
 ZONE = "us-east5-c"          # ct5p-hightpu-4t on Compute Engine (tests/fakegcp/catalog.py)
-STEPS = 600
+STEPS = 300
 
 
 @pytest.fixture
@@ -111,6 +111,8 @@ def test_a_preempted_spot_slice_is_recreated_whole_and_the_run_resumes(cloud, wo
                                                  "resourcePolicies"))
 
 
+@pytest.mark.long    # ~30 s of TensorFlow for training any TPU does; the flex-start path itself is covered
+                     # without TF by test_gcp_compute_tpu.py, so make test stays within its 15 minutes
 def test_the_capacity_order_lands_on_flex_start_waits_for_it_and_trains(cloud, workers, tiny_bert, tmp_path):
     fake, bucket = cloud
     fake.set_latencies(queued_provisioning=1.0)        # the resize request waits in ACCEPTED a while
