@@ -273,7 +273,10 @@ rc=0; ROLE=$(attr tpuctl-role) || rc=$?
 [[ "$ROLE" == host || "$ROLE" == worker ]] || die "tpuctl-role in metadata is neither host nor worker"
 PROJECT=$(md project/project-id) || die "the metadata server has no project id"
 [[ "$PROJECT" =~ $PROJECT_RE ]] || die "the project id in metadata is not a project id"
-rc=0; WORKER=$(attr agent-worker-number) || rc=$?
+# a Compute Engine TPU worker's number is tpuctl's (tpuctl-worker-number, per-instance metadata of its
+# MIG); a Cloud TPU API worker's is Google's (agent-worker-number); a host VM has neither
+rc=0; WORKER=$(attr tpuctl-worker-number) || rc=$?
+[ "$rc" -ne 3 ] || { rc=0; WORKER=$(attr agent-worker-number) || rc=$?; }
 if [ "$rc" -eq 3 ]; then
   WORKER=$(hostname 2>/dev/null || python3 -c 'import socket; print(socket.gethostname())')
   WORKER="${WORKER%%.*}"

@@ -7,6 +7,15 @@ peak) all read from here.
 Naming differs by generation, which is the trap this module exists to absorb:
 - v2, v3, v4, v5p: the suffix counts TensorCores (two per chip).
 - v5litepod (v5e) and v6e: the suffix counts chips (one TensorCore each).
+- tpu7x (Ironwood): the suffix counts TensorCores (two per chip), as Google's own launcher names
+  it (AI-Hypercomputer/xpk ``system_characteristics.py``: ``tpu7x-8`` is the 2x2x1 slice of four
+  chips, ``tpu7x-2`` the single chip).
+
+Which API serves a generation (``Generation.apis``): the Cloud TPU API ("tpu") for v2 to v6e, and
+Compute Engine ("compute") for v5p, v6e and TPU7x, the only generations Compute Engine documents
+(cloud.google.com/compute/docs/tpus/tpu-machines); TPU7x exists only there ("Cloud TPU resources
+in Compute Engine": new generations from TPU7x on are offered only through Compute Engine or GKE).
+The machine type and topology of each Compute Engine slice are in :mod:`.compute_tpus`.
 """
 
 from __future__ import annotations
@@ -20,7 +29,7 @@ from ..basics.errors import UsageError
 
 @dataclass(frozen=True)
 class Generation:
-    name: str                 # "v2", "v3", "v4", "v5litepod", "v5p", "v6e"
+    name: str                 # "v2", "v3", "v4", "v5litepod", "v5p", "v6e", "tpu7x"
     suffix_counts: str        # "cores" or "chips"
     cores_per_chip: int
     chips_per_host: int       # on multi-host slices
@@ -29,17 +38,20 @@ class Generation:
     architectures: tuple[str, ...]  # "node" (TPU Node, v1 API) and/or "vm" (TPU VM, v2 API)
     peak_bf16_tflops_per_chip: float
     hbm_gib_per_chip: int
+    apis: tuple[str, ...] = ("tpu",)  # "tpu" (Cloud TPU API) and/or "compute" (Compute Engine)
+
+
+def chips_of(topology: str) -> int:
+    """Chips in a topology such as ``2x2x4``."""
+    chips = 1
+    for side in topology.split("x"):
+        chips *= int(side)
+    return chips
 
 
 def _cores(topologies: str) -> tuple[int, ...]:
     """TensorCore counts (two per chip) of slice topologies such as ``2x2x1 4x4x12``."""
-    out = []
-    for topo in topologies.split():
-        chips = 1
-        for side in topo.split("x"):
-            chips *= int(side)
-        out.append(2 * chips)
-    return tuple(sorted(set(out)))
+    return tuple(sorted({2 * chips_of(topo) for topo in topologies.split()}))
 
 
 # v4 and v5p slices are 3D shapes, not only powers of two (v4-384 is 4x4x12). The shapes are
@@ -58,6 +70,20 @@ V5P_TOPOLOGIES = (
     "12x20x20 8x8x76 4x28x44 8x12x52 16x16x20 12x12x36 4x8x164 12x16x28 4x20x68 4x8x172 4x12x116 "
     "8x16x44 12x20x24 4x28x52 8x8x92 4x12x124 4x8x188 4x20x76 16x16x24 12x24x24 16x20x28"
 )
+# TPU7x: 1x1x1 on tpu7x-standard-1t, the rest on tpu7x-standard-4t, as AI-Hypercomputer/xpk
+# src/xpk/core/system_characteristics.py lists them (commit 02b0c09, read 2026-11-27), in its order.
+TPU7X_TOPOLOGIES = (
+    "1x1x1 12x12x12 12x12x16 12x12x20 12x12x24 12x12x28 12x12x36 12x16x16 12x16x20 12x16x24 12x16x28 "
+    "12x20x20 12x20x24 12x24x24 16x16x16 16x16x20 16x16x24 16x16x32 16x20x28 16x24x24 2x2x1 2x2x2 2x2x4 "
+    "2x4x4 4x12x116 4x12x12 4x12x124 4x12x20 4x12x28 4x12x44 4x12x52 4x12x68 4x12x76 4x12x92 4x20x20 "
+    "4x20x28 4x20x44 4x20x52 4x20x68 4x20x76 4x28x28 4x28x44 4x28x52 4x4x116 4x4x12 4x4x124 4x4x148 "
+    "4x4x164 4x4x172 4x4x188 4x4x20 4x4x212 4x4x236 4x4x244 4x4x28 4x4x4 4x4x44 4x4x52 4x4x68 4x4x76 "
+    "4x4x8 4x4x92 4x8x116 4x8x12 4x8x124 4x8x148 4x8x164 4x8x172 4x8x188 4x8x20 4x8x28 4x8x44 4x8x52 "
+    "4x8x68 4x8x76 4x8x8 4x8x92 8x12x12 8x12x16 8x12x20 8x12x28 8x12x44 8x12x52 8x16x16 8x16x20 8x16x28 "
+    "8x16x44 8x20x20 8x20x28 8x8x12 8x8x16 8x8x20 8x8x28 8x8x44 8x8x52 8x8x68 8x8x76 8x8x8 8x8x92"
+)
+# v6e slices are 2D (xpk: 1x1 on ct6e-standard-1t, 2x2 ... 16x16 on ct6e-standard-4t).
+V6E_TOPOLOGIES = "1x1 2x2 2x4 4x4 4x8 8x8 8x16 16x16"
 
 
 GENERATIONS: dict[str, Generation] = {
@@ -67,8 +93,11 @@ GENERATIONS: dict[str, Generation] = {
         Generation("v3", "cores", 2, 4, 4, (8, 32, 64, 128, 256, 512, 1024, 2048), ("node", "vm"), 123.0, 32),
         Generation("v4", "cores", 2, 4, 4, _cores(V4_TOPOLOGIES), ("vm",), 275.0, 32),
         Generation("v5litepod", "chips", 1, 4, 8, (1, 4, 8, 16, 32, 64, 128, 256), ("vm",), 197.0, 16),
-        Generation("v5p", "cores", 2, 4, 4, _cores(V5P_TOPOLOGIES), ("vm",), 459.0, 95),
-        Generation("v6e", "chips", 1, 4, 8, (1, 4, 8, 16, 32, 64, 128, 256), ("vm",), 918.0, 32),
+        Generation("v5p", "cores", 2, 4, 4, _cores(V5P_TOPOLOGIES), ("vm",), 459.0, 95, ("tpu", "compute")),
+        Generation("v6e", "chips", 1, 4, 8, (1, 4, 8, 16, 32, 64, 128, 256), ("vm",), 918.0, 32,
+                   ("tpu", "compute")),
+        # cloud.google.com/tpu/docs/tpu7x: 2 TensorCores per chip, 2307 bf16 TFLOP/s, 192 GiB HBM
+        Generation("tpu7x", "cores", 2, 4, 4, _cores(TPU7X_TOPOLOGIES), ("vm",), 2307.0, 192, ("compute",)),
     )
 }
 
@@ -76,7 +105,7 @@ GENERATIONS: dict[str, Generation] = {
 # supports, and the host VM's TensorFlow must match it.
 DEFAULT_TENSORFLOW_VERSION = "2.16.1"
 
-_TYPE_RE = re.compile(r"^(v2|v3|v4|v5litepod|v5p|v6e)-(\d{1,5})$")
+_TYPE_RE = re.compile(r"^(v2|v3|v4|v5litepod|v5p|v6e|tpu7x)-(\d{1,5})$")
 
 
 @dataclass(frozen=True)
@@ -106,6 +135,10 @@ class AcceleratorType:
 
     def supports(self, arch: str) -> bool:
         return arch in self.generation.architectures
+
+    def served_by(self, api: str) -> bool:
+        """Whether ``api`` ("tpu": the Cloud TPU API, "compute": Compute Engine) can make this type."""
+        return api in self.generation.apis
 
 
 def parse(name: str) -> AcceleratorType:

@@ -36,6 +36,11 @@ from .accelerators import AcceleratorType
 ON_DEMAND = "on-demand"
 SPOT = "spot/preemptible"   # spot and preemptible TPUs share Google's "Preemptible" SKUs and rate
 TIERS = (ON_DEMAND, SPOT)
+# Compute Engine flex-start VMs (resize requests): no public per-chip rate or SKU wording for TPUs
+# was found (compute/docs/instance-groups/about-resize-requests-mig lists discounts for vCPU,
+# memory and GPUs only), so a flex-start TPU is priced at its on-demand rate, saying so: an upper
+# bound, never an invented discount.
+FLEX_START = "flex-start"
 CURRENCY = "USD"
 
 SKYPILOT_CATALOG = "skypilot-catalog v8 gcp/vms.csv @ 006059e"
@@ -103,7 +108,10 @@ def origin_of(source: str) -> str:
     return CATALOG_API if source.startswith(CATALOG_API) else BUNDLED_NAME
 
 
-def tier_of(interruptible: bool) -> str:
+def tier_of(interruptible: bool, capacity: str | None = None) -> str:
+    """The tier a TPU is billed at: spot/preemptible, flex-start (Compute Engine) or on demand."""
+    if capacity == "flex-start":
+        return FLEX_START
     return SPOT if interruptible else ON_DEMAND
 
 
@@ -156,6 +164,11 @@ class PriceBook:
 
     def tpu_price(self, acc: AcceleratorType, zone: str | None, tier: str) -> Price:
         """What the slice costs per hour in ``zone``'s region and ``tier``."""
+        if tier == FLEX_START and not any(k[0] == rate_class(acc) and k[2] == FLEX_START for k in self.tpu):
+            on_demand = self.tpu_price(acc, zone, ON_DEMAND)
+            note = "no flex-start list price known; priced at the on-demand rate (an upper bound)"
+            return Price(on_demand.usd_per_hour, on_demand.region, FLEX_START, on_demand.source, on_demand.date,
+                         f"{on_demand.note}; {note}" if on_demand.note else note)
         found = self._lookup(self.tpu, rate_class(acc), region_of(zone), tier, acc.generation.name)
         if found is None:
             return Price(0.0, region_of(zone) or "-", tier, self.origin, "-",
@@ -232,10 +245,18 @@ _TPU_PER_CHIP: dict[str, dict[str, tuple[float | None, float | None]]] = {
             "southamerica-west1": (2.70, None), "europe-west4": (2.97, 1.03748),
             "asia-southeast1": (2.97, 0.36292), "asia-northeast1": (3.24, 0.94352),
             "asia-south1": (3.24, 2.27)},
+    # The Cloud Billing Catalog API's Compute Engine SKU 0F71-4391-B6CA "TPU7x running in Americas"
+    # (captured 2026-06-14; tests/unit/test_prices.py quotes it): on demand only, no spot SKU seen.
+    "tpu7x": {"us-central1": (12.0, None), "us-west1": (12.0, None)},
 }
 # us-east1 v3 pods are missing from Google's SKUs; SkyPilot prices them as us-central1 (its
 # HIDDEN_TPU_DF): the row says so.
-_TPU_SOURCE_OVERRIDES = {("v3-pod", "us-east1"): SKYPILOT_FETCHER}
+TPU7X_SKU = "Cloud Billing Catalog API services/6F81-5844-456A SKU 0F71-4391-B6CA"
+_TPU_SOURCE_OVERRIDES = {("v3-pod", "us-east1"): SKYPILOT_FETCHER, ("tpu7x", "us-central1"): TPU7X_SKU,
+                         ("tpu7x", "us-west1"): TPU7X_SKU}
+_TPU_DATE_OVERRIDES = {("tpu7x", "us-central1"): "2026-06-14", ("tpu7x", "us-west1"): "2026-06-14"}
+# Generations without a public spot rate: their spot price says so (priced 0, with a note).
+NO_PUBLIC_SPOT = frozenset({"tpu7x"})
 
 # Host VMs per hour (on demand, spot) for one base shape per family; the other standard sizes are
 # multiples (vCPUs / base vCPUs). e2-standard-2 rows for asia-* are vms.csv's e2-standard-32 / 16
@@ -280,9 +301,10 @@ def _bundled() -> PriceBook:
     for key, regions in _TPU_PER_CHIP.items():
         for region, pair in regions.items():
             source = _TPU_SOURCE_OVERRIDES.get((key, region), SKYPILOT_CATALOG)
+            date = _TPU_DATE_OVERRIDES.get((key, region), READ)
             for tier, usd in zip(TIERS, pair):
                 if usd is not None:
-                    tpu[(key, region, tier)] = Rate(usd, source, READ)
+                    tpu[(key, region, tier)] = Rate(usd, source, date)
     vm: dict[tuple[str, str, str], Rate] = {}
     for (family, base), regions in _VM_BASE.items():
         for region, pair in regions.items():

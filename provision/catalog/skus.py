@@ -13,7 +13,11 @@ read them (SkyPilot ``sky/catalog/data_fetchers/fetch_gcp.py``, dstack's gpuhunt
 - Compute Engine service (``6F81-5844-456A``): v5e, v5p, v6e per chip-hour as ``TpuV5e running in
   Delhi``; spot as ``TpuV5e attached to Spot Preemptible VMs running in Singapore`` (usageType
   ``Preemptible``); ``Reserved ... in Calendar Mode`` and ``Commitment v1: ...`` (usageType
-  ``Commit1Yr``/``Commit3Yr``) are not list prices and are dropped.
+  ``Commit1Yr``/``Commit3Yr``) are not list prices and are dropped. TPU7x the same way, as
+  ``TPU7x running in Americas`` (the fixture's SKU ``0F71-4391-B6CA``). These per-chip SKUs are the
+  ones a TPU VM bills whichever API made it: the TPU generations Compute Engine sells as machine
+  types (v5p, v6e, TPU7x) are already Compute Engine SKUs. No SKU wording for flex-start TPUs was
+  found; :data:`provision.catalog.prices.FLEX_START` says how they are priced.
 - VM cores and memory: ``E2 Instance Core running in Americas``, ``N1 Predefined Instance Ram
   running in ...``, ``N2 Instance Core ...``, spot ones prefixed ``Spot Preemptible``; a machine
   type costs vCPUs x core rate + GiB x RAM rate.
@@ -33,7 +37,7 @@ TPU_SERVICE = "E000-3F24-B8AA"
 COMPUTE_SERVICE = "6F81-5844-456A"
 API = CATALOG_API
 
-_TPU_RE = re.compile(r"\btpu[-\s]?(v\d+[a-z]*)\b", re.IGNORECASE)
+_TPU_RE = re.compile(r"\btpu[-\s]?(v\d+[a-z]*|7x)\b", re.IGNORECASE)
 _VM_RE = re.compile(r"^(?:spot preemptible )?(e2 instance|n1 predefined instance|n2 instance) (core|ram)\b",
                     re.IGNORECASE)
 _FAMILY = {"e2 instance": "e2", "n1 predefined instance": "n1", "n2 instance": "n2"}
@@ -93,7 +97,7 @@ def tpu_rates(skus: Iterable[dict[str, Any]], service: str, fetched: str) -> dic
         if tier is None or m is None or price is None:
             continue
         gen = m.group(1).lower()
-        gen = "v5litepod" if gen == "v5e" else gen
+        gen = {"v5e": "v5litepod", "7x": "tpu7x"}.get(gen, gen)
         key = f"{gen}-pod" if gen in ("v2", "v3") and "pod" in sku["description"].lower() else gen
         usd = price[0] / _CHIPS_PER_UNIT.get(gen, 1)
         rate = Rate(round(usd, 6), f"{API} services/{service} SKU {sku.get('skuId', '?')}", price[1] or fetched)

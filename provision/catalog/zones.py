@@ -24,6 +24,8 @@ from .accelerators import AcceleratorType
 
 PAGE = "cloud.google.com/tpu/docs/regions-zones (read 2026-11)"
 PRICED = "skypilot-catalog v8 gcp/vms.csv @ 006059e (a priced row for the zone)"
+TPU7X_ZONE = ("skypilot-org/skypilot sky/clouds/gcp.py _COMPUTE_TPU_FLEX_START_ZONES @a790cb6 "
+              "(tpu7x-standard-4t requested there)")
 EARLIER = "earlier editions of cloud.google.com/tpu/docs/regions-zones (not on the 2026-11 edition)"
 
 # generation -> ((zone, source), ...); the first zone is the one an error suggests
@@ -35,6 +37,9 @@ TPU_ZONES: dict[str, tuple[tuple[str, str], ...]] = {
     "v5litepod": (("us-west4-a", PAGE), ("us-central1-a", PAGE), ("us-south1-a", PAGE), ("us-west1-c", PAGE),
                   ("us-east1-c", EARLIER), ("europe-west4-b", PRICED)),
     "v5p": (("us-east5-a", PAGE), ("us-central1-a", PAGE), ("europe-west4-b", PRICED)),
+    # Compute Engine only: a zone is never asked of the Cloud TPU API; this row names where the
+    # machine type is known to be requested (its error hints and the local provider's refusal)
+    "tpu7x": (("us-central1-c", TPU7X_ZONE),),
     "v6e": (("us-east5-b", PAGE), ("us-east5-a", PAGE), ("us-east1-d", PAGE), ("us-central1-b", PAGE),
             ("europe-west4-a", PAGE), ("asia-northeast1-b", PRICED)),
 }

@@ -22,6 +22,8 @@ from ..catalog.accelerators import AcceleratorType
 from ..catalog.accelerators import parse as parse_accelerator
 from ..catalog.machines import AUTO as AUTO_MACHINE_TYPE
 from ..catalog.prices import PriceBook
+from . import capacity as capacities
+from .capacity import Capacity
 
 # Where TPU blocks are allocated unless the config's tpu_cidr_pool says otherwise (ctpu's 10.240/16).
 IPv4Network = ipaddress.IPv4Network
@@ -155,6 +157,11 @@ PENDING_TPU_STATES = frozenset({TpuState.CREATING, TpuState.STARTING, TpuState.R
                                 TpuState.REIMAGING, TpuState.REPAIRING, TpuState.UNHIDING})
 
 
+# Which API makes a cluster's TPU: "tpu" (the Cloud TPU API: nodes, queued resources), "compute"
+# (Compute Engine: instances, and MIGs with a workload policy for multi-host slices), or "auto":
+# Compute Engine where the zone lists the generation's machine type, else the Cloud TPU API.
+APIS = ("auto", "tpu", "compute")
+
 # The host VM's machine type unless --machine-type names one: the first of
 # catalog.machines.PREFERENCE that the zone offers, chosen by ``up`` when it plans.
 DEFAULT_MACHINE_TYPE = AUTO_MACHINE_TYPE
@@ -190,6 +197,12 @@ class ClusterSpec:
     # of them (the one asked for or made); empty: only ``accelerator_type``
     accelerator_types: tuple[str, ...] = ()
     in_order: bool = False                           # try the types as listed, not cheapest first
+    api: str = "auto"                                # "auto", "tpu" or "compute" (APIS)
+    # how the TPU is paid for, in the order to try (provision.cloud.capacity); empty: from --spot
+    # and --preemptible (spot), else on demand
+    capacity: tuple[str, ...] = ()
+    flex_seconds: float | None = None                # a flex-start run's length (10 min to 7 days)
+    reservation: str | None = None                   # the reservation a "reservation" capacity uses
 
     def __post_init__(self) -> None:
         validate.cluster_name(self.name)
@@ -224,6 +237,7 @@ class ClusterSpec:
             raise UsageError("--queued is for TPU VMs", hint="use --arch vm with --queued")
         if self.valid_until_seconds is not None and not self.queued:
             raise UsageError("--valid-until needs --queued", hint="add --queued")
+        self._check_capacity()
         if self.cidr:
             validate.cidr(self.cidr)
         # Every value that ends up in a resource path, a label or instance metadata is checked here,
@@ -249,6 +263,55 @@ class ClusterSpec:
                     or not isinstance(value, str) or not validate.LABEL_VALUE_RE.match(value):
                 validate.label(f"{key}={value}")   # raises the one-line error for that label
         object.__setattr__(self, "labels", labels)
+
+    def _check_capacity(self) -> None:
+        """The API and the capacity order: what cannot be asked for fails here, before anything."""
+        if self.api not in APIS:
+            raise UsageError(f"unknown --api {self.api!r}", hint="use --api auto, tpu or compute")
+        if self.api == "compute" and self.arch == Arch.NODE:
+            raise UsageError("--api compute makes TPU VMs", hint="use --arch vm, or --api tpu for a TPU Node")
+        order = capacities.parse(self.capacity) if self.capacity else ()
+        if order and (self.spot or self.preemptible) and order != (Capacity.SPOT,):
+            raise UsageError("--spot/--preemptible and --capacity both given",
+                             hint="list spot in --capacity instead, e.g. --capacity spot,on-demand")
+        object.__setattr__(self, "capacity", tuple(c.value for c in order))
+        if Capacity.FLEX_START in order:
+            if self.queued:
+                raise UsageError("--queued and flex-start both given",
+                                 hint="flex-start is Compute Engine's successor of --queued: choose one")
+            object.__setattr__(self, "flex_seconds",
+                               capacities.check_flex_seconds(float(self.flex_seconds or capacities.FLEX_DEFAULT_S)))
+        if Capacity.RESERVATION in order and not self.reservation:
+            raise UsageError("the reservation capacity needs a reservation", hint="add --reservation NAME")
+        if self.reservation:
+            validate.network(self.reservation, "reservation")
+        wanted = order or self.capacities
+        if self.api == "tpu" or self.arch == Arch.NODE:
+            refused = capacities.refused_on(wanted, "tpu")
+            if refused:
+                raise UsageError(f"{refused[0].value} is a Compute Engine capacity, not the Cloud TPU API's",
+                                 hint="use --api auto or compute" + (" (with --arch vm)" if self.arch == Arch.NODE
+                                                                     else "") + ", or --queued on the Cloud TPU API")
+        if self.queued and self.api == "compute":
+            raise UsageError("--queued is the Cloud TPU API's queued resources",
+                             hint="on Compute Engine use --flex-start DURATION (or --api tpu --queued)")
+
+    @property
+    def capacities(self) -> tuple[Capacity, ...]:
+        """The capacities to try, in order: ``--capacity``, else spot for --spot/--preemptible, else on demand."""
+        if self.capacity:
+            return tuple(Capacity(c) for c in self.capacity)
+        return (Capacity.SPOT,) if self.spot or self.preemptible else (Capacity.ON_DEMAND,)
+
+    def with_capacity(self, cap: Capacity | str) -> ClusterSpec:
+        """This spec asking for ``cap`` alone (one attempt of the capacity order)."""
+        cap = Capacity(cap)
+        spot = cap is Capacity.SPOT
+        return _replace(self, capacity=(cap.value,), spot=spot and not self.preemptible,
+                        preemptible=spot and self.preemptible)
+
+    def with_api(self, api: str) -> ClusterSpec:
+        return _replace(self, api=api)
 
     @property
     def zone(self) -> str:
@@ -297,6 +360,7 @@ class ClusterSpec:
         d["arch"] = self.arch.value
         d["zones"] = list(self.zones)
         d["accelerator_types"] = list(self.accelerator_types)
+        d["capacity"] = list(self.capacity)
         return d
 
     @classmethod
@@ -305,6 +369,7 @@ class ClusterSpec:
         kwargs = {k: v for k, v in data.items() if k in known}
         kwargs["zones"] = tuple(kwargs.get("zones") or ())
         kwargs["accelerator_types"] = tuple(kwargs.get("accelerator_types") or ())
+        kwargs["capacity"] = tuple(kwargs.get("capacity") or ())
         return cls(**kwargs)
 
 
@@ -389,10 +454,20 @@ class TpuNode(Labelled):
     endpoints: list[Endpoint] = field(default_factory=list)
     created_at: float | None = None
     device: str | None = None           # local provider: what stands in for the TPU ("cpu", "gpu:0")
+    api: str = "tpu"                    # "tpu" (Cloud TPU API node) or "compute" (Compute Engine)
+    capacity: str = ""                  # "spot", "on-demand", "flex-start", "reservation" ("": from spot)
+    machine_type: str | None = None     # Compute Engine: each worker's machine type
 
     @property
     def interruptible(self) -> bool:
         return self.preemptible or self.spot
+
+    @property
+    def paid_as(self) -> Capacity:
+        """How it is paid for: its capacity, or for a node that does not say, spot or on demand."""
+        if self.capacity:
+            return Capacity(self.capacity)
+        return Capacity.SPOT if self.interruptible else Capacity.ON_DEMAND
 
     @property
     def dead(self) -> bool:
@@ -416,6 +491,7 @@ class TpuNode(Labelled):
         d["state"] = self.state.value
         d["health"] = self.health.value
         d["hosts"] = self.hosts
+        d["capacity"] = self.paid_as.value
         return d
 
 
@@ -510,6 +586,9 @@ class Provider(Protocol):
     default_bucket: ClassVar[str | None]
     # whether the cloud has queued resources (Cloud TPU does; the local provider does not)
     offers_queued: ClassVar[bool]
+    # whether the cloud sells TPUs as Compute Engine machine types (Google Cloud does; the local
+    # provider emulates the Cloud TPU API only)
+    offers_compute_tpus: ClassVar[bool]
 
     # Host VMs
     def create_vm(self, spec: ClusterSpec, zone: str) -> Operation: ...
@@ -531,6 +610,9 @@ class Provider(Protocol):
     # (runtimeVersions.list), and which of ``names`` are machine types there
     def runtime_versions(self, zone: str) -> list[str]: ...
     def machine_types(self, zone: str, names: tuple[str, ...]) -> list[str]: ...
+    # the OS image a Compute Engine TPU of ``accelerator_type`` boots, resolved from its family
+    # (catalog.compute_tpus) in the cloud: the family's newest image
+    def compute_tpu_image(self, accelerator_type: str) -> str: ...
 
     # Operations
     def poll(self, op: Operation) -> Operation: ...

@@ -192,6 +192,8 @@ _TOKEN_SCOPES = re.compile(r"insufficient authentication scopes|ACCESS_TOKEN_SCO
 # What tpuctl says of a FAILED queued resource whose failedData carries no error (gcp_errors writes
 # it, this module reads it back: an operation error is only a code and a message)
 QUEUED_NO_REASON = "FAILED and Google gave no reason"
+# ... and of a Compute Engine flex-start resize request that ended FAILED for a reason no other rule reads
+FLEX_FAILED = "flex-start request FAILED"
 _QUOTA_NAME = re.compile(r"Quota(?: limit)? '([^']+)'")
 _IN_ZONE = re.compile(r"\bin zone ([a-z]+-[a-z]+\d+-[a-z])\b")
 _IN_REGION = re.compile(r"\bin region ([a-z]+-[a-z]+\d+)\b")
@@ -479,6 +481,10 @@ def classify_report(r: ErrorReport) -> Failure:
         return failure(Kind.REQUEST_FAILED, message,
                        "Google failed the queued resource without saying why (FAILED means a problem with the "
                        "request, or no capacity within its time window): tpuctl tries the next zone of --zone")
+    if FLEX_FAILED in message:
+        return failure(Kind.REQUEST_FAILED, message,
+                       "Compute Engine could not fill the flex-start request there: tpuctl tries the next zone "
+                       "or capacity")
     if _CIDR.search(text):
         return failure(Kind.CIDR_CONFLICT, message, "tpuctl takes the next free block")
     if reasons & DISABLED_REASONS or legacy & LEGACY_DISABLED_REASONS or _DISABLED.search(text):

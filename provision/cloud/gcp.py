@@ -40,7 +40,9 @@ from urllib.parse import urlparse
 
 from ..basics.errors import CloudError, NotAvailable, NotFound, TpuctlError, UsageError
 from ..basics.redact import redact
+from ..basics.validate import ROLE_LABEL
 from ..catalog.prices import PriceBook
+from . import gce_tpu
 from .base import (
     Arch,
     ClusterSpec,
@@ -60,6 +62,7 @@ from .base import (
     parse_pool,
 )
 from .failures import Kind
+from .gcp_compute_tpu import ComputeTpus
 from .gcp_errors import compute_operation_failure, failure_of, queued_failure
 from .gcp_rest import SCOPES, Rest, compute_base, tpu_base
 
@@ -151,6 +154,7 @@ class GcpProvider:
     name: ClassVar[str] = "gcp"
     default_bucket: ClassVar[str | None] = None
     offers_queued: ClassVar[bool] = True
+    offers_compute_tpus: ClassVar[bool] = True
 
     def __init__(self, project: str, settings: dict[str, Any] | None = None):
         self.project = project
@@ -163,6 +167,10 @@ class GcpProvider:
         self._prices: PriceBook | None = None
         self._tpu = tpu_base()
         self._gce = f"{compute_base()}/projects/{project}"
+        self._images: dict[str, str] = {}
+        # TPUs on Compute Engine (instances, and MIGs with a workload policy): provision/cloud/gcp_compute_tpu.py
+        self._compute = ComputeTpus(project, self._gce, call=self._call, pages=self._pages,
+                                    aggregated=self._aggregated, wait=self._wait_compute)
 
     # ---- credentials and the session ----------------------------------------------------------
     def _credentials(self) -> Any:
@@ -299,7 +307,9 @@ class GcpProvider:
             items = self._pages("compute.instances.list", f"{self._gce}/zones/{zone}/instances", "items", params)
         else:
             items = self._aggregated("compute.instances.aggregatedList", "instances", "instances", params)
-        return [v for v in (self._vm(i) for i in items) if matches(v.labels, labels)]
+        # a TPU VM on Compute Engine is an instance too (role tpu): list_tpus reads it as a TPU
+        return [v for v in (self._vm(i) for i in items)
+                if matches(v.labels, labels) and v.labels.get(ROLE_LABEL) != "tpu"]
 
     def delete_vm(self, zone: str, name: str) -> Operation:
         op = self._call("compute.instances.delete", "DELETE", f"{self._gce}/zones/{zone}/instances/{name}")
@@ -337,7 +347,31 @@ class GcpProvider:
         items = self._pages("compute.machineTypes.list", f"{self._gce}/zones/{zone}/machineTypes", "items", params)
         return [str(i["name"]) for i in items if i.get("name") in wanted]
 
+    def compute_tpu_image(self, accelerator_type: str) -> str:
+        """The newest image of the generation's TPU image family (``images.getFromFamily``), once per family."""
+        from ..catalog import compute_tpus
+        from ..catalog.accelerators import parse
+
+        shape = compute_tpus.shape(parse(accelerator_type))
+        if shape is None:
+            raise UsageError(f"{accelerator_type} is not sold on Compute Engine", hint="use --api tpu")
+        family = shape.image_family
+        if family not in self._images:
+            try:
+                image = self._call("compute.images.getFromFamily", "GET",
+                                   f"{compute_base()}/projects/{compute_tpus.IMAGE_PROJECT}/global/images/family/{family}")
+            except NotFound:
+                raise CloudError(f"the TPU image family {compute_tpus.IMAGE_PROJECT}/{family} has no image",
+                                 kind="not_found", hint="name an image with --runtime-version") from None
+            self._images[family] = str(image.get("name") or "")
+        return self._images[family]
+
     def create_tpu(self, spec: ClusterSpec, zone: str, cidr: str | None) -> Operation:
+        if spec.api == "compute":
+            req = gce_tpu.Request(spec=spec, zone=zone, project=self.project,
+                                  image=spec.runtime_version or self.compute_tpu_image(spec.accelerator_type),
+                                  metadata=self.tpu_metadata(spec), scopes=SCOPES)
+            return self._compute.create(req)
         if spec.arch == Arch.NODE:
             return self._create_node_v1(spec, zone, cidr)
         if spec.queued:
@@ -478,23 +512,41 @@ class GcpProvider:
             return None
 
     def get_tpu(self, zone: str, name: str) -> TpuNode | None:
-        n = self._get_v2(zone, name)
-        return None if n is None else self._from_v2(n)
+        """The cluster's TPU in ``zone``: a Cloud TPU API node, else a Compute Engine TPU VM or slice."""
+        n = self._tpu_api_view(lambda: self._get_v2(zone, name), None)
+        return self._from_v2(n) if n is not None else self._compute.get(zone, name)
+
+    @staticmethod
+    def _tpu_api_view(read: Callable[[], Any], none: Any) -> Any:
+        """A read of the Cloud TPU API; a project with that API disabled has no TPU there (its TPUs
+        are on Compute Engine), so SERVICE_DISABLED reads as none."""
+        try:
+            return read()
+        except CloudError as exc:
+            if exc.kind == "api_disabled":
+                return none
+            raise
 
     def _list_v2(self, zone: str | None = None) -> list[Json]:
         return list(self._pages("tpu.v2.nodes.list", f"{self._loc(zone)}/nodes", "nodes"))
 
     def list_tpus(self, zone: str | None = None, labels: dict[str, str] | None = None) -> list[TpuNode]:
-        wanted = [n for n in self._list_v2(zone) if matches(dict(n.get("labels") or {}), labels)]
-        if sum(_api_arch(n, Arch.VM) == Arch.NODE for n in wanted) > 1:
-            with ThreadPoolExecutor(4) as pool:
-                return list(pool.map(self._from_v2, wanted))
-        return [self._from_v2(n) for n in wanted]
+        """Both kinds side by side: Cloud TPU API nodes and Compute Engine TPUs (read concurrently)."""
+        with ThreadPoolExecutor(2) as reads:
+            compute_f = reads.submit(self._compute.list, zone, labels)
+            v2 = self._tpu_api_view(lambda: self._list_v2(zone), [])
+            wanted = [n for n in v2 if matches(dict(n.get("labels") or {}), labels)]
+            if sum(_api_arch(n, Arch.VM) == Arch.NODE for n in wanted) > 1:
+                with ThreadPoolExecutor(4) as pool:
+                    nodes = list(pool.map(self._from_v2, wanted))
+            else:
+                nodes = [self._from_v2(n) for n in wanted]
+            return nodes + compute_f.result()
 
     def delete_tpu(self, zone: str, name: str) -> Operation:
-        n = self._get_v2(zone, name)
+        n = self._tpu_api_view(lambda: self._get_v2(zone, name), None)
         if n is None:
-            raise NotFound(f"TPU {name} not found in {zone}")
+            return self._compute.delete(zone, name)     # NotFound when there is none there either
         path = f"projects/{self.project}/locations/{zone}/nodes/{name}"
         if n.get("queuedResource"):
             # the node is its queued resource's: deleting the request with force deletes both
@@ -535,6 +587,8 @@ class GcpProvider:
                     op.error = OperationError(*compute_operation_failure(res))
         elif scheme == "queued":
             self._poll_queued(op, ref)
+        elif scheme in ("ceslice", "cedel"):
+            self._compute.poll(op, scheme, ref)
         else:  # pragma: no cover - operations are only made here
             raise ValueError(op.name)
         return op
@@ -555,7 +609,8 @@ class GcpProvider:
 
     def _wait_compute(self, scope: str, name: str) -> Json:
         """Compute's ``operations.wait`` until DONE (each call answers within two minutes)."""
-        what = "compute.globalOperations.wait" if scope == "global" else "compute.zoneOperations.wait"
+        what = {"global": "compute.globalOperations.wait", "regions": "compute.regionOperations.wait"}.get(
+            scope.split("/")[0], "compute.zoneOperations.wait")
         deadline = time.monotonic() + 600
         while True:
             res = self._call(what, "POST", f"{self._gce}/{scope}/operations/{name}/wait", timeout=WAIT_TIMEOUT)
@@ -721,7 +776,14 @@ class GcpProvider:
             if self._update_vm_metadata(vm.zone, vm.name, key, update):
                 updated.append(f"VM {vm.name}")
         for node in self.list_tpus(None, {CLUSTER_LABEL: cluster}):
-            if node.arch == Arch.VM and not node.dead and self._update_tpu_metadata(node.zone, node.name, key, update):
+            if node.dead:
+                continue
+            if node.api == "compute":
+                # a Compute Engine TPU's workers are instances: each has a fingerprinted map
+                for worker in self._compute.worker_instances(node.zone, node.name):
+                    if self._update_vm_metadata(node.zone, str(worker["name"]), key, update):
+                        updated.append(f"TPU {node.name} worker {worker['name']}")
+            elif node.arch == Arch.VM and self._update_tpu_metadata(node.zone, node.name, key, update):
                 updated.append(f"TPU {node.name}")
         return updated
 
@@ -825,10 +887,15 @@ class GcpProvider:
         try:
             if kind == "vm":
                 return {i.get("key"): i.get("value", "") for i in _items(self._instance(zone, name).get("metadata"))}
-            node = self._call("tpu.v2.nodes.get", "GET", f"{self._loc(zone)}/nodes/{name}")
+            node = self._tpu_api_view(lambda: self._call("tpu.v2.nodes.get", "GET", f"{self._loc(zone)}/nodes/{name}"),
+                                      None)
         except NotFound:
-            return {}
-        return dict(node.get("metadata") or {})
+            node = None
+        if node is not None:
+            return dict(node.get("metadata") or {})
+        for worker in self._compute.worker_instances(zone, name)[:1]:     # a Compute Engine TPU: worker 0's
+            return {i.get("key"): i.get("value", "") for i in _items(worker.get("metadata"))}
+        return {}
 
     def duty_cycles(self, window_s: float) -> tuple[dict[tuple[str, str | None], Any] | None, str]:
         from . import dutycycle
@@ -869,8 +936,10 @@ class GcpProvider:
                                hint="rehearse with --provider local, or against the fake cloud (tests/fakegcp)")
         import urllib.request
 
-        body = json.dumps({"project": self.project, "zone": zone, "name": name, "state": "PREEMPTED",
-                           "kind": "tpu"}).encode()
+        workers = [] if self._tpu_api_view(lambda: self._get_v2(zone, name), None) else \
+            self._compute.worker_instances(zone, name)
+        body = json.dumps({"project": self.project, "zone": zone, "name": workers[0]["name"] if workers else name,
+                           "state": "PREEMPTED", "kind": "vm" if workers else "tpu"}).encode()
         req = urllib.request.Request(f"{admin}/_admin/preempt", data=body, method="POST",
                                      headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=10) as resp:

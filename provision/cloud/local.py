@@ -88,6 +88,7 @@ class LocalProvider:
     name: ClassVar[str] = "local"
     default_bucket: ClassVar[str | None] = LOCAL_DEFAULT_BUCKET
     offers_queued: ClassVar[bool] = False     # --queued creates the TPU directly (and up says so)
+    offers_compute_tpus: ClassVar[bool] = False  # it emulates the Cloud TPU API's TPU VMs only
 
     def __init__(self, home: Path, settings: dict[str, Any] | None = None):
         self.root = Path(home) / "local"
@@ -253,6 +254,9 @@ class LocalProvider:
         """Any machine type of a general-purpose family (this machine stands in for the host VM);
         a name of no known family (a typo) is refused, as Compute would refuse it."""
         return [n for n in names if _MACHINE_FAMILY.match(n)]
+
+    def compute_tpu_image(self, accelerator_type: str) -> str:
+        raise UsageError("the local provider has no Compute Engine TPUs", hint="use --api auto or tpu")
 
     def create_tpu(self, spec: ClusterSpec, zone: str, cidr: str | None) -> Operation:
         path = self._tpu_path(zone, spec.name)

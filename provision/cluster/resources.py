@@ -106,7 +106,7 @@ def tpu_price(node: TpuNode, book: prices.PriceBook | None = None) -> prices.Pri
     bills nothing but holds quota (priced 0, saying so)."""
     from ..catalog.accelerators import parse
 
-    tier = prices.tier_of(node.interruptible)
+    tier = prices.tier_of(node.interruptible, node.paid_as.value)
     if node.dead:
         return prices.Price(0.0, prices.region_of(node.zone) or "-", tier, prices.NOTHING_BILLED, "-",
                             f"{node.state.value}: nothing billed")

@@ -33,8 +33,10 @@ from ..cloud.base import (
     Vm,
     VmState,
 )
+from ..cloud.capacity import Capacity
 from ..cloud.failures import Failure, Kind, Scope, classify, failure
 from ..cloud.operations import Backoff, OperationTimeout, wait_all, wait_until
+from . import capacity as capacity_plan
 from . import cidr as cidrs
 from . import ledger
 from .cache import cache_spec
@@ -71,8 +73,9 @@ class UpResult:
     @property
     def tpu_price(self) -> prices.Price:
         zone = self.zone or self.spec.zone
+        cap = self.tpu.paid_as if self.tpu else self.spec.capacities[0]
         return (self.book or prices.BUNDLED).tpu_price(self.spec.accelerator, zone,
-                                                        prices.tier_of(self.spec.interruptible))
+                                                        prices.tier_of(cap.interruptible, cap.value))
 
     @property
     def vm_price(self) -> prices.Price:
@@ -87,6 +90,8 @@ class UpResult:
             "ok": True, "cluster": self.spec.name, "provider": self.spec.provider, "project": self.spec.project,
             "zone": self.zone, "dry_run": self.dry_run, "accelerator_type": self.spec.accelerator_type,
             "arch": self.spec.arch.value, "preemptible": self.spec.preemptible, "spot": self.spec.spot,
+            "api": self.tpu.api if self.tpu else self.spec.api,
+            "capacity": self.tpu.paid_as.value if self.tpu else [c.value for c in self.spec.capacities],
             "runtime_version": self.spec.runtime_version, "machine_type": self.spec.machine_type,
             "cidr": self.cidr, "vm": self.vm.to_dict() if self.vm else None,
             "tpu": self.tpu.to_dict() if self.tpu else None, "created": self.created, "adopted": self.adopted,
@@ -97,7 +102,10 @@ class UpResult:
 
     def summary(self) -> str:
         s = self.spec
-        kind = "spot" if s.spot else "preemptible" if s.preemptible else "on-demand"
+        kind = "preemptible" if s.preemptible else self.tpu.paid_as.value if self.tpu else \
+            ",".join(c.value for c in s.capacities)
+        if self.tpu is not None and self.tpu.api == "compute":
+            kind += ", Compute Engine"
         lines = []
         if self.dry_run:
             lines.append(f"dry run: would create {', '.join(self.planned) or 'nothing'} "
@@ -148,6 +156,8 @@ class _Attempt:
     def for_candidate(self, spec: ClusterSpec, cand: Candidate) -> ClusterSpec:
         """``spec`` asking for ``cand``: its type and zone, with the image planned for them."""
         made = spec.with_type(cand.name).with_zone(cand.zone)
+        if cand.capacity:
+            made = made.with_capacity(cand.capacity)
         f = self.fits.get((cand.name, cand.zone))
         return f.apply(made) if f is not None else made
 
@@ -179,9 +189,10 @@ def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_
                 f"cluster {spec.name} already has a {tpu.accelerator_type} TPU ({tpu.arch.value}) in {tpu.zone}",
                 hint=f"use --accelerator-type {tpu.accelerator_type} --arch {tpu.arch.value}, "
                      f"or tpuctl down {spec.name} first")
-        if tpu.interruptible != spec.interruptible:
+        spec = capacity_plan.keep_api(spec, tpu)
+        if tpu.paid_as not in spec.capacities:
             raise UsageError(
-                f"cluster {spec.name} already has a {'preemptible' if tpu.interruptible else 'on-demand'} TPU",
+                f"cluster {spec.name} already has a {'preemptible' if tpu.preemptible else tpu.paid_as.value} TPU",
                 hint=f"match it, or tpuctl down {spec.name} first")
         spec = spec.with_type(tpu.accelerator_type)
         prefer = prefer or (tpu.accelerator_type, tpu.zone)
@@ -279,9 +290,11 @@ def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_
         result.planned.append(f"TPU {spec.name} {acc.name} in {zone0}{how} (replacing the {req.state.value} "
                               f"queued resource in {req.zone})")
     elif need_tpu and req is None:
-        image = fits[(acc.name, zone0)].runtime_version if (acc.name, zone0) in fits else None
-        result.planned.append(f"TPU {spec.name} {acc.name} in {zone0}{how}" + (f" with range {block}" if block else "")
-                              + (f", image {image}" if image else ""))
+        fit0 = fits.get((acc.name, zone0))
+        image = fit0.runtime_version if fit0 else None
+        on = capacity_plan.on_compute(acc, cands[0].capacity if cands else "") if fit0 and fit0.api == "compute" else ""
+        result.planned.append(f"TPU {spec.name} {acc.name} in {zone0}{how}{on}"
+                              + (f" with range {block}" if block else "") + (f", image {image}" if image else ""))
     if spec.queued and not provider.offers_queued:
         result.notes.append(f"the {provider.name} provider has no queued resources: --queued created the TPU "
                             "directly (it matters on Google Cloud)")
@@ -319,7 +332,7 @@ def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_
     result.spec = _as_made(spec, result)
     if result.tpu is not None:
         result.notes.extend(provider.caveats(result.tpu.zone, result.tpu.accelerator_type))
-    if attempt.chosen is not None and attempt.plan is not None and attempt.plan.several:
+    if attempt.chosen is not None and attempt.plan is not None and (attempt.plan.several or attempt.plan.capacities):
         result.notes.append(_chosen_note(spec, attempt.chosen, attempt.plan))
     cache_spec(provider, result.spec, zone=result.zone, cidr=result.cidr)
     if result.tpu is not None and any(c.startswith("TPU ") for c in result.created):
@@ -339,6 +352,8 @@ def _as_made(spec: ClusterSpec, result: UpResult) -> ClusterSpec:
         changes["runtime_version"] = result.tpu.version
     if result.vm is not None and result.vm.machine_type:
         changes["machine_type"] = result.vm.machine_type
+    if result.tpu is not None:
+        changes["api"] = result.tpu.api          # a cluster keeps the API it was made with
     return dataclasses.replace(spec, **changes) if changes else spec
 
 
@@ -373,12 +388,13 @@ def _candidates(provider: Provider, spec: ClusterSpec, zones: list[str], offers:
     fits: dict[tuple[str, str], ZoneFit] = {}
     refused: list[UsageError] = []
     for acc in types:
-        offered = [z for z in zones if _offered(provider, z, acc.name, log)]
+        offered = [z for z in zones if _offered(offers, spec.with_type(acc.name), z, acc, need_vm, log)]
         try:
             if not offered:
+                capacity_plan.check_provider(provider, spec, acc)
                 raise UsageError(f"{acc.name} is not offered in {', '.join(zones)}",
-                                 hint=f"pick a zone that offers it (gcloud compute tpus accelerator-types list "
-                                      f"--zone ZONE), e.g. --zone {suggested_zone(acc.generation.name)}")
+                                 hint=f"pick a zone that offers it ({capacity_plan.listing_command(acc)}), "
+                                      f"e.g. --zone {suggested_zone(acc.generation.name)}")
             keep = keep_image if prefer is None or prefer[0] == acc.name else None
             got = plan_zones(offers, spec.with_type(acc.name), offered, tpu=True, vm=need_vm, keep_image=keep,
                              log=log)
@@ -394,31 +410,46 @@ def _candidates(provider: Provider, spec: ClusterSpec, zones: list[str], offers:
         raise UsageError("none of " + ",".join(a.name for a in types) + " can be created in "
                          + ", ".join(zones) + ": " + "; ".join(e.message for e in refused),
                          hint=refused[0].hint if refused else "try other zones")
-    tier = prices.tier_of(spec.interruptible)
+    def price_for(cap: str) -> Any:
+        tier = prices.tier_of(Capacity(cap).interruptible, cap)
 
-    def price(acc: Any, zone: str) -> float | None:
-        p = book.tpu_price(acc, zone, tier)
-        return p.usd_per_hour if p.usd_per_hour > 0 else None
+        def price(acc: Any, zone: str) -> float | None:
+            p = book.tpu_price(acc, zone, tier)
+            return p.usd_per_hour if p.usd_per_hour > 0 else None
+        return price
 
-    cands = rank([a for a in types if a.name in zones_of], zones_of, price, in_order=spec.in_order or not several)
+    order = tuple(c.value for c in spec.capacities)
+    cands = rank([a for a in types if a.name in zones_of], zones_of, price_for(order[0]),
+                 in_order=spec.in_order or not several, capacities=order, price_for=price_for,
+                 allows=lambda acc, zone, cap: capacity_plan.allowed(spec, fits[(acc.name, zone)].api, cap))
+    if not cands:
+        raise capacity_plan.nothing_to_ask(spec, zones, types)
+    skipped = capacity_plan.left_out(spec, {k: f.api for k, f in fits.items()})
+    if skipped:
+        log(f"left out (the Cloud TPU API has no such capacity): {', '.join(skipped)}")
     if prefer is not None:
-        cands.sort(key=lambda c: (c.name, c.zone) != prefer)       # stable: the rest keep their order
+        # its type and zone first within each capacity, the capacity order kept (stable sort)
+        cands.sort(key=lambda c: (order.index(c.capacity), (c.name, c.zone) != prefer))
     return cands, fits
 
 
 def _order_note(spec: ClusterSpec, cands: list[Candidate]) -> str:
     how = "in the order given (--in-order)" if spec.in_order else "cheapest first per peak bf16 FLOP/s"
-    shown = ", ".join(c.describe() for c in cands[:6]) + (f", and {len(cands) - 6} more" if len(cands) > 6 else "")
+    several_caps = len({c.capacity for c in cands}) > 1
+    shown = ", ".join(c.describe(several_caps) for c in cands[:6]) + (f", and {len(cands) - 6} more" if len(cands) > 6 else "")
     return f"candidates {how}: {shown}"
 
 
 def _chosen_note(spec: ClusterSpec, chosen: Candidate, plan: CandidatePlan) -> str:
     if plan.candidates and chosen == plan.candidates[0]:
         why = "first in the order given (--in-order)" if spec.in_order else \
-            f"the cheapest per peak bf16 FLOP/s of {len(plan.candidates)} candidates"
+            f"the cheapest per peak bf16 FLOP/s of {len(plan.candidates)} candidates" if plan.several else \
+            "first in the capacity order (--capacity)"
     else:
         why = f"the first that could be had after {plan.explain()}"
-    return f"chose {chosen.describe()}: {why}"
+    return f"chose {chosen.describe(plan.capacities)}: {why}"
+
+
 
 
 def _pool(provider: Provider) -> cidrs.IPv4Network:
@@ -599,11 +630,12 @@ def _start_vm(provider: Provider, spec: ClusterSpec, zone: str, attempt: _Attemp
         return op
 
 
-def _offered(provider: Provider, zone: str, accelerator: str, log: Log) -> bool:
-    """Whether ``zone`` offers the type; a zone not served to the project (403 "Location ... is not
-    found or access is unauthorized", a location policy) offers nothing."""
+def _offered(offers: Offers, spec: ClusterSpec, zone: str, acc: Any, need_vm: bool, log: Log) -> bool:
+    """Whether ``zone`` offers the type, as a Compute Engine machine type or a Cloud TPU API type
+    (``--api``); a zone not served to the project (403 "Location ... is not found or access is
+    unauthorized", a location policy) offers nothing."""
     try:
-        return provider.offered(zone, accelerator)
+        return bool(offers.api(zone, acc, spec, vm=need_vm))
     except CloudError as exc:
         if failure(exc.kind, exc.message).scope in (Scope.ZONE, Scope.REGION):
             log(f"zone {zone} is left out: {exc.message}")
@@ -674,7 +706,8 @@ def _start_tpu(provider: Provider, spec: ClusterSpec, plan: CandidatePlan, block
             raise _exhausted(spec, plan.stopped, plan)
         made = attempt.for_candidate(spec, cand)
         zone = cand.zone
-        kind = "spot" if spec.spot else "preemptible" if spec.preemptible else "on-demand"
+        kind = "preemptible" if made.preemptible else made.capacities[0].value
+        kind += ", Compute Engine" if made.api == "compute" else ""
         log(f"creating TPU {spec.name} ({made.accelerator_type}, {spec.arch.value}, {kind}) in {zone}"
             + (f" with range {block}" if block else "") + (" through a queued resource" if queued else ""))
         try:
@@ -709,7 +742,8 @@ def _start_tpu(provider: Provider, spec: ClusterSpec, plan: CandidatePlan, block
 
 
 def _where(plan: CandidatePlan, cand: Candidate) -> str:
-    return f"{cand.name} in {cand.zone}" if plan.several else f"zone {cand.zone}"
+    where = f"{cand.name} in {cand.zone}" if plan.several else f"zone {cand.zone}"
+    return f"{where} ({cand.capacity})" if plan.capacities else where
 
 
 def _next_candidate(plan: CandidatePlan, cand: Candidate, f: Failure, retries: dict[tuple[str, str], int]
@@ -901,6 +935,9 @@ def _list(made: list[tuple[str, str, str]]) -> str:
 
 
 def _describe_remaining(spec: ClusterSpec, kind: str, zone: str, name: str) -> str:
+    if kind == "tpu" and spec.api == "compute":
+        return (f"TPU {name} in {zone} (billed; Compute Engine instance, or MIG with its instance template and "
+                f"workload policy, all named {name}-tpu; delete with tpuctl down {spec.name})")
     if kind == "tpu":
         cmd = (f"gcloud compute tpus tpu-vm delete {name} --zone {zone}" if spec.arch == Arch.VM
                else f"gcloud compute tpus delete {name} --zone {zone}")

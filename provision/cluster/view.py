@@ -79,9 +79,9 @@ class ClusterView:
         up_s = self.uptime_seconds
         return [
             self.name, self.zone, self.vm_cell(),
-            f"{t.accelerator_type} ({t.arch.value})" if t else None,
+            f"{t.accelerator_type} ({t.arch.value}{', compute' if t.api == 'compute' else ''})" if t else None,
             t.state.value if t else None, _health(t), t.cidr_block if t else None,
-            ("spot" if t.spot else "yes" if t.preemptible else "no") if t else None, run,
+            _paid_as(t) if t else None, run,
             format_duration(up_s) if up_s is not None else None, f"{self.hourly:.2f}",
         ]
 
@@ -159,3 +159,10 @@ def preempt(provider: Provider, name: str) -> TpuNode:
         raise UsageError(f"TPU {node.name} is on-demand and cannot be preempted",
                          hint=f"create it with tpuctl up {name} --preemptible (or --spot)")
     return provider.simulate_preemption(node.zone, node.name)
+
+
+def _paid_as(t: Any) -> str:
+    """The PREEMPTIBLE column: spot, yes (a preemptible TPU Node), a Compute Engine capacity, or no."""
+    if t.preemptible and not t.spot:
+        return "yes"
+    return "no" if t.paid_as.value == "on-demand" else t.paid_as.value

@@ -28,15 +28,25 @@ def complete_cluster(ctx: click.Context, param: click.Parameter, incomplete: str
 @click.option("--zone", "-z", "zone", metavar="ZONE[,ZONE...]",
               help="Zone, or zones in failover order (default: TPUCTL_ZONE, config, gcloud; local: us-central1-b).")
 @click.option("--accelerator-type", "-a", default="v2-8", show_default=True, metavar="TYPE[,TYPE...]",
-              help="TPU type: v2-8, v3-8, v4-8, v5litepod-8, v5p-8, v6e-8, or a pod slice; several types that "
+              help="TPU type: v2-8, v3-8, v4-8, v5litepod-8, v5p-8, v6e-8, tpu7x-8, or a pod slice; several types that "
                    "would all do are tried cheapest first per peak bf16 FLOP/s in each zone.")
 @click.option("--in-order", is_flag=True,
               help="With several --accelerator-type: try them in the order given, not cheapest first.")
 @click.option("--arch", type=click.Choice(["vm", "node"]), default="vm", show_default=True,
               help="TPU VM (v2 API) or TPU Node (v1 API, v2/v3 only, with a host VM; Google refuses new "
                    "Nodes to projects without Node access).")
+@click.option("--api", "api", type=click.Choice(["auto", "tpu", "compute"]), default="auto", show_default=True,
+              help="Which Google API makes the TPU: compute (Compute Engine: an instance, or a MIG with a workload "
+                   "policy for a slice), tpu (the Cloud TPU API), or auto: Compute Engine where the zone lists the "
+                   "generation's machine type (v5p, v6e, TPU7x), else the Cloud TPU API.")
 @click.option("--preemptible", is_flag=True, help="Preemptible TPU (about 30% of the on-demand price).")
 @click.option("--spot", is_flag=True, help="Spot TPU VM.")
+@click.option("--flex-start", "flex_start", metavar="DURATION",
+              help="Compute Engine flex-start: a request that waits for capacity, then runs DURATION (10m to 7d).")
+@click.option("--reservation", metavar="NAME", help="Use this Compute Engine reservation (RESERVATION_BOUND).")
+@click.option("--capacity", "capacity", metavar="KIND[,KIND...]",
+              help="Capacities to try in order, like zones: spot, flex-start, reservation, on-demand "
+                   "(e.g. spot,flex-start,on-demand).")
 @click.option("--machine-type", default="auto", show_default=True,
               help="Host VM machine type; auto: the first of e2-standard-2, n2-standard-2, n1-standard-2 (then "
                    "the 4- and 8-vCPU shapes) that the zone offers.")
@@ -70,8 +80,8 @@ def complete_cluster(ctx: click.Context, param: click.Parameter, incomplete: str
 @provider_options
 @dry_run_option
 @json_option
-def command(name: str, zone: str | None, accelerator_type: str, in_order: bool, arch: str, preemptible: bool,
-            spot: bool,
+def command(name: str, zone: str | None, accelerator_type: str, in_order: bool, arch: str, api: str,
+            preemptible: bool, spot: bool, flex_start: str | None, reservation: str | None, capacity: str | None,
             machine_type: str, no_vm: bool, runtime_version: str | None, tf_version: str | None,
             cidr: str | None, network: str, subnetwork: str | None, bucket: str | None,
             labels: tuple[str, ...], queued: bool, valid_until: str | None, no_external_ips: bool,
@@ -110,6 +120,7 @@ def command(name: str, zone: str | None, accelerator_type: str, in_order: bool, 
     target = resolve_target(provider, project, zone.split(",")[0] if zone else None)
     zones = validate.zones(zone) if zone else validate.zones(target.zone or cluster.default_zone(target))
     types = validate.accelerator_types(accelerator_type)
+    order, flex_s = _capacity(capacity, spot=spot or preemptible, flex_start=flex_start, reservation=reservation)
     if in_order and len(types) < 2:
         raise UsageError("--in-order orders several accelerator types",
                          hint="list them, e.g. --accelerator-type v5litepod-8,v6e-8 --in-order, or drop --in-order")
@@ -121,6 +132,7 @@ def command(name: str, zone: str | None, accelerator_type: str, in_order: bool, 
         tensorflow_version=tf_version, cidr=cidr, network=network, subnetwork=subnetwork,
         bucket=bucket, labels=user_labels, queued=queued, valid_until_seconds=valid_s,
         external_ips=not no_external_ips, service_account=service_account, autodown_seconds=autodown_s,
+        api=api, capacity=order, flex_seconds=flex_s, reservation=reservation,
     )
     acting_on(target, "up", zone=",".join(zones))
     if target.provider == "local":
@@ -166,6 +178,29 @@ def _runs_as(*, no_vm: bool, arch: str) -> str:
     VM (a TPU Node runs as Google's Cloud TPU service agent)."""
     parts = ([] if no_vm else ["the host VM"]) + (["the TPU VM"] if arch == "vm" else [])
     return " and ".join(parts)
+
+
+def _capacity(listed: str | None, *, spot: bool, flex_start: str | None, reservation: str | None
+              ) -> tuple[tuple[str, ...], float | None]:
+    """The capacity order (``--capacity``, or the one flag given) and the flex-start duration."""
+    from ..basics import validate
+    from ..basics.errors import UsageError
+    from ..cloud import capacity as capacities
+
+    flex_s = validate.duration(flex_start) if flex_start else None
+    if listed:
+        order = tuple(c.value for c in capacities.parse(listed))
+        if flex_start and "flex-start" not in order:
+            raise UsageError("--flex-start without flex-start in --capacity", hint="list flex-start in --capacity")
+        if reservation and "reservation" not in order:
+            raise UsageError("--reservation without reservation in --capacity", hint="list reservation in --capacity")
+        return order, flex_s
+    flags = [f for f, on in (("--spot/--preemptible", spot), ("--flex-start", flex_start),
+                             ("--reservation", reservation)) if on]
+    if len(flags) > 1:
+        raise UsageError(f"{' and '.join(flags)} both given",
+                         hint="choose one, or try them in order with --capacity, e.g. --capacity spot,flex-start")
+    return (("flex-start",) if flex_start else ("reservation",) if reservation else ()), flex_s
 
 
 def _firewall(prov, spec, *, create: bool, dry_run: bool) -> str | None:

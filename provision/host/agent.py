@@ -43,6 +43,7 @@ from .trust import HostPin
 # the PJRT plug-in path only to the one library the TPU VM images ship): provision.runs.launch
 JOB_ENV_KEYS = frozenset({"TPU_NAME", "TPUCTL_TPU_ZONE", "TPUCTL_TPU_PROJECT", "TPUCTL_DEVICE",
                           "TPUCTL_ACCELERATOR_TYPE", "TPUCTL_SLICE_CORES", "TPU_LOAD_LIBRARY",
+                          "TPUCTL_WORKER_INDEX", "TPUCTL_NUM_WORKERS", "TPUCTL_COORDINATOR",
                           "TF_CONFIG", "CUDA_VISIBLE_DEVICES", "NEXT_PLUGGABLE_DEVICE_USE_C_API",
                           "TF_PLUGGABLE_DEVICE_LIBRARY_PATH"})
 FIXED_ENV_VALUES = {"TF_PLUGGABLE_DEVICE_LIBRARY_PATH": "/lib/libtpu.so"}
@@ -160,6 +161,12 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
                                                             "host": socket.gethostname()})
     syncer = threading.Thread(target=sync, daemon=True)
     syncer.start()
+    if provider == "gcp":
+        # Compute Engine's preemption notice (instance/preempted) reaches the job as SIGTERM at once:
+        # it checkpoints inside the ~30 s a Spot VM is given (provision/host/preemption.py)
+        from .preemption import watch
+
+        watch(lambda: _notify(proc, log), done)
 
     def forward(signum: int, _frame: Any) -> None:
         # a host shutting down (or the supervisor stopping this run) reaches the job as SIGTERM
@@ -193,6 +200,13 @@ def refuse(store: Any, n: int, worker: str, reason: str) -> int:
         store.write_json(f"{prefix}/exit-{worker}.json", {"code": 2, "refused": reason, "time": time.time(),
                                                            "host": socket.gethostname()})
     return 2
+
+
+def _notify(proc: subprocess.Popen, log: Any) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        log.write(b"[tpuctl] preemption notice from the metadata server: SIGTERM to the job\n")
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(signal.SIGTERM)
 
 
 def serve_attempt(store: Any, n: int, worker: str, command: dict[str, Any]) -> int:

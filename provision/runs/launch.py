@@ -28,6 +28,13 @@ images, the PJRT plug-in (``NEXT_PLUGGABLE_DEVICE_USE_C_API=true``,
 ``TF_PLUGGABLE_DEVICE_LIBRARY_PATH=/lib/libtpu.so``, the same source). A TPU Node's job runs on
 the host VM and resolves the Node by name (in ``TPUCTL_TPU_ZONE`` and ``TPUCTL_TPU_PROJECT``).
 
+A TPU VM's job (either API) also learns where it stands in its slice:
+``TPUCTL_WORKER_INDEX`` (its worker number), ``TPUCTL_NUM_WORKERS`` and ``TPUCTL_COORDINATOR``
+(worker 0's address and port :data:`COORDINATOR_PORT`, for ``jax.distributed.initialize`` or any
+program's own rendezvous). Compute Engine is not known to set the TPU worker metadata on MIG VMs
+(``agent-worker-number``, ``worker-network-endpoints``: not found in Google's docs), so tpuctl passes
+these from the addresses it read back, worker 0 first.
+
 The local provider emulates a slice of H hosts with H processes on this machine joined by
 ``MultiWorkerMirroredStrategy`` through ``TF_CONFIG``: every worker runs the job, as TensorFlow
 documents for multi-worker training. Each worker's TensorFlow server listens on every interface,
@@ -51,6 +58,11 @@ LIBTPU = "/lib/libtpu.so"
 # set to 1: run an emulated multi-host slice where no private network can be made for it, its
 # hosts' gRPC servers on every interface of this machine (anyone who reaches it can use them)
 SLICE_OPT_IN = "TPUCTL_SLICE_GRPC_ON_ALL_INTERFACES"
+
+
+# JAX's coordinator port since 2025-11 (jax-ml/jax jax/_src/clusters/cloud_tpu_cluster.py: 8482,
+# 8476 before); any free port would do, as long as every worker is told the same
+COORDINATOR_PORT = 8482
 
 
 @dataclass(frozen=True)
@@ -93,13 +105,22 @@ def plan(*, provider: str, arch: Arch, accelerator_type: str, tpu_name: str, zon
     if acc.multi_host:
         name = pod_tpu_name(endpoints, acc.hosts) or tpu_name
         client = {**common, "TPU_NAME": name, "TPUCTL_TPU_ZONE": zone,
-                  "TPUCTL_TPU_PROJECT": project, "TPU_LOAD_LIBRARY": "0"}
+                  "TPUCTL_TPU_PROJECT": project, "TPU_LOAD_LIBRARY": "0", **worker_env(0, acc.hosts, endpoints)}
         rest = tuple(WorkerLaunch(i, False) for i in range(1, acc.hosts))
         return LaunchPlan(acc, name, (WorkerLaunch(0, True, client),) + rest)
-    env = {**common, "TPU_NAME": "local"}
+    env = {**common, "TPU_NAME": "local", **worker_env(0, 1, endpoints)}
     if runtime is None or runtime.endswith("-pjrt"):
         env.update(NEXT_PLUGGABLE_DEVICE_USE_C_API="true", TF_PLUGGABLE_DEVICE_LIBRARY_PATH=LIBTPU)
     return LaunchPlan(acc, "local", (WorkerLaunch(0, True, env),))
+
+
+def worker_env(index: int, workers: int, endpoints: Sequence[Endpoint]) -> dict[str, str]:
+    """Where a worker stands in its slice: its index, how many there are, and worker 0's address
+    (when the cloud reported it) as the coordinator."""
+    env = {"TPUCTL_WORKER_INDEX": str(index), "TPUCTL_NUM_WORKERS": str(workers)}
+    if endpoints and endpoints[0].ip_address:
+        env["TPUCTL_COORDINATOR"] = f"{endpoints[0].ip_address}:{COORDINATOR_PORT}"
+    return env
 
 
 def pod_tpu_name(endpoints: Sequence[Endpoint], hosts: int) -> str | None:

@@ -281,7 +281,8 @@ def cluster_spec_for(provider: Provider, name: str, tpu: TpuNode | None, bucket:
                        tensorflow_version=tpu.version if tpu.arch == Arch.NODE else None,
                        cidr=None, network=tpu.network or "default", bucket=bucket,
                        labels={k: v for k, v in tpu.labels.items() if not k.startswith("tpuctl-")
-                               or k == "tpuctl-keep"})
+                               or k == "tpuctl-keep"},
+                       api=tpu.api, capacity=("flex-start",) if tpu.capacity == "flex-start" else ())
 
 
 def _bucket_spec(provider: Provider, name: str, bucket: str, digest: str | None = None) -> dict[str, Any] | None:

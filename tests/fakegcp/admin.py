@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from . import catalog, compute, network, tpu, tpu_views
+from . import catalog, compute, compute_tpu, network, tpu, tpu_views
 from .compute_ops import op_json
 from .errors import ApiError
 from .routing import Request, Router
@@ -63,8 +63,13 @@ def register(router: Router, cloud: FakeCloud) -> None:
         store, project = cloud.store, body_project(req)
         state = (b.get("state") or "PREEMPTED").upper()
         if (b.get("kind") or "tpu") == "vm":
-            inst = compute.set_instance_state(store, project, b["zone"], b["name"],
-                                              "TERMINATED" if state in ("PREEMPTED", "TERMINATED") else state)
+            if state in ("PREEMPTED", "TERMINATED"):
+                # as Compute Engine preempts a VM: the guest is told at once (instance/preempted TRUE),
+                # and ``notice`` seconds later it is TERMINATED, or deleted if its termination action says so
+                inst = compute_tpu.preempt_instance(store, project, b["zone"], b["name"],
+                                                    notice_s=float(b.get("notice") or 0))
+            else:
+                inst = compute.set_instance_state(store, project, b["zone"], b["name"], state)
             return compute.instance_json(store, inst)
         if state == "UNHEALTHY":
             node = tpu.set_node_state(store, project, b["zone"], b["name"], None,
@@ -81,6 +86,8 @@ def register(router: Router, cloud: FakeCloud) -> None:
     def stockout(req: Request) -> Any:
         b = req.json()
         kind = b.get("kind") or "tpu"
+        if b.get("model"):          # compute-tpu stockouts of one provisioning model (SPOT, FLEX_START, ...)
+            kind = f"{kind}:{b['model']}"
         cloud.store.faults.stockouts[(kind, b["zone"])] = Counted(_count(b))
         return cloud.store.faults.to_dict()
 
@@ -222,6 +229,9 @@ def register(router: Router, cloud: FakeCloud) -> None:
         s = cloud.store
         out = tpu_views.snapshot_all(s)
         out["instances"] = [compute.instance_json(s, i) for i in sorted(s.instances.values(), key=lambda i: i.seq)]
+        out["resourcePolicies"] = [compute_tpu.policy_json(s, p) for p in s.resource_policies.values()]
+        out["instanceTemplates"] = [compute_tpu.template_json(s, t) for t in s.instance_templates.values()]
+        out["instanceGroupManagers"] = [compute_tpu.mig_json(s, m) for m in s.migs.values()]
         out["computeOperations"] = [op_json(s, o) for o in s.compute_ops.values()]
         out["networks"] = [network.network_json(s, n) for n in s.networks.values()]
         out["subnetworks"] = [network.subnet_json(s, n) for n in s.subnets.values()]

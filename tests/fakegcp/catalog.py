@@ -121,17 +121,54 @@ _N1 = tuple(f"n1-standard-{n}" for n in (2, 4, 8))
 _NO_N1 = {"us-east5", "us-south1"}
 
 
+# TPU machine types (Compute Engine): vCPUs, memory GB and chips as ``gcloud compute machine-types
+# list`` shows them (Cyclenerd/google-cloud-pricing-cost-calculator tools/machinetypes.csv @8c32d22,
+# July/August 2026), and the regions that list them (machinetyperegion.csv @8bf3293). Which zones
+# of a region have them is not public; the fake puts them where public code asked for them, and
+# away from the zones where it serves the same generation through the Cloud TPU API (so the
+# Cloud TPU API tests keep their path): ct6e in us-east5-a and asia-northeast1-b, tpu7x in
+# us-central1-c (skypilot-org/skypilot sky/clouds/gcp.py _COMPUTE_TPU_FLEX_START_ZONES @a790cb6),
+# tpu7x also in us-east1-c, ct5p in us-east5-c and us-south1-b (ct5p regions; zones chosen).
+TPU_MACHINE_TYPES: dict[str, tuple[int, int, int]] = {   # name -> (vCPUs, memory GB, chips)
+    "ct5p-hightpu-4t": (208, 448, 4),
+    "ct6e-standard-1t": (44, 176, 1), "ct6e-standard-4t": (180, 720, 4), "ct6e-standard-8t": (360, 1440, 8),
+    "tpu7x-standard-1t": (56, 240, 1), "tpu7x-standard-4t": (224, 960, 4),
+}
+_TPU_MACHINE_ZONES: dict[str, tuple[str, ...]] = {
+    "ct5p": ("us-east5-c", "us-south1-b"),
+    "ct6e": ("us-east5-a", "asia-northeast1-b"),
+    "tpu7x": ("us-central1-c", "us-east1-c"),
+}
+
+
+def tpu_machine_types_in(zone: str) -> tuple[str, ...]:
+    return tuple(name for name in TPU_MACHINE_TYPES if zone in _TPU_MACHINE_ZONES[name.split("-")[0]])
+
+
 def machine_types_in(zone: str) -> tuple[str, ...]:
     region = region_of(zone)
     if region not in REGIONS or zone not in ZONES:
         return ()
     if region == "us-central2":
         return ("n2-standard-8", "e2-standard-32")
-    return _STANDARD + (() if region in _NO_N1 else _N1)
+    return _STANDARD + (() if region in _NO_N1 else _N1) + tpu_machine_types_in(zone)
 
 
 def machine_type_cpus(name: str) -> int:
+    if name in TPU_MACHINE_TYPES:
+        return TPU_MACHINE_TYPES[name][0]
     return int(name.rsplit("-", 1)[-1])
+
+
+# TPU OS image families in project ubuntu-os-accelerator-images, each with the newest image seen in
+# public use: ubuntu-accel-2204-amd64-tpu-v5e-v5p-v6e-v20260803 (a user's notes of 2026-08-10: "every
+# earlier build in the family is DEPRECATED"), ubuntu-accel-2404-amd64-tpu-tpu7x-v20260716 (a public
+# terraform module for tpu7x-standard-4t). Other families of that project are not served (404).
+ACCELERATOR_IMAGE_PROJECT = "ubuntu-os-accelerator-images"
+ACCELERATOR_IMAGES: dict[str, str] = {
+    "ubuntu-accel-2204-amd64-tpu-v5e-v5p-v6e": "ubuntu-accel-2204-amd64-tpu-v5e-v5p-v6e-v20260803",
+    "ubuntu-accel-2404-amd64-tpu-tpu7x": "ubuntu-accel-2404-amd64-tpu-tpu7x-v20260716",
+}
 
 
 TENSORFLOW_VERSIONS = ("1.15.5", "2.10.1", "2.11.0", "2.11.1", "2.12.0", "2.12.1", "2.13.0",

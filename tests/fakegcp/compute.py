@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import catalog
+from . import catalog, discovery
 from .compute_ops import OpError, fault_error, get_op, new_op, op_json, wait_op
 from .errors import ApiError
 from .filters import compile_filter
@@ -53,6 +53,8 @@ class Instance:
     created: float = field(default_factory=time.time)
     status: str = "PROVISIONING"
     seq: int = 0
+    preempted: bool = False       # the guest's metadata says instance/preempted TRUE (notice given)
+    reservation_affinity: dict[str, Any] = field(default_factory=dict)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -83,6 +85,30 @@ def _short(ref: str | None) -> str:
 
 def insert_instance(store: Store, project: str, zone: str, body: dict[str, Any]) -> Any:
     check_zone(store, project, zone)
+    discovery.check("compute.instances.insert", body)
+    name = body.get("name") or ""
+    check_instance_body(store, project, zone, body)
+    target = f"projects/{project}/zones/{zone}/instances/{name}"
+    latency = store.latencies.of("vm_create")
+    if (project, zone, name) in store.instances:
+        err = OpError("RESOURCE_ALREADY_EXISTS", f"The resource '{target}' already exists", 409)
+        return new_op(store, project, f"zones/{zone}", "insert", target, store.instances[(project, zone, name)].id,
+                      0.0, err)
+    fault = store.take_op_fault()      # POST /_admin/fault, where "operation"
+    if fault is not None:
+        return new_op(store, project, f"zones/{zone}", "insert", target, store.new_id(), latency, fault_error(fault))
+    vm_type = _short(body["machineType"])
+    if tpu_stockout(store, zone, vm_type, body.get("scheduling") or {}):
+        return new_op(store, project, f"zones/{zone}", "insert", target, store.new_id(), latency,
+                      stockout_error(project, zone, vm_type))
+    inst = make_instance(store, project, zone, body)
+    store.instances[inst.key] = inst
+    start_instance(store, inst, latency)
+    return new_op(store, project, f"zones/{zone}", "insert", target, inst.id, latency)
+
+
+def check_instance_body(store: Store, project: str, zone: str, body: dict[str, Any]) -> None:
+    """What Compute refuses at the call: a bad name, no machine type, one the zone does not list."""
     name = body.get("name") or ""
     if not valid_name(name):
         raise ApiError(3, f"Invalid value for field 'resource.name': '{name}'. Must be a match of regex "
@@ -96,50 +122,64 @@ def insert_instance(store: Store, project: str, zone: str, body: dict[str, Any])
         raise ApiError(3, f"Invalid value for field 'resource.machineType': '{body['machineType']}'. Machine type "
                           f"with name '{vm_type}' does not exist in zone '{zone}'.", compute_reason="invalid")
     nic = (body.get("networkInterfaces") or [{}])[0]
+    get_network(store, project, network_name(nic.get("network") or "default"))
+
+
+def tpu_stockout(store: Store, zone: str, machine_type: str, scheduling: dict[str, Any]) -> bool:
+    """An injected stockout for this create: ``vm`` for any instance (as before), ``compute-tpu``
+    for a TPU machine type, ``compute-tpu:MODEL`` for one provisioning model (SPOT, STANDARD,
+    FLEX_START, RESERVATION_BOUND) only."""
+    if machine_type not in catalog.TPU_MACHINE_TYPES:
+        return store.faults.take_stockout("vm", zone)
+    model = scheduling.get("provisioningModel") or "STANDARD"
+    return (store.faults.take_stockout(f"compute-tpu:{model}", zone)
+            or store.faults.take_stockout("compute-tpu", zone) or store.faults.take_stockout("vm", zone))
+
+
+def stockout_error(project: str, zone: str, vm_type: str) -> OpError:
+    """A stockout as Compute words it since 2024 (tests/corpus: compute-stockout-details-k8s-9834,
+    compute-stockout-details-empty-ai-on-gke-849: errorDetails with a localized message and errorInfo
+    resource_availability, whose zonesAvailable may be empty)."""
+    message = (f"The zone 'projects/{project}/zones/{zone}' does not have enough resources "
+               "available to fulfill the request.  Try a different zone, or try again later.")
+    return OpError("ZONE_RESOURCE_POOL_EXHAUSTED", message, 503, [{
+        "code": "ZONE_RESOURCE_POOL_EXHAUSTED", "message": message, "errorDetails": [
+            {"help": {"links": [{"description": "Troubleshooting documentation",
+                                 "url": "https://cloud.google.com/compute/docs/resource-error"}]}},
+            {"localizedMessage": {"locale": "en-US", "message": (
+                f"A {vm_type} VM instance is currently unavailable in the {zone} zone. Alternatively, you can "
+                "try your request again with a different VM hardware configuration or at a later time. For "
+                "more information, see the troubleshooting documentation.")}},
+            {"errorInfo": {"domain": "compute.googleapis.com", "reason": "resource_availability",
+                           "metadatas": {"attachment": "", "vmType": vm_type, "zone": zone,
+                                         "zonesAvailable": ""}}}]}])
+
+
+def make_instance(store: Store, project: str, zone: str, body: dict[str, Any], *,
+                  extra_metadata: list[dict[str, str]] | None = None) -> Instance:
+    """An instance as ``body`` (an instance, or a template's properties plus a name) describes it."""
+    nic = (body.get("networkInterfaces") or [{}])[0]
     network = network_name(nic.get("network") or "default")
     get_network(store, project, network)
-    region = catalog.region_of(zone)
-    sub = subnet_for(store, project, network, region, nic.get("subnetwork"))
-    target = f"projects/{project}/zones/{zone}/instances/{name}"
-    latency = store.latencies.of("vm_create")
-    if (project, zone, name) in store.instances:
-        err = OpError("RESOURCE_ALREADY_EXISTS", f"The resource '{target}' already exists", 409)
-        return new_op(store, project, f"zones/{zone}", "insert", target, store.instances[(project, zone, name)].id,
-                      0.0, err)
-    fault = store.take_op_fault()      # POST /_admin/fault, where "operation"
-    if fault is not None:
-        return new_op(store, project, f"zones/{zone}", "insert", target, store.new_id(), latency, fault_error(fault))
-    if store.faults.take_stockout("vm", zone):
-        # as Compute words it since 2024 (tests/corpus: errorDetails with a localized message and
-        # errorInfo resource_availability, whose zonesAvailable may be empty)
-        message = (f"The zone 'projects/{project}/zones/{zone}' does not have enough resources "
-                   "available to fulfill the request.  Try a different zone, or try again later.")
-        vm_type = _short(body["machineType"])
-        err = OpError("ZONE_RESOURCE_POOL_EXHAUSTED", message, 503, [{
-            "code": "ZONE_RESOURCE_POOL_EXHAUSTED", "message": message, "errorDetails": [
-                {"help": {"links": [{"description": "Troubleshooting documentation",
-                                     "url": "https://cloud.google.com/compute/docs/resource-error"}]}},
-                {"localizedMessage": {"locale": "en-US", "message": (
-                    f"A {vm_type} VM instance is currently unavailable in the {zone} zone. Alternatively, you can "
-                    "try your request again with a different VM hardware configuration or at a later time. For "
-                    "more information, see the troubleshooting documentation.")}},
-                {"errorInfo": {"domain": "compute.googleapis.com", "reason": "resource_availability",
-                               "metadatas": {"attachment": "", "vmType": vm_type, "zone": zone,
-                                             "zonesAvailable": ""}}}]}])
-        return new_op(store, project, f"zones/{zone}", "insert", target, store.new_id(), latency, err)
-    inst = Instance(
-        project=project, zone=zone, name=name, id=store.new_id(), machine_type=_short(body["machineType"]),
+    sub = subnet_for(store, project, network, catalog.region_of(zone), nic.get("subnetwork"))
+    metadata = list((body.get("metadata") or {}).get("items") or [])
+    for item in extra_metadata or []:
+        metadata = [m for m in metadata if m.get("key") != item.get("key")] + [item]
+    return Instance(
+        project=project, zone=zone, name=body["name"], id=store.new_id(), machine_type=_short(body["machineType"]),
         network=network, subnetwork=sub.name, internal_ip=allocate_ip(store, sub),
         external_ip=store.next_external_ip() if nic.get("accessConfigs") else None,
-        labels=dict(body.get("labels") or {}),
-        metadata=list((body.get("metadata") or {}).get("items") or []),
+        labels=dict(body.get("labels") or {}), metadata=metadata,
         tags=list((body.get("tags") or {}).get("items") or []), disks=list(body.get("disks") or []),
         scheduling=dict(body.get("scheduling") or {}),
         service_accounts=list(body.get("serviceAccounts") or []),
         description=body.get("description") or "", seq=store.seq(),
+        reservation_affinity=dict(body.get("reservationAffinity") or {}),
     )
-    store.instances[inst.key] = inst
 
+
+def start_instance(store: Store, inst: Instance, latency: float) -> None:
+    """PROVISIONING -> STAGING -> RUNNING over ``latency`` seconds."""
     def staging() -> None:
         if inst.status == "PROVISIONING":
             inst.status = "STAGING"
@@ -148,7 +188,7 @@ def insert_instance(store: Store, project: str, zone: str, body: dict[str, Any])
         if store.instances.get(inst.key) is inst and inst.status == "STAGING":
             inst.status = "RUNNING"
     store.schedule(latency * 0.4, staging)
-    return new_op(store, project, f"zones/{zone}", "insert", target, inst.id, latency, on_done=running)
+    store.schedule(latency, running)
 
 
 def get_instance(store: Store, project: str, zone: str, name: str) -> Instance:
@@ -216,6 +256,8 @@ def instance_json(store: Store, inst: Instance) -> dict[str, Any]:
     }
     if inst.labels:
         out["labels"] = dict(inst.labels)
+    if inst.reservation_affinity:
+        out["reservationAffinity"] = dict(inst.reservation_affinity)
     if not out["serviceAccounts"]:
         del out["serviceAccounts"]
     return out
@@ -416,6 +458,12 @@ def register(router: Router, store_of: Any) -> None:
     @route("GET", "/global/images/family/{family}", "compute.images.getFromFamily", "compute.images.getFromFamily")
     def image_family(req: Request) -> Any:
         p = req.params
+        if p["project"] == catalog.ACCELERATOR_IMAGE_PROJECT:
+            # the TPU images: only the families public use shows, each as its newest image
+            if p["family"] not in catalog.ACCELERATOR_IMAGES:
+                raise ApiError(5, f"The resource 'projects/{p['project']}/global/images/family/{p['family']}' "
+                                  "was not found", compute_reason="notFound")
+            return image_json(store_of(), p["project"], catalog.ACCELERATOR_IMAGES[p["family"]], p["family"])
         return image_json(store_of(), p["project"], f"{p['family']}-v20240110", p["family"])
 
     @route("GET", "/global/images/{image}", "compute.images.get", "compute.images.get")
@@ -427,11 +475,18 @@ def register(router: Router, store_of: Any) -> None:
     def machine_type_json(s: Store, project: str, zone: str, name: str) -> dict[str, Any]:
         cpus = catalog.machine_type_cpus(name)
         gib_per_cpu = 3.75 if name.startswith("n1-") else 4      # n1-standard: 3.75 GiB per vCPU, e2/n2: 4
-        return {"kind": "compute#machineType", "id": str(abs(hash(name)) % 10**12), "name": name,
-                "description": f"{cpus} vCPUs, {gib_per_cpu * cpus:g} GB RAM", "guestCpus": cpus,
-                "memoryMb": int(gib_per_cpu * 1024 * cpus), "maximumPersistentDisks": 128,
-                "maximumPersistentDisksSizeGb": "263168", "zone": zone, "isSharedCpu": False,
-                "selfLink": s.link(f"projects/{project}/zones/{zone}/machineTypes/{name}")}
+        gb = catalog.TPU_MACHINE_TYPES[name][1] if name in catalog.TPU_MACHINE_TYPES else gib_per_cpu * cpus
+        out = {"kind": "compute#machineType", "id": str(abs(hash(name)) % 10**12), "name": name,
+               "description": f"{cpus} vCPUs, {gb:g} GB RAM", "guestCpus": cpus,
+               "memoryMb": int(gb * 1024), "maximumPersistentDisks": 128,
+               "maximumPersistentDisksSizeGb": "263168", "zone": zone, "isSharedCpu": False,
+               "selfLink": s.link(f"projects/{project}/zones/{zone}/machineTypes/{name}")}
+        if name in catalog.TPU_MACHINE_TYPES:
+            # the machine type carries the chips (no guestAccelerators to ask for): accelerators[]
+            # {guestAcceleratorType, guestAcceleratorCount}, as MachineType describes them
+            out["accelerators"] = [{"guestAcceleratorType": name.split("-")[0],
+                                    "guestAcceleratorCount": catalog.TPU_MACHINE_TYPES[name][2]}]
+        return out
 
     @route("GET", "/zones/{zone}/machineTypes/{mt}", "compute.machineTypes.get", "compute.machineTypes.get")
     def machine_type(req: Request) -> Any:

@@ -154,14 +154,41 @@ class FakeGCP:
         return self.admin("POST", "preempt", {"zone": zone, "name": name, "state": state, "kind": kind,
                                               "project": project or self.project})
 
+    def preempt_instance(self, zone: str, name: str, *, notice: float = 0.0,
+                         project: str | None = None) -> dict[str, Any]:
+        """Preempt a Compute Engine instance (a TPU VM or a slice's worker) as a Spot VM is: its guest's
+        ``instance/preempted`` turns TRUE now, and ``notice`` seconds later it is TERMINATED (or
+        deleted, when its instanceTerminationAction is DELETE)."""
+        return self.admin("POST", "preempt", {"zone": zone, "name": name, "state": "TERMINATED", "kind": "vm",
+                                              "notice": notice, "project": project or self.project})
+
+    def set_topology(self, zone: str, mig: str, state: str | None, *, project: str | None = None) -> dict[str, Any]:
+        """Set a MIG's appliedAcceleratorTopologies state (ACTIVE_DEGRADED, INCOMPLETE, FAILED...;
+        None: computed from its VMs again)."""
+        return self.admin("POST", "topology", {"zone": zone, "name": mig, "state": state,
+                                               "project": project or self.project})
+
+    def end_resize_request(self, zone: str, mig: str, state: str = "FAILED", *, message: str = "",
+                           project: str | None = None) -> dict[str, Any]:
+        """End a MIG's waiting resize requests (flex-start) as FAILED or CANCELLED."""
+        return self.admin("POST", "resize-request", {"zone": zone, "name": mig, "state": state, "message": message,
+                                                     "project": project or self.project})
+
+    def guest_metadata_url(self, zone: str, name: str, *, project: str | None = None) -> str:
+        """The metadata server as instance ``name``'s guest sees it (``TPUCTL_METADATA_URL``)."""
+        return f"{self.url}/_guest/{project or self.project}/{zone}/{name}/computeMetadata/v1"
+
     def make_unhealthy(self, zone: str, name: str, *, health: str = "UNHEALTHY_TENSORFLOW",
                        description: str = "The TPU is unhealthy.", project: str | None = None) -> dict[str, Any]:
         return self.admin("POST", "preempt", {"zone": zone, "name": name, "state": "UNHEALTHY", "health": health,
                                               "description": description, "project": project or self.project})
 
-    def stockout(self, zone: str, count: int | None = None, *, kind: str = "tpu") -> None:
-        """The next ``count`` creates in ``zone`` (all, if None, until cleared) find no capacity."""
-        self.admin("POST", "stockout", {"zone": zone, "count": count, "kind": kind})
+    def stockout(self, zone: str, count: int | None = None, *, kind: str = "tpu", model: str | None = None) -> None:
+        """The next ``count`` creates in ``zone`` (all, if None, until cleared) find no capacity.
+        ``kind``: "tpu" (Cloud TPU API), "vm" (any instance), "compute-tpu" (a TPU machine type on
+        Compute Engine; ``model`` narrows it to one provisioning model: SPOT, STANDARD, FLEX_START,
+        RESERVATION_BOUND)."""
+        self.admin("POST", "stockout", {"zone": zone, "count": count, "kind": kind, "model": model})
 
     def clear_stockout(self, zone: str | None = None) -> None:
         self.admin("POST", "stockout/clear", {"zone": zone})

@@ -22,8 +22,10 @@ from . import (
     billing,
     compute,
     compute_net,
+    compute_tpu,
     errors,
     firewalls,
+    guest,
     metadata,
     metadata_server,
     tpu_rest,
@@ -56,6 +58,7 @@ class FakeCloud:
         self.api = Router()
         tpu_rest.register(self.api, self.current)
         compute.register(self.api, self.current)
+        compute_tpu.register(self.api, self.current)
         compute_net.register(self.api, self.current)
         firewalls.register(self.api, self.current)
         metadata.register(self.api, self.current)
@@ -63,6 +66,7 @@ class FakeCloud:
         self.admin = Router()
         admin.register(self.admin, self)
         tpu_rest.register_admin(self.admin, self)
+        compute_tpu.register_admin(self.admin, self)
 
     def _new_store(self) -> Store:
         lat = Latencies(**vars(self.initial_latencies))
@@ -229,8 +233,21 @@ class _Handler(BaseHTTPRequestHandler):
             return
         query = parse_qs(parts.query, keep_blank_values=True)
         headers = {k.lower(): v for k, v in self.headers.items()}
+        if parts.path.startswith(guest.PREFIX):
+            status, text = guest.answer(self.cloud, parts.path, query, headers)
+            self._send_text(status, text)
+            return
         outcome = self.cloud.dispatch(self.command, parts.path, query, body, headers=headers)
         self._send(outcome)
+
+    def _send_text(self, status: int, text: str) -> None:
+        payload = text.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/text")
+        self.send_header("Metadata-Flavor", "Google")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
 
     def _token(self, raw: bytes) -> None:
         """The OAuth 2.0 token endpoint (a credential file's ``token_uri``): a refresh-token grant

@@ -251,6 +251,11 @@ class Store:
         self.queued: dict[tuple[str, str, str], Any] = {}
         self.tpu_ops: dict[str, Any] = {}
         self.instances: dict[tuple[str, str, str], Any] = {}
+        # Compute Engine TPU slices (compute_tpu.py): workload policies by (project, region, name),
+        # instance templates by (project, name), zonal MIGs by (project, zone, name)
+        self.resource_policies: dict[tuple[str, str, str], Any] = {}
+        self.instance_templates: dict[tuple[str, str], Any] = {}
+        self.migs: dict[tuple[str, str, str], Any] = {}
         self.compute_ops: dict[tuple[str, str, str], Any] = {}
         self.networks: dict[tuple[str, str], Any] = {}
         self.subnets: dict[tuple[str, str, str], Any] = {}

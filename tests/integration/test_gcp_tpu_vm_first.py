@@ -116,8 +116,8 @@ def test_tpu_node_created_when_the_project_kept_node_access(fakegcp_env):
 
 
 def test_status_of_a_tpu_vm_cluster_loads_no_generated_client(fakegcp_env):
-    """`status NAME` needs three reads, made at once (VMs, TPU nodes, and queued resources, which
-    hold quota without a node): it imports neither Compute's nor the TPU's generated clients, nor
+    """`status NAME` reads VMs, TPUs of both APIs and queued resources (which hold quota without a
+    node), all at once: it imports neither Compute's nor the TPU's generated clients, nor
     gRPC, nor (when every call succeeds) google-api-core's exceptions."""
     fake = fakegcp_env
     assert run_tpuctl_process("up", "vmc", "--zone", ZONE, "--no-vm").code == 0
@@ -132,5 +132,9 @@ def test_status_of_a_tpu_vm_cluster_loads_no_generated_client(fakegcp_env):
     heavy = [m for m in doc["modules"] if m.startswith(("google.cloud", "grpc", "google.api_core.exceptions",
                                                         "proto", "tenacity"))]
     assert heavy == []
-    assert fake.call_counts() == {"tpu.v2.nodes.list": 1, "compute.instances.aggregatedList": 1,
+    # the VMs; TPUs of both APIs side by side (Cloud TPU nodes; Compute Engine TPU instances, slices,
+    # and what an interrupted up may have left of one: its template or workload policy); queued resources
+    assert fake.call_counts() == {"tpu.v2.nodes.list": 1, "compute.instances.aggregatedList": 2,
+                                  "compute.instanceGroupManagers.aggregatedList": 1,
+                                  "compute.instanceTemplates.list": 1, "compute.resourcePolicies.aggregatedList": 1,
                                   "tpu.v2.queuedResources.list": 1}

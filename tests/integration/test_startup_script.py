@@ -173,7 +173,21 @@ def test_the_host_vm_is_named_by_its_host_name_and_defaults_to_the_host_role(tmp
     assert stub.statuses(status_name(role="host", worker=host))[-1]["state"] == "ok"
 
 
+def test_a_compute_engine_tpu_worker_takes_the_number_tpuctl_gave_it(tmp_path):
+    """A MIG's VMs carry no agent-worker-number that tpuctl can count on: tpuctl gives each worker
+    tpuctl-worker-number (per-instance metadata), and the bootstrap starts its agent as that worker."""
+    stub = Stub(_good_attributes(**{"agent-worker-number": None, "tpuctl-worker-number": "3"}), objects("my-runs"))
+    try:
+        code, out, _ = _run(tmp_path, stub, timeout=240)
+    finally:
+        stub.close()
+    assert code == 0, out
+    argv = _agent_argv(tmp_path)[-1]
+    assert argv[argv.index("--worker") + 1] == "3" and argv[argv.index("--role") + 1] == "worker"
+
+
 HOSTILE = [
+    ("ce-worker", {"tpuctl-worker-number": "1; touch $PWNED"}),
     ("cluster-semicolon", {"tpuctl-cluster": "x; touch $PWNED"}),
     ("cluster-subshell", {"tpuctl-cluster": "$(touch $PWNED)"}),
     ("cluster-backticks", {"tpuctl-cluster": "`touch $PWNED`"}),

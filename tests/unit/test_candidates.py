@@ -98,3 +98,31 @@ def test_one_type_reads_as_zone_failover():
     plan.record(plan.next(), failure(Kind.QUOTA, "Limit 32 in region us-central1"))
     assert plan.explain() == "us-central1-b: stockout; region us-central1: quota"
     assert names([plan.next()]) == [("v2-8", "europe-west4-a")]
+
+
+def test_capacity_is_the_outer_order_and_a_failure_blocks_only_its_capacity():
+    zones_of = {"v6e-8": ["us-east5-a", "us-east5-b"]}
+    order = rank([V6E], zones_of, lambda acc, zone: 1.0, capacities=("spot", "flex-start", "on-demand"),
+                 allows=lambda acc, zone, cap: cap != "flex-start" or zone == "us-east5-a")
+    assert [(c.zone, c.capacity) for c in order] == [
+        ("us-east5-a", "spot"), ("us-east5-b", "spot"), ("us-east5-a", "flex-start"),
+        ("us-east5-a", "on-demand"), ("us-east5-b", "on-demand")]
+    plan = CandidatePlan(tuple(order))
+    plan.record(order[0], failure(Kind.STOCKOUT, "no spot capacity"))
+    plan.record(order[1], failure(Kind.STOCKOUT, "no spot capacity"))
+    nxt = plan.next()
+    assert (nxt.zone, nxt.capacity) == ("us-east5-a", "flex-start")
+    assert plan.explain() == "us-east5-a (spot): stockout; us-east5-b (spot): stockout"
+
+
+def test_zones_available_of_a_stockout_go_first_and_the_rest_of_its_region_is_skipped():
+    from provision.cloud.failures import Failure, Scope
+
+    zones_of = {"v6e-8": ["us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f"]}
+    order = rank([V6E], zones_of, lambda acc, zone: 1.0, capacities=("spot",))
+    plan = CandidatePlan(tuple(order))
+    plan.record(order[0], Failure(Kind.STOCKOUT, Scope.ZONE, "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
+                                  zones_available=("us-central1-f",)))
+    assert plan.next().zone == "us-central1-f"
+    assert not plan.available(order[1]) and not plan.available(order[2])
+    assert "(not in zonesAvailable of us-central1-a)" in plan.explain()

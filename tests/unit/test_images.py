@@ -114,9 +114,13 @@ class _Listing:
 
     name = "stub"
     project = "p"
+    offers_compute_tpus = False       # the Cloud TPU API's images only
 
     def __init__(self, runtimes: dict[str, list[str]], machine: dict[str, list[str]]):
         self.runtimes, self.machine, self.asked = runtimes, machine, []
+
+    def offered(self, zone, accelerator_type):
+        return True
 
     def runtime_versions(self, zone):
         self.asked.append(("runtime", zone))

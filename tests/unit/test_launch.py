@@ -26,7 +26,7 @@ from jobs import spec as jobspec
 from provision.basics.errors import UsageError
 from provision.cloud.base import Arch, Endpoint, TpuNode, TpuState
 from provision.host.agent import FIXED_ENV_VALUES, JOB_ENV_KEYS
-from provision.runs.launch import check_batches, plan, slice_network
+from provision.runs.launch import COORDINATOR_PORT, check_batches, plan, slice_network
 
 
 def gcp(accelerator_type: str, arch: Arch = Arch.VM, runtime: str | None = None, endpoints=()):
@@ -177,3 +177,15 @@ def test_an_emulated_slice_with_nowhere_private_to_run_is_refused_naming_the_opt
     line = err.value.one_line()
     assert line.startswith("an emulated v2-32 runs a TensorFlow gRPC server for each of its 4 hosts, on every network")
     assert line.endswith("set TPUCTL_SLICE_GRPC_ON_ALL_INTERFACES=1 to accept that")
+
+
+def test_the_job_on_a_slice_learns_its_worker_index_count_and_coordinator():
+    """Compute Engine sets no TPU worker metadata on MIG VMs that tpuctl can count on: the job gets
+    TPUCTL_WORKER_INDEX, TPUCTL_NUM_WORKERS and TPUCTL_COORDINATOR (worker 0's address) from tpuctl."""
+    p = gcp("v5p-32", runtime="ubuntu-accel-2204-amd64-tpu-v5e-v5p-v6e-v20260803", endpoints=workers(4))
+    env = dict(p.workers[0].env)
+    assert (env["TPUCTL_WORKER_INDEX"], env["TPUCTL_NUM_WORKERS"]) == ("0", "4")
+    assert env["TPUCTL_COORDINATOR"] == f"10.130.0.2:{COORDINATOR_PORT}"
+    one = dict(gcp("v6e-8", runtime="ubuntu-accel-2204-amd64-tpu-v5e-v5p-v6e-v20260803", endpoints=workers(1))
+               .workers[0].env)
+    assert (one["TPUCTL_WORKER_INDEX"], one["TPUCTL_NUM_WORKERS"]) == ("0", "1")

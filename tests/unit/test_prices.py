@@ -47,8 +47,18 @@ def test_every_generation_has_both_tiers_in_a_region_where_it_lives():
         acc = accelerators.parse(f"{gen.name}-{gen.sizes[0]}")
         home = {"v4": "us-central2-b", "v3": "us-central1-b"}.get(gen.name, "us-central1-a")
         od, sp = price(acc.name, home, ON_DEMAND), price(acc.name, home, SPOT)
-        assert od.note is None and sp.note is None, (od, sp)
+        assert od.note is None and od.usd_per_hour > 0, od
+        if gen.name in prices.NO_PUBLIC_SPOT:     # TPU7x: no spot rate is public; the price says so
+            assert sp.usd_per_hour == 0 and "no spot/preemptible price known" in sp.note
+            continue
+        assert sp.note is None, sp
         assert 0 < sp.usd_per_hour < od.usd_per_hour
+
+
+def test_flex_start_is_priced_at_the_on_demand_rate_and_says_so():
+    flex = price("v6e-8", "us-central1-a", prices.FLEX_START)
+    assert flex.usd_per_hour == price("v6e-8", "us-central1-a", ON_DEMAND).usd_per_hour == 21.6
+    assert flex.tier == prices.FLEX_START and "no flex-start list price known" in flex.note
 
 
 def test_every_row_names_its_source_and_date():
@@ -149,9 +159,10 @@ def test_sku_parser_reads_per_chip_rates_by_generation_region_and_tier():
     assert book.tpu[("v3", "us-central1", SPOT)].usd == 0.51              # "Preemptible" though OnDemand
     assert book.tpu[("v2-pod", "europe-west4", ON_DEMAND)].usd == 1.5
     assert book.tpu[("v4", "us-central2", ON_DEMAND)].usd == 3.22
-    # reserved (calendar mode) and committed-use SKUs are not list prices; TPU7x is not a generation here
+    # reserved (calendar mode) and committed-use SKUs are not list prices; TPU7x is priced per chip-hour
     assert ("v5p", "asia-south2", ON_DEMAND) not in book.tpu and ("v5p", "europe-west4", ON_DEMAND) not in book.tpu
-    assert not any(k[0].startswith("7") for k in book.tpu)
+    assert book.tpu[("tpu7x", "us-central1", ON_DEMAND)].usd == 12.0
+    assert book.tpu_price(accelerators.parse("tpu7x-8"), "us-west1-b", ON_DEMAND).usd_per_hour == 48.0
     rate = book.tpu[("v6e", "us-south1", ON_DEMAND)]
     assert rate.source.endswith("services/6F81-5844-456A SKU 2549-F208-72FA") and rate.date == "2026-11-01"
     assert book.tpu_price(accelerators.parse("v3-8"), "us-central1-b", SPOT).usd_per_hour == 2.04

@@ -1,0 +1,74 @@
+"""What ``up`` decides about capacity and the API of a cluster's TPU. Pure.
+
+Kept out of ``up.py``: which capacities a (type, zone) can be asked for, given the API that
+serves it there (a zone on the Cloud TPU API has no flex-start or named reservation), that a
+cluster keeps the API its TPU was made with, and how a Compute Engine plan reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from ..basics.errors import UsageError
+from ..catalog import compute_tpus
+from ..catalog.accelerators import AcceleratorType
+from ..cloud import capacity as capacities
+from ..cloud.base import ClusterSpec, Provider, TpuNode
+from ..cloud.capacity import Capacity
+
+
+def allowed(spec: ClusterSpec, api: str, cap: str) -> bool:
+    """Whether ``cap`` of the spec's order can be asked for where ``api`` serves the type."""
+    return Capacity(cap) in capacities.for_api(spec.capacities, api or "tpu")
+
+
+def left_out(spec: ClusterSpec, apis: Mapping[tuple[str, str], str]) -> list[str]:
+    """``flex-start in us-west4-a``: each capacity of the order a zone's API cannot make."""
+    out = [f"{cap.value} in {zone}" for (_type, zone), api in apis.items() for cap in spec.capacities
+           if not allowed(spec, api, cap.value)]
+    return list(dict.fromkeys(out))
+
+
+def nothing_to_ask(spec: ClusterSpec, zones: Sequence[str], types: Iterable[AcceleratorType]) -> UsageError:
+    order = ", ".join(c.value for c in spec.capacities)
+    return UsageError(f"{order} can be had only on Compute Engine, and no zone of {', '.join(zones)} lists "
+                      f"{'/'.join(a.name for a in types)} as a machine type",
+                      hint="add on-demand or spot to --capacity, or pick a zone that sells it on Compute Engine")
+
+
+def check_provider(provider: Provider, spec: ClusterSpec, acc: AcceleratorType) -> None:
+    """A provider without Compute Engine TPUs (the local one) cannot make what only Compute Engine
+    sells, or anything asked for with ``--api compute``: say that, not "pick another zone"."""
+    if provider.offers_compute_tpus or (spec.api != "compute" and acc.served_by("tpu")):
+        return
+    why = "--api compute asks for Compute Engine" if spec.api == "compute" else \
+        f"{acc.name} is sold only through Compute Engine"
+    raise UsageError(f"{why}, which the {provider.name} provider does not emulate",
+                     hint="use --provider gcp" + ("" if acc.served_by("tpu") else ", or a type the Cloud TPU API "
+                                                  "offers (e.g. v6e-8) to rehearse locally"))
+
+
+def keep_api(spec: ClusterSpec, node: TpuNode) -> ClusterSpec:
+    """A cluster keeps the API its TPU was made with: ``--api auto`` follows it, another is refused."""
+    if spec.api not in ("auto", node.api):
+        made = "Compute Engine" if node.api == "compute" else "the Cloud TPU API"
+        raise UsageError(f"cluster {spec.name}'s TPU was made with {made} (--api {node.api})",
+                         hint=f"use --api {node.api} or auto, or tpuctl down {spec.name} first")
+    return spec.with_api(node.api) if node.api != spec.api else spec
+
+
+def on_compute(acc: AcceleratorType, cap: str) -> str:
+    """`` on Compute Engine (2 x ct5p-hightpu-4t, 2x2x2, spot)``: what the plan makes there."""
+    shape = compute_tpus.shape(acc)
+    if shape is None:
+        return ""
+    vms = f"{shape.vms} x {shape.machine_type}, {shape.topology}" if shape.multi_host else shape.machine_type
+    return f" on Compute Engine ({vms}" + (f", {cap}" if cap else "") + ")"
+
+
+def listing_command(acc: AcceleratorType) -> str:
+    """The gcloud command that shows where a type is offered, on the API that would make it."""
+    shape = compute_tpus.shape(acc)
+    if shape is None:
+        return "gcloud compute tpus accelerator-types list --zone ZONE"
+    return f"gcloud compute machine-types list --filter=name={shape.machine_type} for Compute Engine"

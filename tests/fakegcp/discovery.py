@@ -1,0 +1,141 @@
+"""Request bodies checked against Google's compute v1 discovery document, as the real API checks them.
+
+The document is the one google-api-python-client ships
+(``googleapiclient/discovery_cache/documents/compute.v1.json``; the test extra installs it). For a
+method such as ``compute.instanceGroupManagers.insert`` it names the request schema
+(``InstanceGroupManager``); :func:`check` walks the body against it and refuses what Google's front
+end refuses, in its words:
+
+- a field the schema does not have: ``Invalid JSON payload received. Unknown name "x" at
+  'resource.scheduling': Cannot find field.`` (Google's JSON decoding error, as its APIs answer it:
+  e.g. ``Unknown name "document_title" at 'form.info'`` from the Forms API, quoted in a public review);
+- an enum value the schema does not list, or a value of the wrong JSON type: ``Invalid value at
+  'resource.scheduling.provisioning_model' (type.googleapis.com/google.cloud.compute.v1.Scheduling),
+  "X"`` (the same decoder's form, e.g. ``Invalid value at 'resource.notify_preference'
+  (type.googleapis.com/google.walletobjects.v1.NotificationSettingsForUpdates), "NOTIFY"``).
+
+Both are HTTP 400 INVALID_ARGUMENT. Output-only fields are accepted and ignored, as Google does.
+Every route of the Compute Engine TPU resources (``compute_tpu.py``) checks its body here, so a
+request the fake accepts is one the discovery document allows.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from .errors import ApiError
+
+PACKAGE_PATH = "googleapiclient/discovery_cache/documents/compute.v1.json"
+
+
+@functools.cache
+def document() -> dict[str, Any]:
+    """compute v1's discovery document (google-api-python-client's copy)."""
+    import googleapiclient
+
+    path = Path(googleapiclient.__file__).parent / "discovery_cache" / "documents" / "compute.v1.json"
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def revision() -> str:
+    return str(document().get("revision") or "")
+
+
+def method(method_id: str) -> dict[str, Any]:
+    """The discovery entry of ``compute.<resource>.<method>`` (KeyError if the API has none)."""
+    _, resource, name = method_id.split(".")
+    return document()["resources"][resource]["methods"][name]
+
+
+def request_schema(method_id: str) -> str | None:
+    ref = method(method_id).get("request") or {}
+    return ref.get("$ref")
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def _invalid_value(path: str, schema: str, value: Any) -> ApiError:
+    shown = json.dumps(value) if not isinstance(value, str) else f'"{value}"'
+    return ApiError(3, f"Invalid value at '{path}' (type.googleapis.com/google.cloud.compute.v1.{schema}), {shown}",
+                    compute_reason="invalid")
+
+
+def _unknown(name: str, path: str) -> ApiError:
+    return ApiError(3, f"Invalid JSON payload received. Unknown name \"{name}\" at '{path}': Cannot find field.",
+                    compute_reason="invalid")
+
+
+def _check_value(prop: dict[str, Any], value: Any, path: str, owner: str) -> None:
+    if "$ref" in prop:
+        _check_object(prop["$ref"], value, path)
+        return
+    kind = prop.get("type")
+    if kind == "array":
+        if not isinstance(value, list):
+            raise _invalid_value(path, owner, value)
+        for i, item in enumerate(value):
+            _check_value(prop.get("items") or {}, item, f"{path}[{i}]", owner)
+    elif kind == "object":
+        if not isinstance(value, dict):
+            raise _invalid_value(path, owner, value)
+        extra = prop.get("additionalProperties")
+        if extra:
+            for key, item in value.items():
+                _check_value(extra, item, f"{path}[{key}]", owner)
+    elif kind == "string":
+        # int64 fields travel as strings, and Google also takes a JSON number for them
+        if not isinstance(value, str) and not (prop.get("format") in ("int64", "uint64")
+                                               and isinstance(value, int) and not isinstance(value, bool)):
+            raise _invalid_value(path, owner, value)
+        if "enum" in prop and value not in prop["enum"]:
+            raise _invalid_value(path, owner, value)
+    elif kind == "integer":
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise _invalid_value(path, owner, value)
+        try:
+            int(value)
+        except ValueError:
+            raise _invalid_value(path, owner, value) from None
+    elif kind == "boolean":
+        if not isinstance(value, bool):
+            raise _invalid_value(path, owner, value)
+    elif kind == "number" and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise _invalid_value(path, owner, value)
+
+
+def _check_object(schema_name: str, value: Any, path: str) -> None:
+    schema = document()["schemas"][schema_name]
+    if not isinstance(value, dict):
+        raise _invalid_value(path, schema_name, value)
+    props = schema.get("properties") or {}
+    for key, item in value.items():
+        if key not in props:
+            raise _unknown(key, path)
+        _check_value(props[key], item, f"{path}.{_snake(key)}", schema_name)
+
+
+def check(method_id: str, body: Any) -> None:
+    """Refuse ``body`` (an ApiError, HTTP 400) unless compute v1's ``method_id`` takes it."""
+    schema = request_schema(method_id)
+    if schema is None:
+        if body not in (None, {}, b"", ""):
+            raise ApiError(3, f"{method_id} takes no request body", compute_reason="invalid")
+        return
+    _check_object(schema, body if body is not None else {}, "resource")
+
+
+def check_query(method_id: str, query: dict[str, list[str]]) -> None:
+    """Refuse a query parameter the method does not have (Google: 400 "Cannot bind query parameter")."""
+    params = method(method_id).get("parameters") or {}
+    common = document().get("parameters") or {}
+    for name in query:
+        if name not in params and name not in common:
+            raise ApiError(3, f"Invalid JSON payload received. Unknown name \"{name}\": Cannot bind query "
+                              f"parameter. Field '{name}' could not be found in request message.",
+                           compute_reason="invalid")
