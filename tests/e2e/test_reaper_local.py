@@ -136,8 +136,8 @@ def test_idle_busy_preempted_keep_and_dry_run(tpuctl):
     for name in ("idle", "stale", "done", "pre"):
         said = [line for line in lines if f"TPU {name} " in f"{line} " or line == rows[name]]
         assert said == [f"deleting TPU {name} in {ZONE}", rows[name]], said
-    assert ("deleted 4 TPU(s), saves $13.50/hour at list price (us-central1 on-demand, skypilot-catalog v8 "
-            "gcp/vms.csv @ 006059e, 2026-11-24)") in r.out
+    assert "deleted 4 TPU(s), saves $13.50/hour at list price (us-central1 on-demand, bundled table, 2026-11-24)" \
+        in r.out
     # host VMs stay: the reaper deletes TPUs only
     assert len(provider().list_vms()) == 7
     assert f"kept host VM idle ({ZONE}, $0.07/hour)" in r.out     # e2-standard-2, the default host
