@@ -385,10 +385,11 @@ class SquadSpec(TaskSpec):
                             f"max_query_length={max(1, self.max_seq_length // 6)}")
 
 
-# Keys that name the user's code: relative to the code directory the run stages, not to the
-# current directory, so the control plane leaves them as written (and the entries of a mapping
-# such as params.NAME, which are the user's values, not the runner's paths).
-CODE_KEYS = ("module",)
+# Keys that name the user's code: relative to the workdir the run stages, not to the current
+# directory, so the control plane leaves them as written (and the entries of a mapping such as
+# params.NAME, which are the user's values, not the runner's paths). A framework release
+# (tensorflow: 2.18.0) is no path either.
+CODE_KEYS = ("module", "requirements", "tensorflow", "jax")
 
 # What the runner adds to a ``job: keras`` spec's params before it calls the user's functions.
 RUNNER_PARAMS = ("batch_size", "global_batch_size", "seed", "split", "start_step",
@@ -403,7 +404,7 @@ class KerasSpec(RunSpec):
 
     module: str = _required("your Python file (model.py) or module (mypkg.model) that defines "
                             "model(params), dataset(params, split, context) and loss(labels, "
-                            "outputs): found in the code directory (tpuctl train --code DIR), or "
+                            "outputs): found in the workdir (tpuctl train --workdir DIR), or "
                             "beside the spec, in the current directory or on PYTHONPATH")
     params: dict[str, Any] = _opt(  # noqa: RUF009 - _opt returns a dataclasses.field
         {}, "your settings, passed to your functions with batch_size, seed, split ... added "

@@ -119,7 +119,7 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
     digest = entry.get("workdir")      # the pin says whether the run has a workdir, not command.json
     if digest:
         code_dir = work / "code"
-        problem = _unpack_workdir(store, str(digest), code_dir)
+        problem = _unpack_workdir(store, run_id, str(digest), code_dir)
         if problem:
             return refuse(store, n, worker, problem)
         if job.get("job") != "command":
@@ -250,7 +250,7 @@ def _spec_mapping(spec: bytes) -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {}
 
 
-def _unpack_workdir(store: Any, digest: str, code_dir: Path) -> str | None:
+def _unpack_workdir(store: Any, run_id: str, digest: str, code_dir: Path) -> str | None:
     """The pinned workdir archive, checked against its digest and unpacked into ``code_dir``
     (emptied first: exactly what was pinned, nothing left over); why not, or None."""
     import re
@@ -265,8 +265,8 @@ def _unpack_workdir(store: Any, digest: str, code_dir: Path) -> str | None:
     except Exception as exc:  # noqa: BLE001 - gone from the bucket: nothing to run
         return f"the workdir archive {workdir.object_name(digest)} cannot be read ({exc})"
     if sha256(data) != digest:
-        return (f"the workdir in the bucket (sha256 {sha256(data)[:12]}) is not the one pinned in this host's "
-                f"metadata (sha256 {digest[:12]}): not running it")
+        return (f"the workdir of run {run_id} in the bucket (sha256 {sha256(data)[:12]}) is not the one pinned in "
+                f"this host's metadata (sha256 {digest[:12]}): not running it")
     shutil.rmtree(code_dir, ignore_errors=True)
     code_dir.mkdir(mode=0o700)
     try:

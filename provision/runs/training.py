@@ -75,7 +75,7 @@ def localize_spec(data: dict[str, Any], provider: str, allow_local: bool = False
     out = dict(data)
     for key, value in data.items():
         if not isinstance(value, str) or not value or key in CODE_KEYS or "." in str(key):
-            continue  # user code is found in the code directory; params.NAME is the user's value
+            continue  # user code is found in the workdir; params.NAME is the user's value
         if value.startswith("gs://"):
             if provider == "local":
                 out[key] = local_path_for(value)
