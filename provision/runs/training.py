@@ -107,9 +107,10 @@ def default_workdir(job_spec: str, workdir: str | None) -> str | None:
 
 
 def resolve_spec(job_spec: str, sets: list[tuple[str, str]], model_dir_default: str, provider: str,
-                 allow_local: bool = False, code: str | None = None) -> dict[str, Any]:
+                 allow_local: bool = False, code: str | None = None, check_code: bool = True) -> dict[str, Any]:
     """Load and check the job spec and the user code it names (jobs.spec and jobs.usercode need
-    no TensorFlow); returns the resolved mapping."""
+    no TensorFlow); returns the resolved mapping. ``check_code`` false: the code is a workdir
+    already staged and checked (a sweep's trials)."""
     try:
         from jobs import spec as jobspec
     except ImportError as exc:  # pragma: no cover - jobs ships in the same distribution
@@ -126,7 +127,8 @@ def resolve_spec(job_spec: str, sets: list[tuple[str, str]], model_dir_default: 
     localized_sets = [(k, localize_spec({k: v}, provider, allow_local)[k]) for k, v in overrides]
     try:
         spec = jobspec.from_dict(localized_raw, localized_sets, source=job_spec)
-        check_user_code(spec, job_spec, provider, code)
+        if check_code:
+            check_user_code(spec, job_spec, provider, code)
     except jobspec.SpecError as exc:
         raise UsageError(as_typed(str(exc))) from None
     return spec.to_dict()
@@ -168,7 +170,8 @@ def prepare(provider: Provider, target: Target, cluster: ClusterSpec, tpu: TpuNo
         code = default_workdir(job_spec, code)
     if code and not os.path.isdir(code):
         raise UsageError(f"--workdir {code} is not a directory", hint="pass the directory of your code")
-    resolved = resolve_spec(job_spec, sets, model_default, target.provider, allow_local, code)
+    resolved = resolve_spec(job_spec, sets, model_default, target.provider, allow_local, code,
+                            check_code=workdir_digest is None)
     from .launch import check_batches
 
     # before anything is staged or started: the TPU's type, and every type a recreate may land on

@@ -257,3 +257,35 @@ def test_a_program_that_fails_is_retried_within_max_failures_then_the_run_stops(
     assert (run["status"], run["attempts"], run["failures"]) == ("gave_up", 2, 2)
     assert "the job failed with exit code 3, and --max-failures 1 is used up" in run["reason"]
     assert "out of luck" in run_tpuctl_process("logs", run["run_id"]).out
+
+
+SCORE = r'''
+import json, os, sys
+lr = float(sys.argv[1])
+assert json.loads(os.environ["TPUCTL_PARAMS"])["lr"] == lr
+with open(os.environ["TPUCTL_PROGRESS_FILE"], "a") as f:
+    for step in (1, 2):
+        f.write(json.dumps({"step": step, "metrics": {"score": -(lr - 0.3) ** 2 * step}}) + "\n")
+'''
+
+
+def test_a_sweep_over_a_command_spec_passes_each_trials_params_and_optimises_what_the_program_reports(tmp_path):
+    """The trials run in the sweep's workdir (staged once, by digest: the job spec's directory
+    here, and the program named relative to it), their params reach the program as {params.lr}
+    and TPUCTL_PARAMS, and the metric is what the program reported."""
+    work = tmp_path / "prog"
+    work.mkdir()
+    (work / "score.py").write_text(SCORE)
+    (work / "job.yaml").write_text("job: command\ncommand: [python, score.py, '{params.lr}']\nparams: {lr: 0.1}\n"
+                                   "metrics: [score]\n")
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(f"job: {work / 'job.yaml'}\nmetric: score\ngoal: maximize\nmethod: grid\n"
+                     "parameters:\n  params.lr: {values: [0.1, 0.3]}\n")
+    (tmp_path / "bad.yaml").write_text(sweep.read_text().replace("metric: score", "metric: accuracy"))
+    bad = run_tpuctl_process("sweep", str(tmp_path / "bad.yaml"), "--dry-run")
+    assert bad.code == 2 and "metric 'accuracy' is never reported by this job" in bad.err, bad.err
+    assert "use one of loss, score" in bad.err
+    r = run_tpuctl_process("sweep", str(sweep), "--poll", "1", "--json", timeout=180)
+    assert r.code == 0, r.err[-3000:]
+    doc = r.json()
+    assert doc["best"]["params"] == {"params.lr": 0.3} and doc["best"]["metric"] == 0.0, doc
