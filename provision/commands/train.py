@@ -109,11 +109,16 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
                             allow_local=allow_local_paths)
     rec = prep.record
     rec.poll_s = poll_s
+    for line in prep.needs.said if prep.needs else ():
+        say(line)        # a framework installed on the hosts is never a surprise
     if dry_run:
         sel = prep.code
         doc = {"ok": True, "dry_run": True, "run_id": rec.run_id, "cluster": cluster, "bucket": bucket_url,
                "model_dir": rec.model_dir, "job": rec.job, "num_train_steps": rec.num_train_steps,
                "would_stage": ["spec.yaml", "tpuctl wheel"] + [f"workdir/{f}" for f in (sel.files if sel else ())]}
+        if prep.needs is not None:
+            doc["requirements"] = list(prep.needs.lines)
+            doc["frameworks"] = list(prep.needs.said)
         if sel is not None:
             doc["workdir"] = str(sel.root)
             doc["workdir_left_out"] = [{"path": s.path, "why": s.why} for s in sel.skipped]

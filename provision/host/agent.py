@@ -132,9 +132,21 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
     if job.get("job") == "command":
         from . import program as programs
 
+        site = None
+        if entry.get("requirements"):
+            from ..runs import wheelhouse
+
+            digest = str(entry["requirements"])
+            try:
+                site = wheelhouse.install(store.bucket, digest, host_dir("envs", digest, worker),
+                                          lambda m: log.write(f"[tpuctl] {m}\n".encode()))
+            except (ValueError, OSError, UnsafeDirectory) as exc:
+                return refuse(store, n, worker, f"the run's requirements: {exc}")
+            except Exception as exc:  # noqa: BLE001 - the bucket lost them: nothing to install from
+                return refuse(store, n, worker, f"the run's requirements cannot be read from the bucket ({exc})")
         try:
             program = programs.prepare(job, env, work=work, code_dir=code_dir, run_id=run_id, n=n, worker=worker,
-                                       provider=provider, project=project)
+                                       provider=provider, project=project, site=site)
         except Exception as exc:  # noqa: BLE001 - a pinned spec this tpuctl cannot run: one line, never retried
             return refuse(store, n, worker, f"the run's spec cannot run here: {exc}")
         argv, cwd, env, grace_s = program.argv, program.cwd, program.env, program.grace_s

@@ -36,6 +36,7 @@ class Prepared:
     code: Selection | None = None          # --workdir: the files staged (provision.staging.selection)
     # the workdir archive's sha256 when it is already in the bucket (a sweep's trials share one)
     workdir_digest: str | None = None
+    needs: Any = None                      # job: command: what its environment installs (runs.requirements)
 
 
 def local_path_for(url: str) -> str:
@@ -202,7 +203,40 @@ def prepare(provider: Provider, target: Target, cluster: ClusterSpec, tpu: TpuNo
                     code=selection is not None or workdir_digest is not None,
                     hosts=str(resolved["hosts"]) if resolved.get("job") == "command" else None)
     spec_yaml = yaml.safe_dump(resolved, sort_keys=True).encode()
-    return Prepared(record=rec, spec_yaml=spec_yaml, cluster=cluster, code=selection, workdir_digest=workdir_digest)
+    needs = program_needs(resolved, code, target.provider, tpu.version) if resolved.get("job") == "command" else None
+    return Prepared(record=rec, spec_yaml=spec_yaml, cluster=cluster, code=selection, workdir_digest=workdir_digest,
+                    needs=needs)
+
+
+def requirement_lines(requirements: Any, workdir: str | None) -> list[str]:
+    """A job: command spec's ``requirements``: its list, or the lines of its file in the workdir."""
+    if isinstance(requirements, list):
+        return [str(r) for r in requirements]
+    if isinstance(requirements, str) and workdir:
+        try:
+            with open(os.path.join(workdir, requirements), encoding="utf-8") as fh:
+                return fh.read(1 << 20).splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"cannot read the requirements file {requirements} of the workdir ({exc})",
+                             hint="make it a readable UTF-8 requirements file") from None
+    return []
+
+
+def program_needs(resolved: dict[str, Any], workdir: str | None, provider: str, runtime: str | None) -> Any:
+    """What a job: command run installs on its hosts, and what train says about its frameworks."""
+    from importlib import metadata
+
+    from .requirements import needs
+
+    def version(name: str) -> str | None:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+
+    local = {"tensorflow": version("tensorflow"), "jax": version("jax")} if provider == "local" else None
+    return needs(requirement_lines(resolved.get("requirements"), workdir), tensorflow=resolved.get("tensorflow"),
+                 jax=resolved.get("jax"), provider=provider, runtime=runtime, local_versions=local)
 
 
 def stage_run(store: RunStore, prep: Prepared, log: Any, provider: Provider) -> dict[str, str | None]:
@@ -214,22 +248,28 @@ def stage_run(store: RunStore, prep: Prepared, log: Any, provider: Provider) -> 
     import json
 
     from ..staging import workdir
-    from . import pinning
+    from . import pinning, pins, wheelhouse
     from .pins import sha256
     from .wheel import build_wheel
 
     rec = prep.record
+    # the requirements resolve first: pip refusing them is the user's mistake, before anything is pinned or staged
+    wheels = wheelhouse.build(prep.needs.lines, rec.provider, log) if prep.needs and prep.needs.lines else None
     wheel = build_wheel(home() / "wheels")
     # exactly what --dry-run listed and the pin covers: no dot path, no symlink, nothing ignored
     packed = workdir.pack(prep.code) if prep.code is not None else None
     digest = packed.digest if packed is not None else prep.workdir_digest
     cluster_spec = (json.dumps(prep.cluster.to_dict(), indent=1, sort_keys=True, default=str) + "\n").encode()
+    requirements = pins.manifest((name, sha) for name, _p, sha in wheels) if wheels is not None else None
     entry = {"cluster": rec.cluster, "wheel": pinning.file_digest(wheel), "spec": sha256(prep.spec_yaml),
-             "workdir": digest, "cluster_spec": sha256(cluster_spec)}
+             "workdir": digest, "requirements": requirements, "cluster_spec": sha256(cluster_spec)}
     pinned = pinning.pin(provider, rec.cluster, "run", rec.run_id, entry)
     if pinned:
         log(f"pinned run {rec.run_id} on {', '.join(pinned)}")
     store.bucket.write_bytes(f"{store.prefix}/spec.yaml", prep.spec_yaml)
+    if wheels is not None:
+        wheelhouse.stage(store.bucket, wheels)
+        log(f"staged the run's requirements: {len(wheels)} wheel(s), manifest sha256 {requirements[:12]}")
     if packed is not None and prep.code is not None:
         sent = stage_workdir(store.bucket, packed)
         left = f" (left out {len(prep.code.skipped)}: dot paths, symlinks, ignored)" if prep.code.skipped else ""

@@ -143,6 +143,11 @@ def check(spec_path: str, *, provider: str, max_trials: int | None,
             check_user_code(checked_spec, job_path, provider, workdir)
         except jobspec.SpecError as exc:
             problems.add(sweepspec.VALUE, str(exc))
+        if checked_spec.job == "command" and isinstance(checked_spec.requirements, str) and workdir:
+            from ..runs.training import requirement_lines
+
+            # the trials get the file's lines: they are staged from the archive, not from this directory
+            base["requirements"] = probe["requirements"] = requirement_lines(checked_spec.requirements, workdir)
         if getattr(checked_spec, "module", None) and checked_spec.module != base.get("module"):
             base["module"] = probe["module"] = checked_spec.module   # absolute: every trial's job reads it here
     if checked_spec is not None and found.metric is not None:

@@ -289,3 +289,57 @@ def test_a_sweep_over_a_command_spec_passes_each_trials_params_and_optimises_wha
     assert r.code == 0, r.err[-3000:]
     doc = r.json()
     assert doc["best"]["params"] == {"params.lr": 0.3} and doc["best"]["metric"] == 0.0, doc
+
+
+def _wheel(directory: Path, value: str) -> Path:
+    """A wheel of the one-module package tinydep, made by hand (what pip reads of one)."""
+    import zipfile
+
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "tinydep-1.0-py3-none-any.whl"
+    files = {"tinydep/__init__.py": f"VALUE = {value!r}\n",
+             "tinydep-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: tinydep\nVersion: 1.0\n",
+             "tinydep-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                                            "Tag: py3-none-any\n"}
+    files["tinydep-1.0.dist-info/RECORD"] = "".join(f"{name},,\n" for name in files) + \
+        "tinydep-1.0.dist-info/RECORD,,\n"
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, text in files.items():
+            zf.writestr(name, text)
+    return path
+
+
+def test_requirements_reach_the_program_from_the_buckets_wheelhouse_and_a_swapped_wheel_is_refused(tmp_path):
+    """`requirements:` is resolved into wheels where train runs (here from a local index, as pip
+    is told by PIP_FIND_LINKS), staged beside the run and pinned by their digests; the host
+    installs exactly those. A bucket writer who swaps the wheel gets the attempt refused."""
+    from provision.cloud.storage import local_bucket
+    from provision.runs import wheelhouse
+
+    index = tmp_path / "index"
+    _wheel(index, "from the wheelhouse")
+    work = tmp_path / "prog"
+    work.mkdir()
+    (work / "requirements.txt").write_text("tinydep==1.0\n")
+    (work / "use.py").write_text("import os, tinydep\nopen(os.path.join(os.environ['TPUCTL_MODEL_DIR'], 'v'), 'w')"
+                                 ".write(tinydep.VALUE)\n")
+    (work / "spec.yaml").write_text("job: command\ncommand: [python, use.py]\nrequirements: requirements.txt\n")
+    env = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(index)}
+    assert run_tpuctl_process("up", "lab").code == 0
+    r = run_tpuctl_process("train", "lab", "--job", str(work / "spec.yaml"), "--poll", "1", "--json", env=env,
+                           timeout=180)
+    assert r.code == 0, r.err[-3000:]
+    run = r.json()["run"]
+    assert (Path(run["model_dir"]) / "v").read_text() == "from the wheelhouse"
+    assert "staged the run's requirements: 1 wheel(s)" in r.err
+    # a host with nothing installed yet (a recreated TPU VM) installs the pinned wheels from the bucket;
+    # a wheel swapped there by a bucket writer is refused, with what was swapped
+    bucket = local_bucket("tpuctl-local")
+    [manifest] = [p.stem for p in (bucket.root / wheelhouse.PREFIX).glob("*.json")]
+    site = wheelhouse.install(bucket, manifest, tmp_path / "fresh-host", log=lambda _m: None)
+    assert (site / "tinydep" / "__init__.py").read_text() == "VALUE = 'from the wheelhouse'\n"
+    [obj] = list((bucket.root / wheelhouse.PREFIX).rglob("*.whl"))
+    obj.write_bytes(_wheel(tmp_path / "evil", "from the attacker").read_bytes())
+    with pytest.raises(ValueError, match="wheel tinydep-1.0-py3-none-any.whl in the bucket is not the one pinned"):
+        wheelhouse.install(bucket, manifest, tmp_path / "another-host", log=lambda _m: None)
+    assert not (tmp_path / "another-host" / "site").exists()

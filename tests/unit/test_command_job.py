@@ -94,3 +94,24 @@ def test_an_archive_with_a_member_outside_its_directory_or_a_link_is_refused_bef
     with pytest.raises(workdir.UnsafeArchive):
         workdir.unpack(raw.getvalue(), out)
     assert list(out.iterdir()) == []
+
+
+def test_a_framework_is_installed_only_where_the_spec_asks_for_a_release_the_image_lacks_and_train_says_so():
+    from provision.runs.requirements import JAX_INDEX, TF_INDEX, needs, pip_argv
+
+    same = needs(["optax"], tensorflow="2.18.0", jax=None, provider="gcp", runtime="tpu-vm-tf-2.18.0-pjrt")
+    assert same.lines == ("optax",) and same.said == ("TensorFlow 2.18.0: the image tpu-vm-tf-2.18.0-pjrt has it, "
+                                                      "nothing to install",)
+    base = needs([], tensorflow="2.18.0", jax="0.4.35", provider="gcp", runtime="tpu-ubuntu2204-base")
+    assert base.lines == (f"--find-links {TF_INDEX}", "tensorflow-tpu==2.18.0", f"--find-links {JAX_INDEX}",
+                          "jax[tpu]==0.4.35")
+    assert "has none; installing tensorflow-tpu==2.18.0 and its libtpu" in base.said[0]
+    local = needs(["# a comment", ""], tensorflow="2.16.1", jax=None, provider="local", runtime=None,
+                  local_versions={"tensorflow": "2.19.0"})
+    assert local.lines == ("tensorflow==2.16.1",) and "this machine has 2.19.0" in local.said[0]
+    assert needs([], tensorflow=None, jax=None, provider="gcp", runtime=None) == needs([], tensorflow=None, jax=None,
+                                                                                      provider="local", runtime=None)
+    # for the hosts, binary wheels of their platform and Python only
+    argv = pip_argv("r.txt", "d", provider="gcp")
+    assert argv[:1] == ["download"] and "--only-binary=:all:" in argv and argv[argv.index("--python-version") + 1] == \
+        "3.10"
