@@ -100,8 +100,8 @@ def test_a_framework_is_installed_only_where_the_spec_asks_for_a_release_the_ima
     from provision.runs.requirements import JAX_INDEX, TF_INDEX, needs, pip_argv
 
     same = needs(["optax"], tensorflow="2.18.0", jax=None, provider="gcp", runtime="tpu-vm-tf-2.18.0-pjrt")
-    assert same.lines == ("optax",) and same.said == ("TensorFlow 2.18.0: the image tpu-vm-tf-2.18.0-pjrt has it, "
-                                                      "nothing to install",)
+    assert same.lines == ("optax",)
+    assert same.said == ("TensorFlow 2.18.0: the image tpu-vm-tf-2.18.0-pjrt has it, nothing to install",)
     base = needs([], tensorflow="2.18.0", jax="0.4.35", provider="gcp", runtime="tpu-ubuntu2204-base")
     assert base.lines == (f"--find-links {TF_INDEX}", "tensorflow-tpu==2.18.0", f"--find-links {JAX_INDEX}",
                           "jax[tpu]==0.4.35")
