@@ -63,7 +63,7 @@ def main() -> int:
         params = {k: jnp.asarray(v) for k, v in saved.items()}
     notice = []
     signal.signal(signal.SIGTERM, lambda *_: notice.append(True))
-    report = open(os.environ.get("TPUCTL_PROGRESS_FILE", os.devnull), "a", buffering=1)
+    report = open(os.environ.get("TPUCTL_PROGRESS_FILE", os.devnull), "a", buffering=1)  # noqa: SIM115 - the whole run
 
     def save() -> None:
         if jax.process_index() != 0:

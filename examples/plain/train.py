@@ -37,7 +37,7 @@ def main() -> int:
             state = json.load(f)
     notice = []
     signal.signal(signal.SIGTERM, lambda *_: notice.append(True))
-    report = open(os.environ.get("TPUCTL_PROGRESS_FILE", os.devnull), "a", buffering=1)
+    report = open(os.environ.get("TPUCTL_PROGRESS_FILE", os.devnull), "a", buffering=1)  # noqa: SIM115 - the whole run
 
     def save() -> None:
         with open(ckpt + ".tmp", "w") as f:

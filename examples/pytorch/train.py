@@ -46,7 +46,7 @@ def main() -> int:
         step = saved["step"]
     notice = []
     signal.signal(signal.SIGTERM, lambda *_: notice.append(True))
-    report = open(os.environ.get("TPUCTL_PROGRESS_FILE", os.devnull), "a", buffering=1)
+    report = open(os.environ.get("TPUCTL_PROGRESS_FILE", os.devnull), "a", buffering=1)  # noqa: SIM115 - the whole run
 
     def save() -> None:
         buf = io.BytesIO()

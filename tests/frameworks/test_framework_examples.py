@@ -32,11 +32,7 @@ def _model_dir() -> Path | None:
     return home / "local" / "buckets" / "tpuctl-local" / "tpuctl" / "runs" / run_id / "model"
 
 
-def _checkpoint_step(model: Path | None) -> int:
-    try:
-        return json.loads((model / "progress.json").read_text()).get("checkpoint_step") or 0
-    except (OSError, ValueError, TypeError):
-        return 0
+STEPS = 3000
 
 
 def _load(path: Path) -> dict[str, np.ndarray]:
@@ -54,8 +50,10 @@ def test_the_example_resumes_from_its_own_checkpoint_after_a_preemption_to_the_u
         tmp_path, name, cluster, accelerator, ckpt):
     work = tmp_path / name
     shutil.copytree(REPO / "examples" / name, work, ignore=shutil.ignore_patterns("__pycache__"))
+    spec = work / "spec.yaml"            # long enough to be preempted halfway
+    spec.write_text(spec.read_text().replace('"300"', f'"{STEPS}"').replace(": 300", f": {STEPS}"))
     straight = tmp_path / "straight"
-    subprocess.run([sys.executable, "train.py", "--steps", "300", "--lr", "0.1"], cwd=work, check=True,
+    subprocess.run([sys.executable, "train.py", "--steps", str(STEPS), "--lr", "0.1"], cwd=work, check=True,
                    env={**os.environ, "TPUCTL_MODEL_DIR": str(straight)})
     up = ["up", cluster, "--accelerator-type", accelerator, "--preemptible"]
     if accelerator.startswith("v4"):
@@ -66,13 +64,14 @@ def test_the_example_resumes_from_its_own_checkpoint_after_a_preemption_to_the_u
     deadline, preempted = time.time() + 300, False
     while proc.poll() is None and time.time() < deadline and not preempted:
         time.sleep(0.2)
-        if 100 <= _checkpoint_step(_model_dir()) < 300:
+        model = _model_dir()
+        if model is not None and (model / ckpt).exists():     # its first checkpoint: preempt it now
             preempted = run_tpuctl_process("simulate", "preempt", cluster).code == 0
     out, err = proc.communicate(timeout=300)
     assert preempted, err[-3000:]
     run = json.loads(out)["run"]
     assert (run["status"], run["preemptions"], run["attempts"]) == ("finished", 1, 2), err[-3000:]
-    assert run["last_progress"]["step"] == 300 and "eval_loss" in run["last_progress"]["metrics"]
+    assert run["last_progress"]["step"] == STEPS and "eval_loss" in run["last_progress"]["metrics"]
     resumed, uninterrupted = _load(Path(run["model_dir"]) / ckpt), _load(straight / ckpt)
     assert sorted(resumed) == sorted(uninterrupted)
     assert [k for k in resumed if not np.array_equal(resumed[k], uninterrupted[k])] == []
