@@ -143,3 +143,4 @@ def version_problem(key: str, value: Any) -> str | None:
         return None
     return (f"{key} is {str(value)[:40]!r}; give the release to install, e.g. {key}: "
             f"{'2.18.0' if key == 'tensorflow' else '0.4.35'} (quoted if YAML reads it as a number)")
+
