@@ -62,7 +62,8 @@ def run_command(spec: Any, spec_path: str) -> int:
     from .command import COORDINATOR_PORT
 
     env = dict(os.environ)
-    env.update({"TPUCTL_MODEL_DIR": spec.model_dir, "TPUCTL_RUN": env.get("TPUCTL_RUN", "here"),
+    model_dir = spec.model_dir if "://" in spec.model_dir else os.path.abspath(spec.model_dir)  # the program runs elsewhere
+    env.update({"TPUCTL_MODEL_DIR": model_dir, "TPUCTL_RUN": env.get("TPUCTL_RUN", "here"),
                 "TPUCTL_ATTEMPT": "0", "TPUCTL_WORKER_INDEX": "0", "TPUCTL_NUM_WORKERS": "1",
                 "TPUCTL_COORDINATOR": env.get("TPUCTL_COORDINATOR", f"127.0.0.1:{COORDINATOR_PORT}"),
                 "TPUCTL_PARAMS": json.dumps(spec.params, sort_keys=True),
