@@ -8,7 +8,8 @@ installed tpuctl. The program knows nothing of tpuctl but its environment and SI
 - on an emulated 4-host slice with `hosts: all` each worker sees its index, the count and the
   coordinator (the workers meet there, as `jax.distributed.initialize` would), and when one
   worker is killed the group restarts together;
-- a program that ignores SIGTERM is killed after the stated grace, and the event log says so;
+- a program that reports nothing is not idle while it runs; one that ignores SIGTERM is killed
+  after the stated grace, and the event log says so;
   a program that fails is retried within --max-failures.
 """
 
@@ -234,6 +235,12 @@ def test_a_program_that_ignores_sigterm_is_killed_after_the_stated_grace_and_the
     _wait(lambda: _read(_model_dir(run_id) / "progress.json").get("pid"), proc=proc)   # it runs
     assert "running python stubborn.py in the workdir (SIGTERM is the preemption notice: 2 s to save and exit, " \
            "then SIGKILL)" in log.read_text()
+    # it reports nothing more, yet its live process is the run's heartbeat: never idle while it runs
+    progress = _model_dir(run_id) / "progress.json"
+    _wait(lambda: _read(progress).get("time", 0) > _read(progress).get("started_at", 1e18) + 10, proc=proc)
+    reaper = run_tpuctl_process("down", "--idle", "--idle-for", "7s", "--dry-run", "--json")  # it beats every 5 s
+    [verdict] = [n for n in reaper.json()["nodes"] if n["cluster"] == "lab"]
+    assert verdict["verdict"] != "delete" and verdict["run_id"] == run_id, verdict
     started = time.time()
     proc.send_signal(signal.SIGINT)                  # Ctrl-C, --on-interrupt stop: the attempt is stopped
     out, err = proc.communicate(timeout=120)
