@@ -76,6 +76,7 @@ class ProgressSink:
     record: dict[str, Any] = field(default_factory=dict)
     _offset: int = 0
     _partial: bytes = b""
+    _bucket: Any = None          # the model directory's bucket, opened once
 
     def begin(self, num_train_steps: int, run_id: str, pid: int) -> None:
         from ..runs.supervisor import read_progress
@@ -120,8 +121,9 @@ class ProgressSink:
                 from ..cloud.storage import open_bucket
 
                 url = bucket_url(self.model_dir)
-                bucket = open_bucket(url, Target(provider=self.provider, project=self.project, zone=None))
-                bucket.write_bytes(f"{url.prefix}/progress.json" if url.prefix else "progress.json", text)
+                if self._bucket is None:
+                    self._bucket = open_bucket(url, Target(provider=self.provider, project=self.project, zone=None))
+                self._bucket.write_bytes(f"{url.prefix}/progress.json" if url.prefix else "progress.json", text)
                 return
             directory = Path(self.model_dir)
             directory.mkdir(parents=True, exist_ok=True, mode=0o700)
