@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.tpuctl-installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-long bench venv lint clean test-lowest test-beam test-bootstrap bootstrap-rootfs test-package
+.PHONY: demo test test-long bench venv lint clean test-lowest test-beam test-frameworks test-bootstrap bootstrap-rootfs test-package
 
 venv: $(STAMP)
 
@@ -22,14 +22,14 @@ demo: $(STAMP)
 # beam-marked tests need apache-beam, which cannot live beside TensorFlow: `make test-beam` runs them;
 # package-marked ones install venvs from the registry: `make test-package`
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadgroup -m "not beam and not long and not package" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n 2 --dist loadgroup -m "not beam and not long and not package and not frameworks" $(PYTEST_ARGS)
 
 # The long checks (a second chaos seed, exact resumption of each job, evaluations across a stop,
 # XLA, the emulated v2-32 e2e, evaluation and prediction on 32-core slices, two sweep e2es that the
 # sweep chaos seeds repeat): `make test` leaves
 # them out to stay within 15 minutes on 2 cores; .ci/run runs them.
 test-long: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadgroup -m "long and not beam" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n 2 --dist loadgroup -m "long and not beam and not frameworks" $(PYTEST_ARGS)
 
 # The lowest versions pyproject.toml allows for the direct dependencies (tests/lowest_deps.py
 # pins each `>=` floor with `==`; pip resolves the rest), in a venv of their own, running the GCP
@@ -71,6 +71,23 @@ $(BEAM_STAMP): pyproject.toml
 test-beam: $(BEAM_STAMP)
 	$(BEAM)/bin/python -m pytest -q -m beam tests/beam $(PYTEST_ARGS)
 
+# examples/jax and examples/pytorch (job: command, docs/own-code.md) under tpuctl train on the local
+# provider, in a venv of their own: CPU jax and CPU torch from PyPI, no TensorFlow (the train extra
+# is not needed by a job: command). torch==2.13.0 is a CPU build; an unpinned torch on x86-64 Linux
+# is a CUDA build of several GB.
+FRAMEWORKS       ?= .venv-frameworks
+FRAMEWORKS_STAMP := $(FRAMEWORKS)/.tpuctl-installed
+
+$(FRAMEWORKS_STAMP): pyproject.toml
+	rm -rf $(FRAMEWORKS)
+	$(PYTHON) -m venv $(FRAMEWORKS)
+	$(FRAMEWORKS)/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(FRAMEWORKS)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]' 'torch==2.13.0' jax fsspec
+	touch $@
+
+test-frameworks: $(FRAMEWORKS_STAMP)
+	$(FRAMEWORKS)/bin/python -m pytest -q -m frameworks tests/frameworks $(PYTEST_ARGS)
+
 # What users install (tests/package): the sdist and the wheel of `python -m build`, each installed
 # into a fresh venv in a temporary folder outside the checkout (dependencies from the registry, no
 # train extra), then the installed tpuctl from there: --help, a local up / train --dry-run / down,
@@ -96,4 +113,4 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports
 
 clean:
-	rm -rf $(VENV) $(LOWEST) $(BEAM) build dist *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) $(LOWEST) $(BEAM) $(FRAMEWORKS) build dist *.egg-info .pytest_cache .hypothesis

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 from . import exitcodes
 from .errors import ArgumentParser
@@ -39,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
         report(exc)
         return exitcodes.BAD_SPEC
 
+    if getattr(spec, "job", None) == "command":      # any program of the user's: no TensorFlow here
+        return run_command(spec, args.spec)
     # TensorFlow's C++ start-up chatter hides the lines that matter; keep warnings and errors.
     from .quiet import quiet_tensorflow
 
@@ -47,6 +50,35 @@ def main(argv: list[str] | None = None) -> int:
     from .registry import run_spec
 
     return run_spec(spec, verbose=args.verbose, search=search)
+
+
+def run_command(spec: Any, spec_path: str) -> int:
+    """``tpuctl job run`` / ``python -m jobs run`` of a ``job: command`` spec: its program, in the
+    spec's directory, as the one worker of a first attempt (the contract's environment, no
+    progress file), with SIGTERM passed on by the terminal's process group; its exit code."""
+    import json
+    import subprocess
+
+    from .command import COORDINATOR_PORT
+
+    env = dict(os.environ)
+    model_dir = spec.model_dir if "://" in spec.model_dir else os.path.abspath(spec.model_dir)  # the program runs elsewhere
+    env.update({"TPUCTL_MODEL_DIR": model_dir, "TPUCTL_RUN": env.get("TPUCTL_RUN", "here"),
+                "TPUCTL_ATTEMPT": "0", "TPUCTL_WORKER_INDEX": "0", "TPUCTL_NUM_WORKERS": "1",
+                "TPUCTL_COORDINATOR": env.get("TPUCTL_COORDINATOR", f"127.0.0.1:{COORDINATOR_PORT}"),
+                "TPUCTL_PARAMS": json.dumps(spec.params, sort_keys=True),
+                "TPUCTL_EVAL_EVERY_STEPS": str(spec.eval_every_steps)})
+    argv = spec.argv()
+    cwd = os.path.dirname(os.path.abspath(spec_path))
+    if argv[0] in ("python", "python3"):
+        argv = [sys.executable, *argv[1:]]       # the Python that runs this, as on a host
+    try:
+        return subprocess.call(argv, cwd=cwd, env=env)
+    except OSError as exc:
+        from .errors import report
+
+        report(f"cannot start {argv[0]}: {exc.strerror or exc}; the command's program must be in {cwd} or on PATH")
+        return 2
 
 
 if __name__ == "__main__":

@@ -13,7 +13,9 @@ A spec is flat (``key: value``): the keys are those of the original google-resea
 - ``bert-finetune``: sequence classification from TSV/CSV (:class:`FinetuneSpec`);
 - ``bert-squad``: SQuAD span extraction (:class:`SquadSpec`);
 - ``keras``: the user's own Keras model (:class:`KerasSpec`), whose ``params:`` mapping is the one
-  key that nests (``--set params.NAME=VALUE`` sets an entry).
+  key that nests (``--set params.NAME=VALUE`` sets an entry);
+- ``command``: any program of the user's (:class:`CommandSpec`): its argv, where it runs, its
+  requirements; none of the runner's keys.
 
 The run keys every job has are :class:`RunSpec`'s; the BERT jobs add an original BERT directory
 (:class:`BertSpec`).
@@ -28,6 +30,7 @@ import glob
 import json
 import math
 import os
+import re
 import types
 import typing
 from collections.abc import Iterable, Sequence
@@ -64,7 +67,7 @@ class RunSpec:
     """The run keys every job has (batches, steps, schedule, checkpoints, precision): what the
     runner and the control plane read, without TensorFlow and without a model of any kind."""
 
-    job: str = _required("bert-pretrain, bert-finetune, bert-squad or keras")
+    job: str = _required("bert-pretrain, bert-finetune, bert-squad, keras or command")
     model_dir: str = _required("where checkpoints, progress.json and TensorBoard summaries go "
                                "(gs://bucket/path or a local directory)")
     train_batch_size: int = _opt(32, "global batch size: must divide by the replica count "
@@ -382,10 +385,11 @@ class SquadSpec(TaskSpec):
                             f"max_query_length={max(1, self.max_seq_length // 6)}")
 
 
-# Keys that name the user's code: relative to the code directory the run stages, not to the
-# current directory, so the control plane leaves them as written (and the entries of a mapping
-# such as params.NAME, which are the user's values, not the runner's paths).
-CODE_KEYS = ("module",)
+# Keys that name the user's code: relative to the workdir the run stages, not to the current
+# directory, so the control plane leaves them as written (and the entries of a mapping such as
+# params.NAME, which are the user's values, not the runner's paths). A framework release
+# (tensorflow: 2.18.0) is no path either.
+CODE_KEYS = ("module", "requirements", "tensorflow", "jax")
 
 # What the runner adds to a ``job: keras`` spec's params before it calls the user's functions.
 RUNNER_PARAMS = ("batch_size", "global_batch_size", "seed", "split", "start_step",
@@ -400,7 +404,7 @@ class KerasSpec(RunSpec):
 
     module: str = _required("your Python file (model.py) or module (mypkg.model) that defines "
                             "model(params), dataset(params, split, context) and loss(labels, "
-                            "outputs): found in the code directory (tpuctl train --code DIR), or "
+                            "outputs): found in the workdir (tpuctl train --workdir DIR), or "
                             "beside the spec, in the current directory or on PYTHONPATH")
     params: dict[str, Any] = _opt(  # noqa: RUF009 - _opt returns a dataclasses.field
         {}, "your settings, passed to your functions with batch_size, seed, split ... added "
@@ -460,17 +464,125 @@ class KerasSpec(RunSpec):
                                 "keys (train_batch_size, seed, learning_rate, ...)")
 
 
-JOBS: dict[str, type[RunSpec]] = {"bert-pretrain": PretrainSpec, "bert-finetune": FinetuneSpec,
-                                  "bert-squad": SquadSpec, "keras": KerasSpec}
+@dataclass
+class CommandSpec:
+    """``command``: any program of yours (docs/own-code.md), run in its workdir on every worker
+    of the slice (``hosts: all``) or on worker 0 (``hosts: first``). Its contract is the
+    environment and signals (:mod:`jobs.command`); the runner's keys (batches, learning rate,
+    checkpoints) are the program's own business, so this spec has none of them."""
+
+    job: str = _required("command")
+    model_dir: str = _required("where the program writes and finds its checkpoints: TPUCTL_MODEL_DIR "
+                               "(gs://bucket/path on GCP, a directory locally)")
+    command: list[str] = _required(  # noqa: RUF009 - _required returns a dataclasses.field
+        'the program and its arguments, a list of strings: [python, train.py, --epochs, "3"]; '
+        "{params.NAME} in an item becomes that param's value", raw=True)
+    hosts: str = _opt("all", "all: the command runs on every worker of a slice, which restart together "
+                             "(JAX, PyTorch/XLA); first: on worker 0 only (TensorFlow's one client)")
+    requirements: str | list[str] | None = _opt(  # noqa: RUF009 - _opt returns a dataclasses.field
+        None, "a requirements file in the workdir, or a list of requirements: installed into the run's "
+              "environment on each host", raw=True)
+    tensorflow: str | None = _opt(None, "a TensorFlow release to install where the image has another "
+                                        "(tensorflow-tpu and libtpu on a TPU VM)", raw=True)
+    jax: str | None = _opt(None, "a JAX release to install where the image has another (jax[tpu] on a "
+                                 "TPU VM)", raw=True)
+    params: dict[str, Any] = _opt(  # noqa: RUF009 - _opt returns a dataclasses.field
+        {}, "your settings: TPUCTL_PARAMS (JSON) and {params.NAME} in command; --set params.NAME=VALUE "
+            "changes one (a sweep's parameters are these)")
+    metrics: list[str] | None = _opt(  # noqa: RUF009 - _opt returns a dataclasses.field
+        None, "the metric names your program reports in its progress lines (comma-separated): what a "
+              "sweep's metric may name")
+    num_train_steps: int = _opt(0, "the step your program ends at, for status and ETA (0: unknown, "
+                                   "unless your program reports num_train_steps)")
+    eval_every_steps: int = _opt(0, "how often a sweep wants a metrics line (TPUCTL_EVAL_EVERY_STEPS); "
+                                    "0: at the end")
+    save_checkpoints_steps: int = _opt(0, "how often your program checkpoints, for status (0: unknown)")
+    stop_grace_seconds: int = _opt(30, "after SIGTERM (the preemption notice) your program has this long to "
+                                       "save and exit before it is killed")
+
+    REPORTED_METRICS: ClassVar[tuple[str, ...]] = ("loss",)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def reported_metrics(self) -> tuple[str, ...]:
+        """``loss`` and the names ``metrics`` declares: what the program's progress lines carry."""
+        return self.REPORTED_METRICS + tuple(m for m in self.metrics or () if m != "loss")
+
+    def hparam_names(self) -> list[str]:
+        return sorted(f.name for f in dataclasses.fields(self)) + [f"params.{key}" for key in self.params]
+
+    def hparam_value(self, key: str) -> Any:
+        if key.startswith("params."):
+            return self.params[key[len("params."):]]
+        return getattr(self, key)
+
+    def hparam_values(self) -> dict[str, Any]:
+        return {}
+
+    def argv(self) -> list[str]:
+        """The command with ``{params.NAME}`` replaced (:func:`jobs.command.substitute`)."""
+        from .command import substitute
+
+        try:
+            return substitute(self.command, self.params)
+        except ConfigError as exc:
+            raise SpecError(str(exc)) from None
+
+    def requirement_file(self) -> str | None:
+        return self.requirements if isinstance(self.requirements, str) else None
+
+    def check_code(self, search: Sequence[str]) -> str | None:
+        """The program and the requirements file the spec names must be in the workdir
+        (``search[0]``): the path of the program file, or None when it runs one from PATH."""
+        from .command import check_program
+
+        workdir = search[0] if search else None
+        req = self.requirement_file()
+        if req is not None and (workdir is None or not os.path.isfile(os.path.join(workdir, req))):
+            where = f"the workdir {os.path.abspath(workdir)}" if workdir else "the workdir (there is none)"
+            raise SpecError(f"requirements file {req} is not in {where}; put it there, list the "
+                            "requirements in the spec (requirements: [pkg, ...]), or pass --workdir DIR")
+        try:
+            return check_program(self.command, workdir)
+        except ConfigError as exc:
+            raise SpecError(str(exc)) from None
+
+    def _check(self) -> None:
+        from .command import command_problem, hosts_problem, requirements_problem, version_problem
+
+        for problem in (command_problem(self.command), hosts_problem(self.hosts),
+                        requirements_problem(self.requirements), version_problem("tensorflow", self.tensorflow),
+                        version_problem("jax", self.jax)):
+            if problem:
+                raise SpecError(problem)
+        for key in ("num_train_steps", "eval_every_steps", "save_checkpoints_steps"):
+            if getattr(self, key) < 0:
+                raise SpecError(f"{key} is {getattr(self, key)}; use 0 (unknown) or a positive number of steps")
+        if not 1 <= self.stop_grace_seconds <= 3600:
+            raise SpecError(f"stop_grace_seconds is {self.stop_grace_seconds}; give your program 1 to 3600 seconds "
+                            "to save after SIGTERM (--set stop_grace_seconds=30)")
+        for key in self.params:
+            if not isinstance(key, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+                raise SpecError(f"params key {_show(key)} is not a name; use letters, digits and _ "
+                                "(they are what --set params.NAME=VALUE and {params.NAME} name)")
+        for name in self.metrics or ():
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_./-]{0,99}", name):
+                raise SpecError(f"metrics names {_show(name)}; use metric names such as accuracy, eval_loss")
+        self.argv()
 
 
-def reported_metrics(job: str | RunSpec | type[RunSpec]) -> tuple[str, ...]:
+JOBS: dict[str, type[Any]] = {"bert-pretrain": PretrainSpec, "bert-finetune": FinetuneSpec,
+                              "bert-squad": SquadSpec, "keras": KerasSpec, "command": CommandSpec}
+
+
+def reported_metrics(job: str | RunSpec | CommandSpec | type[Any]) -> tuple[str, ...]:
     """The metric names each evaluation of ``job`` reports (progress.json's ``evals``, the
     ``eval/`` scalars, the final ``metrics``): by job name or spec class, every metric the job
     can report; for a loaded spec, those it will report (none without an evaluation set)."""
-    if isinstance(job, RunSpec):
+    if isinstance(job, (RunSpec, CommandSpec)):
         return job.reported_metrics()
-    if isinstance(job, type) and issubclass(job, RunSpec):
+    if isinstance(job, type) and issubclass(job, (RunSpec, CommandSpec)):
         return job.REPORTED_METRICS
     if isinstance(job, str) and job in JOBS:
         return JOBS[job].REPORTED_METRICS
@@ -526,7 +638,7 @@ def read_yaml(path: str) -> dict[str, Any]:
     return raw
 
 
-def load(path: str, overrides: Sequence[str] | Sequence[tuple[str, str]] = ()) -> RunSpec:
+def load(path: str, overrides: Sequence[str] | Sequence[tuple[str, str]] = ()) -> Any:
     """Read the YAML spec at ``path``, apply ``--set`` overrides, and check everything.
 
     ``overrides`` are ``"key=value"`` strings or ``(key, value)`` pairs; each value is coerced to
@@ -536,7 +648,7 @@ def load(path: str, overrides: Sequence[str] | Sequence[tuple[str, str]] = ()) -
 
 
 def from_dict(raw: dict[str, Any], overrides: Iterable[str] | Iterable[tuple[str, str]] = (),
-              source: str = "job spec") -> RunSpec:
+              source: str = "job spec") -> Any:
     if not isinstance(raw, dict):
         raise SpecError(f"{source} must be a mapping of key: value lines, not a {type(raw).__name__}; write "
                         "one 'key: value' per line, as in templates/bert-finetune.yaml")
@@ -569,7 +681,7 @@ def from_dict(raw: dict[str, Any], overrides: Iterable[str] | Iterable[tuple[str
             raise SpecError(f"unknown key {_show(key)} in {source} for {job}; {_suggest(key, fields)}")
         if value is None and fields[key].metadata.get("required"):
             continue  # a template's placeholder: reported below unless --set fills it
-        kwargs[key] = _coerce(key, value, hints[key], origin="spec")
+        kwargs[key] = value if fields[key].metadata.get("raw") else _coerce(key, value, hints[key], origin="spec")
     for key, value in pairs:
         if _entry_of(key, hints):
             entries.append((key, value, "--set"))
@@ -577,7 +689,7 @@ def from_dict(raw: dict[str, Any], overrides: Iterable[str] | Iterable[tuple[str
         if key not in fields:
             raise SpecError(f"unknown key {_show(key)} in --set {_show(key, quote=False)}=...; "
                             f"{_suggest(key, fields)}")
-        kwargs[key] = _coerce(key, value, hints[key], origin="--set")
+        kwargs[key] = value if fields[key].metadata.get("raw") else _coerce(key, value, hints[key], origin="--set")
     for key, value, origin in entries:
         name, _, entry = key.partition(".")
         mapping = kwargs.setdefault(name, {})

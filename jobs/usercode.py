@@ -9,7 +9,7 @@ shape) the job checks before its first step (:mod:`jobs.keras.user`). Standard l
 
 ``module`` is a Python file (``model.py``, ``src/model.py``: a path) or a module name
 (``mypkg.model``). A relative file or a module name is looked up in ``search``, in order: the
-code directory the run stages (``tpuctl train --code DIR``), or, for a job started here, the
+workdir the run stages (``tpuctl train --workdir DIR``), or, for a job started here, the
 spec's directory, the current directory and the directories of ``PYTHONPATH``.
 """
 
@@ -107,11 +107,11 @@ def locate(module: str, search: Sequence[str]) -> str:
     if os.path.isabs(module):
         raise ConfigError(f"module {module} not found; check the path")
     if not search:
-        raise ConfigError(f"module {module} not found: no code directory was given; pass --code "
+        raise ConfigError(f"module {module} not found: no workdir was given; pass --workdir "
                           "DIR, the directory that holds it (it is staged with the run)")
     where = ", ".join(dict.fromkeys(os.path.abspath(d) for d in search))
     raise ConfigError(f"module {module} not found in {where}; put it there, or name it relative "
-                      "to the code directory (module: src/model.py, module: mypkg.model)")
+                      "to the workdir (module: src/model.py, module: mypkg.model)")
 
 
 def read(path: str) -> ast.Module:

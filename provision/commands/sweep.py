@@ -70,6 +70,8 @@ def command() -> None:
 @click.option("--spot", is_flag=True, help="Spot pool TPUs.")
 @click.option("--service-account", metavar="EMAIL", help="Service account of the pool's TPU VMs.")
 @click.option("--bucket", metavar="gs://BUCKET", help="Where the sweep and its trials live (local: a local bucket).")
+@click.option("--workdir", metavar="DIR", help="Your code, staged once for every trial (default for job: command: "
+                                              "the job spec's directory).")
 @click.option("--max-concurrent", type=click.IntRange(min=1, max=64), default=None,
               help="At most this many TPUs (trials at once); default: the spec's, else 1.")
 @click.option("--max-trials", type=click.IntRange(min=1, max=10000), default=None,
@@ -88,7 +90,7 @@ def command() -> None:
 @dry_run_option
 @json_option
 def start(spec: str, zone: str | None, accelerator_type: str, preemptible: bool, spot: bool,
-          service_account: str | None, bucket: str | None,
+          service_account: str | None, bucket: str | None, workdir: str | None,
           max_concurrent: int | None, max_trials: int | None, budget_usd: float | None, max_failures: int,
           poll_s: float, detach: bool, host_name: str | None, provider: str | None, project: str | None,
           dry_run: bool, as_json: bool) -> None:
@@ -116,7 +118,7 @@ def start(spec: str, zone: str | None, accelerator_type: str, preemptible: bool,
         bucket = str(validate.bucket_url(bucket))
     target = resolve_target(provider, project, zone.split(",")[0] if zone else None)
     # every problem of the sweep and job specs, before any cloud is asked anything
-    checked = create.check(spec, provider=target.provider, max_trials=max_trials, read=read)
+    checked = create.check(spec, provider=target.provider, max_trials=max_trials, read=read, workdir=workdir)
     from .. import cluster
     from ..runs import store as runs
     from ..sweeps.store import SweepStore

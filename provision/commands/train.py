@@ -26,7 +26,10 @@ from .up import complete_cluster
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a job spec value (repeatable).")
 @click.option("--bucket", metavar="gs://BUCKET", help="Bucket for the run's records and checkpoints "
                                                       "(default: the cluster's; local: a local bucket).")
-@click.option("--code", metavar="DIR", help="Your code: staged with the run and put on the job's PYTHONPATH.")
+@click.option("--workdir", metavar="DIR",
+              help="Your code: staged with the run; job: command runs in it, job: keras finds its module there "
+                   "(default for job: command: the spec's directory).")
+@click.option("--code", metavar="DIR", hidden=True, help="Deprecated: --workdir.")
 @click.option("--allow-local-paths", is_flag=True,
               help="Paths in the spec are on a filesystem the hosts mount at the same place (NFS, Filestore).")
 @click.option("--detach", is_flag=True, help="Supervise from the always-on host; the laptop may disconnect.")
@@ -42,7 +45,7 @@ from .up import complete_cluster
 @dry_run_option
 @json_option
 def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, ...], bucket: str | None,
-            code: str | None,
+            workdir: str | None, code: str | None,
             allow_local_paths: bool, detach: bool, max_preemptions: int | None, max_failures: int, poll_s: float, on_interrupt: str,
             provider: str | None, project: str | None, dry_run: bool, as_json: bool) -> None:
     """Run a job spec on CLUSTER and recover it from preemptions.
@@ -69,6 +72,11 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
 
     validate.cluster_name(cluster)
     pairs = parse_sets(sets)
+    if code is not None:
+        if workdir is not None:
+            raise UsageError("--code is the old name of --workdir", hint="pass only --workdir DIR")
+        click.echo("tpuctl: warning: --code is deprecated: pass --workdir DIR (the same directory)", err=True)
+        workdir = code
     if attach:
         if job_spec or sets:
             raise UsageError("--attach resumes supervising an existing run", hint="drop --job and --set")
@@ -96,28 +104,34 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
     if detach and target.provider != "local" and not spec.machine_type:
         raise UsageError("--detach needs the cluster's host VM to supervise the run",
                          hint="recreate the cluster with a host VM (no --no-vm), or train without --detach")
-    prep = training.prepare(prov, target, spec, tpu, job_spec=job_spec, sets=pairs, bucket=bucket_url, code=code,
+    prep = training.prepare(prov, target, spec, tpu, job_spec=job_spec, sets=pairs, bucket=bucket_url, code=workdir,
                             max_preemptions=max_preemptions, max_failures=max_failures,
                             allow_local=allow_local_paths)
     rec = prep.record
     rec.poll_s = poll_s
+    for line in prep.needs.said if prep.needs else ():
+        say(line)        # a framework installed on the hosts is never a surprise
     if dry_run:
-        code = prep.code
+        sel = prep.code
         doc = {"ok": True, "dry_run": True, "run_id": rec.run_id, "cluster": cluster, "bucket": bucket_url,
                "model_dir": rec.model_dir, "job": rec.job, "num_train_steps": rec.num_train_steps,
-               "would_stage": ["spec.yaml", "tpuctl wheel"] + [f"code/{f}" for f in (code.files if code else ())]}
-        if code is not None:
-            doc["code_left_out"] = [{"path": s.path, "why": s.why} for s in code.skipped]
+               "would_stage": ["spec.yaml", "tpuctl wheel"] + [f"workdir/{f}" for f in (sel.files if sel else ())]}
+        if prep.needs is not None:
+            doc["requirements"] = list(prep.needs.lines)
+            doc["frameworks"] = list(prep.needs.said)
+        if sel is not None:
+            doc["workdir"] = str(sel.root)
+            doc["workdir_left_out"] = [{"path": s.path, "why": s.why} for s in sel.skipped]
         if as_json:
             emit_json(doc)
         else:
             click.echo(f"dry run: would start run {rec.run_id} ({rec.job}, {rec.num_train_steps} steps) on {cluster}; "
                        f"model_dir {training.as_typed(rec.model_dir)}; nothing was staged or started")
-            if code is not None:
-                click.echo(f"would stage {len(code.files)} code file(s) from {code.root}:")
-                for f in code.files:
-                    click.echo(f"  code/{f}")
-                for s in code.skipped:
+            if sel is not None:
+                click.echo(f"would stage {len(sel.files)} file(s) of the workdir {sel.root}:")
+                for f in sel.files:
+                    click.echo(f"  workdir/{f}")
+                for s in sel.skipped:
                     click.echo(f"  left out {s.path} ({s.why})")
         return
 

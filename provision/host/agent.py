@@ -4,8 +4,9 @@ No inbound port and no ssh: hosts pull their work from the bucket. The superviso
 or on the host VM) writes ``attempts/<n>/command.json`` and points ``clusters/<c>/current.json``
 at it; each host's agent notices and runs the attempt wrapper, which
 
-- fetches the job spec (and the user's code) from the run directory,
-- runs ``python -m jobs run`` in its own process group, its log streamed to ``log-<worker>.txt``,
+- fetches the job spec (and the user's workdir) from the bucket, checked against the host's pin,
+- runs ``python -m jobs run`` (or a ``job: command`` program: :mod:`provision.host.program`) in
+  its process group, its log streamed to ``log-<worker>.txt``,
 - writes ``alive-<worker>.json`` every few seconds (the supervisor's "is it still there"),
 - turns a ``stop.json`` request into SIGTERM (the job checkpoints and exits 42),
 - writes ``exit-<worker>.json`` with the exit code, last.
@@ -78,7 +79,7 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
     bucket is checked against the pin before anything of it is used. A refusal is recorded as exit code 2 (never retried) with
     its reason, in the attempt's log and exit record."""
     from ..runs.pinning import read_host_pin
-    from ..runs.pins import manifest, sha256
+    from ..runs.pins import sha256
 
     store = _store(bucket_url, provider, project, run_id)
     prefix = store.attempt_prefix(n)
@@ -113,48 +114,98 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
     env["TPUCTL_RUN_ID"] = run_id
     env["TPUCTL_ATTEMPT"] = str(n)
     env["TPUCTL_WORKER"] = worker
-    if entry.get("code"):       # the pin says whether the run has code, not command.json
+    job = _spec_mapping(spec)
+    code_dir = None
+    digest = entry.get("workdir")      # the pin says whether the run has a workdir, not command.json
+    if digest:
         code_dir = work / "code"
-        shutil.rmtree(code_dir, ignore_errors=True)     # exactly what is in the bucket now, nothing left over
-        code_dir.mkdir(mode=0o700)
-        digests = []
-        for info in store.bucket.list(f"{store.prefix}/code/"):
-            rel = info.name[len(f"{store.prefix}/code/"):]
-            target = (code_dir / rel).resolve()
-            if not target.is_relative_to(code_dir.resolve()):
-                return refuse(store, n, worker, f"a code object outside the code directory: {rel!r:.80}")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            store.bucket.download_file(info.name, target)
-            digests.append((rel, sha256(target.read_bytes())))
-        refusal = pin.refusal("run", run_id, {"code": manifest(digests)})
-        if refusal:
-            shutil.rmtree(code_dir, ignore_errors=True)
-            return refuse(store, n, worker, refusal)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(code_dir), env.get("PYTHONPATH", "")) if p)
-    argv = [sys.executable, "-m", "jobs", "run", str(spec_path)]
-
+        problem = _unpack_workdir(store, run_id, str(digest), code_dir)
+        if problem:
+            return refuse(store, n, worker, problem)
+        if job.get("job") != "command":
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (str(code_dir), env.get("PYTHONPATH", "")) if p)
     log_path = work / f"attempt-{n}-{worker}.log"
     log = os.fdopen(open_append(log_path), "ab", buffering=0)  # the attempt process writes to it until it exits
     log.write(f"[tpuctl] attempt {n} of run {run_id} on {socket.gethostname()} (worker {worker})\n".encode())
+    program = None
+    grace_s = STOP_GRACE_S
+    if job.get("job") == "command":
+        from . import program as programs
+
+        site = None
+        if entry.get("requirements"):
+            from ..runs import wheelhouse
+
+            digest = str(entry["requirements"])
+            try:
+                site = wheelhouse.install(store.bucket, digest, host_dir("envs", digest, worker),
+                                          lambda m: log.write(f"[tpuctl] {m}\n".encode()))
+            except (ValueError, OSError, UnsafeDirectory) as exc:
+                return refuse(store, n, worker, f"the run's requirements: {exc}")
+            except Exception as exc:  # noqa: BLE001 - the bucket lost them: nothing to install from
+                return refuse(store, n, worker, f"the run's requirements cannot be read from the bucket ({exc})")
+        try:
+            program = programs.prepare(job, env, work=work, code_dir=code_dir, run_id=run_id, n=n, worker=worker,
+                                       provider=provider, project=project, site=site)
+        except Exception as exc:  # noqa: BLE001 - a pinned spec this tpuctl cannot run: one line, never retried
+            return refuse(store, n, worker, f"the run's spec cannot run here: {exc}")
+        argv, cwd, env, grace_s = program.argv, program.cwd, program.env, program.grace_s
+        log.write(f"[tpuctl] running {_shown(argv)} in the workdir (SIGTERM is the preemption notice: "
+                  f"{grace_s:g} s to save and exit, then SIGKILL)\n".encode())
+    else:
+        argv, cwd = [sys.executable, "-m", "jobs", "run", str(spec_path)], work
+
     # the local provider's bucket is a directory in $TPUCTL_HOME: the job's checkpoints and
     # summaries there are the user's alone (provision.basics.private), whatever the umask
-    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(work),
-                            start_new_session=False, umask=0o077 if provider == "local" else -1)
+    try:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(cwd),
+                                start_new_session=False, umask=0o077 if provider == "local" else -1)
+    except OSError as exc:    # the program is not there, or not executable: it cannot run (exit 2)
+        reason = f"cannot start {argv[0]}: {exc.strerror or exc} (the command's program must be in the workdir " \
+                 f"or on the host's PATH)"
+        log.write(f"[tpuctl] {reason}\n".encode())
+        log.close()
+        _upload_log(store, prefix, worker, log_path)
+        store.write_json(f"{prefix}/exit-{worker}.json", {"code": 2, "time": time.time(), "reason": reason,
+                                                           "host": socket.gethostname()})
+        return 2
+    sink = program.sink if program is not None else None
+    if sink is not None:
+        sink.begin(int(job.get("num_train_steps") or 0), run_id, proc.pid)
     stop_sent = threading.Event()
+    terminated = threading.Event()      # the program got SIGTERM: whatever it exits with is a preemption
+    killed = threading.Event()          # ... and did not exit within the grace period
     done = threading.Event()
 
+    def terminate() -> None:
+        """SIGTERM now, SIGKILL after the grace period (once)."""
+        if terminated.is_set():
+            return
+        terminated.set()
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+
+        def kill() -> None:
+            if proc.poll() is None:
+                killed.set()
+                proc.kill()
+
+        timer = threading.Timer(grace_s, kill)
+        timer.daemon = True
+        timer.start()
+
     def sync() -> None:
-        """Heartbeat, log upload and stop requests, until the job ends."""
+        """Heartbeat, log upload, the program's progress and stop requests, until the job ends."""
         while not done.wait(ALIVE_EVERY_S):
             _upload_log(store, prefix, worker, log_path)
             with contextlib.suppress(Exception):
                 store.write_json(f"{prefix}/alive-{worker}.json", {"time": time.time(), "pid": proc.pid,
                                                                      "host": socket.gethostname()})
+            if sink is not None and program is not None:
+                sink.beat(program.progress_file)
             if not stop_sent.is_set() and store.read_json(f"{prefix}/stop.json") is not None:
                 stop_sent.set()
-                with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(signal.SIGTERM)
-                threading.Timer(STOP_GRACE_S, lambda: proc.poll() is None and proc.kill()).start()
+                terminate()
 
     with contextlib.suppress(Exception):
         store.write_json(f"{prefix}/alive-{worker}.json", {"time": time.time(), "pid": proc.pid,
@@ -170,6 +221,9 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
 
     def forward(signum: int, _frame: Any) -> None:
         # a host shutting down (or the supervisor stopping this run) reaches the job as SIGTERM
+        if program is not None:
+            threading.Thread(target=terminate, daemon=True).start()
+            return
         with contextlib.suppress(ProcessLookupError):
             proc.send_signal(signum)
 
@@ -181,12 +235,71 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
             signal.signal(sig, handler)
     done.set()
     syncer.join(timeout=ALIVE_EVERY_S + 5)
-    log.write(f"[tpuctl] attempt {n} exited with code {code}\n".encode())
+    record: dict[str, Any] = {"code": code, "time": time.time(), "host": socket.gethostname()}
+    if program is not None and terminated.is_set():
+        # the preemption notice was given: however the program ended, the run resumes (exit 42)
+        record.update(code=42, program_code=code, after_sigterm=True)
+        if killed.is_set():
+            record["killed_after_s"] = grace_s
+            note = (f"the program did not exit within {grace_s:g} s of SIGTERM: killed (SIGKILL); "
+                    f"it resumes from its last checkpoint")
+            log.write(f"[tpuctl] {note}\n".encode())
+            with contextlib.suppress(Exception):
+                store.event("program_killed", attempt=n, worker=worker, grace_s=grace_s, reason=note)
+        code = 42
+    own = f" (the program's own: {record['program_code']}, after SIGTERM)" if "program_code" in record else ""
+    log.write(f"[tpuctl] attempt {n} exited with code {code}{own}\n".encode())
     log.close()
+    if sink is not None and program is not None:
+        sink.finish(program.progress_file, code, None)
     _upload_log(store, prefix, worker, log_path)
-    store.write_json(f"{prefix}/exit-{worker}.json", {"code": code, "time": time.time(),
-                                                       "host": socket.gethostname()})
+    store.write_json(f"{prefix}/exit-{worker}.json", record)
     return code
+
+
+def _spec_mapping(spec: bytes) -> dict[str, Any]:
+    """The pinned spec as a mapping (what the job is); {} if it is not one (the job says why)."""
+    import yaml
+
+    try:
+        doc = yaml.safe_load(spec)
+    except yaml.YAMLError:
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _unpack_workdir(store: Any, run_id: str, digest: str, code_dir: Path) -> str | None:
+    """The pinned workdir archive, checked against its digest and unpacked into ``code_dir``
+    (emptied first: exactly what was pinned, nothing left over); why not, or None."""
+    import re
+
+    from ..runs.pins import sha256
+    from ..staging import workdir
+
+    if not re.fullmatch(r"[0-9a-f]{64}", digest):
+        return f"the pinned workdir {digest[:20]!r} is not a sha256"
+    try:
+        data = store.bucket.read_bytes(workdir.object_name(digest))
+    except Exception as exc:  # noqa: BLE001 - gone from the bucket: nothing to run
+        return f"the workdir archive {workdir.object_name(digest)} cannot be read ({exc})"
+    if sha256(data) != digest:
+        return (f"the workdir of run {run_id} in the bucket (sha256 {sha256(data)[:12]}) is not the one pinned in "
+                f"this host's metadata (sha256 {digest[:12]}): not running it")
+    shutil.rmtree(code_dir, ignore_errors=True)
+    code_dir.mkdir(mode=0o700)
+    try:
+        workdir.unpack(data, code_dir)
+    except (workdir.UnsafeArchive, OSError) as exc:
+        shutil.rmtree(code_dir, ignore_errors=True)
+        return str(exc)
+    return None
+
+
+def _shown(argv: list[str]) -> str:
+    import shlex
+
+    text = shlex.join(argv)
+    return text if len(text) <= 300 else text[:300] + "..."
 
 
 def refuse(store: Any, n: int, worker: str, reason: str) -> int:

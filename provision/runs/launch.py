@@ -50,6 +50,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobs.command import COORDINATOR_PORT  # worker 0's coordinator port: the job side's one fact
+
 from ..basics.errors import UsageError
 from ..catalog.accelerators import AcceleratorType, parse
 from ..cloud.base import Arch, Endpoint
@@ -60,9 +62,6 @@ LIBTPU = "/lib/libtpu.so"
 SLICE_OPT_IN = "TPUCTL_SLICE_GRPC_ON_ALL_INTERFACES"
 
 
-# JAX's coordinator port since 2025-11 (jax-ml/jax jax/_src/clusters/cloud_tpu_cluster.py: 8482,
-# 8476 before); any free port would do, as long as every worker is told the same
-COORDINATOR_PORT = 8482
 
 
 @dataclass(frozen=True)
@@ -91,12 +90,20 @@ class LaunchPlan:
 
 def plan(*, provider: str, arch: Arch, accelerator_type: str, tpu_name: str, zone: str,
          project: str, runtime: str | None = None, device: str | None = None,
-         ports: Sequence[int] = (), endpoints: Sequence[Endpoint] = ()) -> LaunchPlan:
+         ports: Sequence[int] = (), endpoints: Sequence[Endpoint] = (),
+         program_hosts: str | None = None) -> LaunchPlan:
     """The launch of one attempt. ``device`` (local provider): ``cpu`` or ``gpu:N``; ``ports``
-    (local multi-host): one free port per emulated host, for ``TF_CONFIG``; ``endpoints``: the
-    TPU's ``networkEndpoints`` as the cloud reports them now, one per worker in worker order."""
+    (local provider): one free port per emulated host, for ``TF_CONFIG`` or a program's
+    coordinator; ``endpoints``: the TPU's ``networkEndpoints`` as the cloud reports them now, one
+    per worker in worker order; ``program_hosts``: a ``job: command`` program's ``hosts``
+    (:func:`program_plan`), None for the TensorFlow runner."""
     acc = parse(accelerator_type)
     common = {"TPUCTL_ACCELERATOR_TYPE": acc.name, "TPUCTL_SLICE_CORES": str(acc.cores)}
+    if program_hosts is not None:
+        tf = plan(provider=provider, arch=arch, accelerator_type=accelerator_type, tpu_name=tpu_name, zone=zone,
+                  project=project, runtime=runtime, device=device, endpoints=endpoints,
+                  ports=ports if provider == "local" and acc.hosts > 1 else ())
+        return program_plan(tf, program_hosts, provider=provider, ports=ports, endpoints=endpoints)
     if provider == "local":
         return _local(acc, common, device or "cpu", ports)
     if arch == Arch.NODE:
@@ -150,6 +157,37 @@ def _local(acc: AcceleratorType, common: dict[str, str], device: str,
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i * per_host + g) for g in range(per_host))
         workers.append(WorkerLaunch(i, True, env))
     return LaunchPlan(acc, "TF_CONFIG", tuple(workers))
+
+
+def program_plan(tf: LaunchPlan, hosts: str, *, provider: str, ports: Sequence[int] = (),
+                 endpoints: Sequence[Endpoint] = ()) -> LaunchPlan:
+    """A ``job: command`` program's launch, from the TensorFlow runner's plan ``tf`` of the same
+    TPU. ``hosts: first`` is TensorFlow's one client: the runner's plan (worker 0 only on a pod
+    slice), with the contract's variables. ``hosts: all`` runs the program on every worker, as
+    JAX and PyTorch/XLA expect (each worker drives its own chips: no ``TPU_LOAD_LIBRARY=0``), and
+    tells each its index, the count and worker 0's ``host:port``: its internal address from the
+    TPU's ``networkEndpoints`` and :data:`jobs.command.COORDINATOR_PORT`, or on the local
+    provider a free port of this machine (the emulated hosts share a network). No ``TF_CONFIG``:
+    the program starts its own group (``jax.distributed.initialize``, ``torch.distributed``)."""
+    count = len(tf.workers) if hosts == "all" else 1
+    if provider == "local":
+        coordinator: str | None = f"127.0.0.1:{ports[0]}" if ports else None
+    elif count == 1:
+        coordinator = f"127.0.0.1:{COORDINATOR_PORT}"
+    else:
+        first = endpoints[0].ip_address if endpoints else None
+        coordinator = f"{first}:{COORDINATOR_PORT}" if first else None
+    drop = {"TF_CONFIG"} | ({"TPU_LOAD_LIBRARY"} if hosts == "all" else set())
+    workers = []
+    for w in tf.workers:
+        runs = w.worker == 0 or (hosts == "all" and count > 1)
+        env = {k: v for k, v in (w.env if w.env else tf.workers[0].env).items() if k not in drop}
+        if runs:
+            env.update(TPUCTL_WORKER_INDEX=str(w.worker if hosts == "all" else 0), TPUCTL_NUM_WORKERS=str(count))
+            if coordinator:
+                env["TPUCTL_COORDINATOR"] = coordinator
+        workers.append(WorkerLaunch(w.worker, runs, env if runs else {}))
+    return LaunchPlan(tf.accelerator, tf.resolver, tuple(workers))
 
 
 def slice_network(accelerator_type: str, *, private_possible: bool, exposed_ok: bool) -> bool:

@@ -12,22 +12,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 
 from ..basics.errors import TpuctlError
 from ..cloud.base import Provider
-from ..staging.selection import Selection
 from . import pins
 
 METADATA_URL = "http://metadata.google.internal/computeMetadata/v1"
-
-
-def code_files(code: Selection) -> list[tuple[str, Path]]:
-    """The files of ``--code DIR`` that are staged, by relative path: what the digest covers is
-    exactly what :func:`provision.staging.selection.select` chose (no dot path, no symlink,
-    nothing ignored)."""
-    return [(rel, code.root / rel) for rel in code.files]
 
 
 def file_digest(path: Path) -> str:
@@ -36,10 +28,6 @@ def file_digest(path: Path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
-
-
-def code_digest(files: Iterable[tuple[str, Path]]) -> str:
-    return pins.manifest((rel, file_digest(path)) for rel, path in files)
 
 
 def pin(provider: Provider, cluster: str, kind: str, ident: str, fields: dict[str, str | None]) -> list[str]:

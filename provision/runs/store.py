@@ -5,7 +5,7 @@ A run's directory holds everything needed to resume it from anywhere (the laptop
     tpuctl/runs/<run_id>/run.json            the RunRecord: status, counts, supervisor lease
     tpuctl/runs/<run_id>/spec.yaml           the job spec as the job sees it (overrides applied)
     tpuctl/runs/<run_id>/tpuctl/<wheel>      the exact tpuctl that started it
-    tpuctl/runs/<run_id>/code/...            the user's code (--code)
+    tpuctl/workdirs/<sha256>.tar.gz          the user's workdir (--workdir), shared by every run of it
     tpuctl/runs/<run_id>/events.jsonl        preempted, recreated, resumed at step N, steps lost ...
     tpuctl/runs/<run_id>/attempts/<n>/       command.json, exit-<worker>.json, alive-<worker>.json,
                                              log-<worker>.txt, stop.json
@@ -87,8 +87,10 @@ class RunRecord:
     last_progress: dict[str, Any] | None = None
     # seconds spent per state, for tpuctl cost: training, waiting (after a preemption), idle
     seconds_by_state: dict[str, float] = field(default_factory=dict)
-    code: bool = False
+    code: bool = False              # the run has a workdir (tpuctl train --workdir)
     wheel: str | None = None
+    # job: command: which workers of a slice run the program (all, first); None: the TF runner's plan
+    hosts: str | None = None
 
     @property
     def live(self) -> bool:

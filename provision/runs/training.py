@@ -33,7 +33,10 @@ class Prepared:
     record: RunRecord
     spec_yaml: bytes
     cluster: ClusterSpec
-    code: Selection | None = None          # --code: the files staged (provision.staging.selection)
+    code: Selection | None = None          # --workdir: the files staged (provision.staging.selection)
+    # the workdir archive's sha256 when it is already in the bucket (a sweep's trials share one)
+    workdir_digest: str | None = None
+    needs: Any = None                      # job: command: what its environment installs (runs.requirements)
 
 
 def local_path_for(url: str) -> str:
@@ -73,7 +76,7 @@ def localize_spec(data: dict[str, Any], provider: str, allow_local: bool = False
     out = dict(data)
     for key, value in data.items():
         if not isinstance(value, str) or not value or key in CODE_KEYS or "." in str(key):
-            continue  # user code is found in the code directory; params.NAME is the user's value
+            continue  # user code is found in the workdir; params.NAME is the user's value
         if value.startswith("gs://"):
             if provider == "local":
                 out[key] = local_path_for(value)
@@ -90,10 +93,25 @@ def localize_spec(data: dict[str, Any], provider: str, allow_local: bool = False
     return out
 
 
+def default_workdir(job_spec: str, workdir: str | None) -> str | None:
+    """The workdir of a run: ``--workdir DIR``, else the spec's directory for a ``job: command``
+    spec (its program is there); the other jobs have none unless one is given."""
+    if workdir is not None:
+        return workdir
+    try:
+        from jobs import spec as jobspec
+
+        job = jobspec.read_yaml(job_spec).get("job")
+    except Exception:  # noqa: BLE001 - the spec's own problem is reported when it is loaded
+        return None
+    return os.path.dirname(os.path.abspath(job_spec)) if job == "command" else None
+
+
 def resolve_spec(job_spec: str, sets: list[tuple[str, str]], model_dir_default: str, provider: str,
-                 allow_local: bool = False, code: str | None = None) -> dict[str, Any]:
+                 allow_local: bool = False, code: str | None = None, check_code: bool = True) -> dict[str, Any]:
     """Load and check the job spec and the user code it names (jobs.spec and jobs.usercode need
-    no TensorFlow); returns the resolved mapping."""
+    no TensorFlow); returns the resolved mapping. ``check_code`` false: the code is a workdir
+    already staged and checked (a sweep's trials)."""
     try:
         from jobs import spec as jobspec
     except ImportError as exc:  # pragma: no cover - jobs ships in the same distribution
@@ -110,19 +128,24 @@ def resolve_spec(job_spec: str, sets: list[tuple[str, str]], model_dir_default: 
     localized_sets = [(k, localize_spec({k: v}, provider, allow_local)[k]) for k, v in overrides]
     try:
         spec = jobspec.from_dict(localized_raw, localized_sets, source=job_spec)
-        check_user_code(spec, job_spec, provider, code)
+        if check_code:
+            check_user_code(spec, job_spec, provider, code)
     except jobspec.SpecError as exc:
         raise UsageError(as_typed(str(exc))) from None
     return spec.to_dict()
 
 
 def check_user_code(spec: Any, job_spec: str, provider: str, code: str | None) -> None:
-    """Read the user code a spec names (``job: keras``'s module) without running it: in the
-    code directory (``--code DIR``: staged with the run, first on the job's PYTHONPATH); without
-    one, on the local provider, beside the spec or in the current directory (a file, which the
-    job on this machine then reads by its absolute path). Raises jobs.spec.SpecError."""
+    """Read the user code a spec names without running it: ``job: command``'s program and
+    requirements file in the workdir; ``job: keras``'s module in the workdir (``--workdir DIR``:
+    staged with the run, first on the job's PYTHONPATH), or without one, on the local provider,
+    beside the spec or in the current directory (a file, which the job on this machine then reads
+    by its absolute path). Raises jobs.spec.SpecError."""
     from jobs.usercode import is_file
 
+    if getattr(spec, "job", None) == "command":
+        spec.check_code([code] if code else [])
+        return
     module = getattr(spec, "module", None)
     search = [code] if code else []
     if not code and provider == "local" and module and is_file(module):
@@ -134,16 +157,22 @@ def check_user_code(spec: Any, job_spec: str, provider: str, code: str | None) -
 
 def prepare(provider: Provider, target: Target, cluster: ClusterSpec, tpu: TpuNode, *, job_spec: str,
             sets: list[tuple[str, str]], bucket: str, code: str | None, max_preemptions: int | None,
-            max_failures: int, allow_local: bool = False) -> Prepared:
+            max_failures: int, allow_local: bool = False, workdir_digest: str | None = None) -> Prepared:
+    """Check everything and make the run's record and resolved spec; nothing is staged yet.
+    ``code``: the workdir (``--workdir DIR``; :func:`default_workdir` applies), packed when
+    staged; ``workdir_digest``: instead, an archive already in the bucket (a sweep's)."""
     import yaml
 
     run_id = runs.new_run_id(cluster.name)
     model_default = f"{bucket.rstrip('/')}/{runs.RUNS_PREFIX}/{run_id}/model"
     if target.provider == "local":
         model_default = local_path_for(model_default)
+    if workdir_digest is None:
+        code = default_workdir(job_spec, code)
     if code and not os.path.isdir(code):
-        raise UsageError(f"--code {code} is not a directory", hint="pass the directory of your job code")
-    resolved = resolve_spec(job_spec, sets, model_default, target.provider, allow_local, code)
+        raise UsageError(f"--workdir {code} is not a directory", hint="pass the directory of your code")
+    resolved = resolve_spec(job_spec, sets, model_default, target.provider, allow_local, code,
+                            check_code=workdir_digest is None)
     from .launch import check_batches
 
     # before anything is staged or started: the TPU's type, and every type a recreate may land on
@@ -161,14 +190,53 @@ def prepare(provider: Provider, target: Target, cluster: ClusterSpec, tpu: TpuNo
 
         for name in dict.fromkeys([tpu.accelerator_type, *cluster.accelerator_types]):
             private_slice_network(name)
-    selection = select_code(code) if code else None
+    selection = select_code(code) if code and workdir_digest is None else None
+    if selection is not None:
+        from ..staging.workdir import check_size
+
+        check_size(selection)
     rec = RunRecord(run_id=run_id, cluster=cluster.name, provider=target.provider, project=target.project or "",
                     zone=tpu.zone, bucket=bucket, model_dir=str(resolved["model_dir"]),
                     num_train_steps=int(resolved["num_train_steps"]),
                     save_checkpoints_steps=int(resolved["save_checkpoints_steps"]), job=str(resolved["job"]),
-                    max_preemptions=max_preemptions, max_failures=max_failures, code=selection is not None)
+                    max_preemptions=max_preemptions, max_failures=max_failures,
+                    code=selection is not None or workdir_digest is not None,
+                    hosts=str(resolved["hosts"]) if resolved.get("job") == "command" else None)
     spec_yaml = yaml.safe_dump(resolved, sort_keys=True).encode()
-    return Prepared(record=rec, spec_yaml=spec_yaml, cluster=cluster, code=selection)
+    needs = program_needs(resolved, code, target.provider, tpu.version) if resolved.get("job") == "command" else None
+    return Prepared(record=rec, spec_yaml=spec_yaml, cluster=cluster, code=selection, workdir_digest=workdir_digest,
+                    needs=needs)
+
+
+def requirement_lines(requirements: Any, workdir: str | None) -> list[str]:
+    """A job: command spec's ``requirements``: its list, or the lines of its file in the workdir."""
+    if isinstance(requirements, list):
+        return [str(r) for r in requirements]
+    if isinstance(requirements, str) and workdir:
+        try:
+            with open(os.path.join(workdir, requirements), encoding="utf-8") as fh:
+                return fh.read(1 << 20).splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"cannot read the requirements file {requirements} of the workdir ({exc})",
+                             hint="make it a readable UTF-8 requirements file") from None
+    return []
+
+
+def program_needs(resolved: dict[str, Any], workdir: str | None, provider: str, runtime: str | None) -> Any:
+    """What a job: command run installs on its hosts, and what train says about its frameworks."""
+    from importlib import metadata
+
+    from .requirements import needs
+
+    def version(name: str) -> str | None:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+
+    local = {"tensorflow": version("tensorflow"), "jax": version("jax")} if provider == "local" else None
+    return needs(requirement_lines(resolved.get("requirements"), workdir), tensorflow=resolved.get("tensorflow"),
+                 jax=resolved.get("jax"), provider=provider, runtime=runtime, local_versions=local)
 
 
 def stage_run(store: RunStore, prep: Prepared, log: Any, provider: Provider) -> dict[str, str | None]:
@@ -179,27 +247,34 @@ def stage_run(store: RunStore, prep: Prepared, log: Any, provider: Provider) -> 
     so a host that sees the objects already finds them pinned; a host runs nothing else."""
     import json
 
-    from . import pinning
+    from ..staging import workdir
+    from . import pinning, pins, wheelhouse
     from .pins import sha256
     from .wheel import build_wheel
 
     rec = prep.record
+    # the requirements resolve first: pip refusing them is the user's mistake, before anything is pinned or staged
+    wheels = wheelhouse.build(prep.needs.lines, rec.provider, log) if prep.needs and prep.needs.lines else None
     wheel = build_wheel(home() / "wheels")
-    files = pinning.code_files(prep.code) if prep.code is not None else []
+    # exactly what --dry-run listed and the pin covers: no dot path, no symlink, nothing ignored
+    packed = workdir.pack(prep.code) if prep.code is not None else None
+    digest = packed.digest if packed is not None else prep.workdir_digest
     cluster_spec = (json.dumps(prep.cluster.to_dict(), indent=1, sort_keys=True, default=str) + "\n").encode()
+    requirements = pins.manifest((name, sha) for name, _p, sha in wheels) if wheels is not None else None
     entry = {"cluster": rec.cluster, "wheel": pinning.file_digest(wheel), "spec": sha256(prep.spec_yaml),
-             "code": pinning.code_digest(files) if prep.code is not None else None,
-             "cluster_spec": sha256(cluster_spec)}
+             "workdir": digest, "requirements": requirements, "cluster_spec": sha256(cluster_spec)}
     pinned = pinning.pin(provider, rec.cluster, "run", rec.run_id, entry)
     if pinned:
         log(f"pinned run {rec.run_id} on {', '.join(pinned)}")
     store.bucket.write_bytes(f"{store.prefix}/spec.yaml", prep.spec_yaml)
-    if prep.code is not None:
-        # exactly what --dry-run listed and the pin covers: no dot path, no symlink, nothing ignored
-        for rel, path in files:
-            store.bucket.upload_file(path, f"{store.prefix}/code/{rel}")
-        log(f"staged {len(files)} code files from {prep.code.root}"
-            + (f" (left out {len(prep.code.skipped)}: dot paths, symlinks, ignored)" if prep.code.skipped else ""))
+    if wheels is not None:
+        wheelhouse.stage(store.bucket, wheels)
+        log(f"staged the run's requirements: {len(wheels)} wheel(s), manifest sha256 {requirements[:12]}")
+    if packed is not None and prep.code is not None:
+        sent = stage_workdir(store.bucket, packed)
+        left = f" (left out {len(prep.code.skipped)}: dot paths, symlinks, ignored)" if prep.code.skipped else ""
+        log(f"{'staged' if sent else 'already staged'} the workdir {prep.code.root}: {packed.files} files, "
+            f"{packed.size / (1 << 20):.1f} MiB, sha256 {packed.digest[:12]}{left}")
     wheel_object = runs.wheel_object(store.prefix, wheel.name)
     store.bucket.upload_file(wheel, wheel_object)
     rec.wheel = f"{rec.bucket.rstrip('/')}/{wheel_object}"
@@ -213,16 +288,33 @@ def stage_run(store: RunStore, prep: Prepared, log: Any, provider: Provider) -> 
     return entry
 
 
+def stage_workdir(bucket: Any, packed: Any) -> bool:
+    """Put the workdir archive in the bucket under its sha256, unless it is there already (the
+    same code staged before, byte for byte): True when it was sent. An object of that name with
+    other bytes (hosts would refuse it: its digest is not the pinned one) is replaced."""
+    from ..cloud.storage import crc
+
+    there = bucket.stat(packed.object_name)
+    same = there is not None and there.size == len(packed.data) and (
+        crc.value(packed.data) == there.crc32c if there.crc32c is not None
+        else bucket.read_bytes(packed.object_name) == packed.data)
+    if same:
+        return False
+    bucket.write_bytes(packed.object_name, packed.data)
+    return True
+
+
 def attempt_command(rec: RunRecord, n: int, tpu: TpuNode) -> dict[str, Any]:
     """What the hosts run for attempt ``n``: the staged spec, and per worker whether it runs the
     job and with which environment (:mod:`provision.runs.launch`)."""
     from .launch import plan
 
     hosts = tpu.hosts or 1
+    program = rec.hosts is not None      # a job: command program: its own ports and coordinator
     launch = plan(provider=rec.provider, arch=tpu.arch, accelerator_type=tpu.accelerator_type,
                   tpu_name=tpu.name, zone=tpu.zone, project=rec.project, runtime=tpu.version,
-                  device=tpu.device, ports=free_ports(hosts) if rec.provider == "local" and hosts > 1 else (),
-                  endpoints=tpu.endpoints)
+                  device=tpu.device, endpoints=tpu.endpoints, program_hosts=rec.hosts,
+                  ports=free_ports(hosts) if rec.provider == "local" and (hosts > 1 or program) else ())
     first = launch.workers[0]
     return {"env": dict(first.env), "code": rec.code, "attempt": n, **launch.to_command()}
 

@@ -1,4 +1,4 @@
-"""Which files of a code directory go to the bucket (``tpuctl train --code DIR``).
+"""Which files of a workdir go to the bucket (``tpuctl train --workdir DIR``).
 
 A code directory is usually a git checkout: ``.git/config`` may hold an access token, ``.env``
 files hold secrets, and a symlink may point anywhere on the machine (``~/.ssh``). Whatever is
@@ -15,8 +15,8 @@ user meant to ship:
   --exclude`` reads them: :mod:`provision.staging.ignore`);
 - no ``__pycache__`` (bytecode of another interpreter) and nothing but regular files.
 
-:func:`select` walks the directory (``tpuctl train --dry-run`` lists its result, staging uploads
-exactly that); :func:`ignored_by` is the pure decision for one path.
+:func:`select` walks the directory (``tpuctl train --dry-run`` lists its result, staging packs
+exactly that: :mod:`provision.staging.workdir`); :func:`ignored_by` is the pure decision for one path.
 """
 
 from __future__ import annotations
@@ -78,11 +78,12 @@ def _hits(rule: Rule, segments: list[str], is_dir: bool) -> bool:
     return rule.regex.fullmatch(segments[-1]) is not None
 
 
-def select(root: str | Path) -> Selection:
-    """The files of the code directory ``root`` to stage, and what was left out and why."""
+def select(root: str | Path, flag: str = "--workdir") -> Selection:
+    """The files of the code directory ``root`` to stage, and what was left out and why; ``flag``
+    names where ``root`` came from in the error when it is not a directory."""
     root = Path(root)
     if not root.is_dir():
-        raise UsageError(f"--code {root} is not a directory", hint="pass the directory of your job code")
+        raise UsageError(f"{flag} {root} is not a directory", hint="pass the directory of your code (--workdir DIR)")
     files: list[str] = []
     skipped: list[Skipped] = []
     _walk(root, "", [], files, skipped)

@@ -321,7 +321,7 @@ class Controller:
                 raise UsageError(f"parameters outside the sweep's space: {outside}")
             prep = training.prepare(self.provider, self.target, spec, tpu, job_spec=self.job_file, sets=sets,
                                     bucket=self.rec.bucket, code=None, max_preemptions=None,
-                                    max_failures=self.rec.max_failures)
+                                    max_failures=self.rec.max_failures, workdir_digest=self.rec.workdir)
             store = training.open_store(prep.record, self.target)
             pin = training.stage_run(store, prep, lambda m: self.log(f"trial {t.trial}: {m}"), self.provider)
         except TpuctlError as exc:

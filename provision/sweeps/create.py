@@ -34,6 +34,7 @@ class Plan:
     spec: sweepspec.SweepSpec
     spec_text: bytes
     job: dict[str, Any]            # the job spec with the sweep's set applied, paths as the job sees them
+    workdir: Any = None            # the packed workdir (provision.staging.workdir.Packed), staged by write()
 
 
 @dataclass
@@ -46,6 +47,7 @@ class Checked:
     keys: set[str]                 # the job spec's keys
     num_train_steps: int
     eval_every: int                # evaluate every this many steps (0: only at the end)
+    workdir: Any = None            # the files of the workdir every trial runs in (a Selection), or None
 
 
 def _job_path(job: str, spec_path: str) -> str:
@@ -89,13 +91,14 @@ def reported_metrics(job: Any) -> tuple[str, ...]:
 
 
 def check(spec_path: str, *, provider: str, max_trials: int | None,
-          read: tuple[Any, bytes] | None = None) -> Checked:
+          read: tuple[Any, bytes] | None = None, workdir: str | None = None) -> Checked:
     """Every problem of the sweep spec at ``spec_path`` and of its job spec as the trials will
     see it, in one :class:`SpecProblems` (most fundamental first), before anything is created
-    or asked of a cloud. ``read``: what :func:`read_spec` already returned."""
+    or asked of a cloud. ``read``: what :func:`read_spec` already returned; ``workdir``: the
+    trials' code (``--workdir``; a ``job: command`` spec's directory by default)."""
     from jobs import spec as jobspec
 
-    from ..runs.training import localize_spec
+    from ..runs.training import default_workdir, localize_spec
 
     spec_path = shipped_spec(spec_path)
     raw, text = read or read_spec(spec_path)
@@ -118,14 +121,34 @@ def check(spec_path: str, *, provider: str, max_trials: int | None,
     probe = {**base, **extras, "model_dir": base.get("model_dir") or PROBE_MODEL_DIR}
     where = f"the job of {spec_path[:200]}"
     checked_spec = _check(jobspec, probe, {}, where, problems)
-    if checked_spec is not None and getattr(checked_spec, "module", None):
+    selection = None
+    job_path = _job_path(raw["job"], spec_path) if checked_spec is not None else None
+    if job_path is not None:
+        workdir = default_workdir(job_path, workdir)
+    if workdir is not None:
+        from ..staging.selection import select
+        from ..staging.workdir import check_size
+
+        try:
+            selection = select(workdir)
+            check_size(selection)
+        except UsageError as exc:
+            problems.add_error(sweepspec.VALUE, exc)
+            problems.raise_if_any()
+    if checked_spec is not None and job_path is not None and (getattr(checked_spec, "module", None)
+                                                              or checked_spec.job == "command"):
         from ..runs.training import check_user_code
 
-        try:  # a job: keras module: found and read now, and what its metrics() reports known
-            check_user_code(checked_spec, _job_path(raw["job"], spec_path), provider, None)
+        try:  # the user's code: found and read now (job: keras: what its metrics() reports known)
+            check_user_code(checked_spec, job_path, provider, workdir)
         except jobspec.SpecError as exc:
             problems.add(sweepspec.VALUE, str(exc))
-        if checked_spec.module != base.get("module"):
+        if checked_spec.job == "command" and isinstance(checked_spec.requirements, str) and workdir:
+            from ..runs.training import requirement_lines
+
+            # the trials get the file's lines: they are staged from the archive, not from this directory
+            base["requirements"] = probe["requirements"] = requirement_lines(checked_spec.requirements, workdir)
+        if getattr(checked_spec, "module", None) and checked_spec.module != base.get("module"):
             base["module"] = probe["module"] = checked_spec.module   # absolute: every trial's job reads it here
     if checked_spec is not None and found.metric is not None:
         try:
@@ -151,7 +174,7 @@ def check(spec_path: str, *, provider: str, max_trials: int | None,
     problems.raise_if_any()
     assert sweep is not None
     return Checked(spec=sweep, spec_text=text, job={**base, **extras}, keys=keys, num_train_steps=num_steps,
-                   eval_every=eval_every)
+                   eval_every=eval_every, workdir=selection)
 
 
 def _read_job(raw: Any, spec_path: str, problems: sweepspec.Problems
@@ -177,9 +200,9 @@ def _read_job(raw: Any, spec_path: str, problems: sweepspec.Problems
         problems.add(sweepspec.FILE, f"job spec {job_path[:200]} has no known job", hint=f"use one of {', '.join(jobspec.JOBS)}")
         return {}, None, None
     keys = job_fields(name, job_raw)
-    # a job of the user's (job: keras) reports what its module's metrics() returns: known only
-    # once the module is read (check), not from the job's name
-    known = None if "module" in keys else tuple(jobspec.reported_metrics(name))
+    # a job of the user's reports what its module's metrics() returns (job: keras) or what its
+    # spec declares (job: command): known only once the spec is checked, not from the job's name
+    known = None if "module" in keys or name == "command" else tuple(jobspec.reported_metrics(name))
     return job_raw, keys, known
 
 
@@ -214,7 +237,13 @@ def plan(spec_path: str, *, provider: str, project: str | None, bucket: str, zon
                       eval_every_steps=c.eval_every if "eval_every_steps" in keys else None,
                       num_train_steps=c.num_train_steps,
                       max_failures=max_failures, poll_s=poll_s, service_account=service_account)
-    return Plan(record=rec, spec=sweep, spec_text=c.spec_text, job=c.job)
+    packed = None
+    if c.workdir is not None:
+        from ..staging.workdir import pack
+
+        packed = pack(c.workdir)
+        rec.workdir = packed.digest
+    return Plan(record=rec, spec=sweep, spec_text=c.spec_text, job=c.job, workdir=packed)
 
 
 def _check(jobspec: Any, probe: dict[str, Any], value: dict[str, Any], where: str,
@@ -238,6 +267,10 @@ def write(store: SweepStore, p: Plan) -> None:
 
     from .store import remember
 
+    if p.workdir is not None:
+        from ..runs.training import stage_workdir
+
+        stage_workdir(store.bucket, p.workdir)
     store.bucket.write_bytes(store.name("spec.yaml"), p.spec_text)
     store.bucket.write_bytes(store.name("job.yaml"), yaml.safe_dump(p.job, sort_keys=True).encode())
     store.save(p.record)

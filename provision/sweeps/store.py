@@ -97,6 +97,8 @@ class SweepRecord:
     detached: bool = False
     host: str | None = None                   # the cluster whose host VM's agent drives it (GCP --detach)
     service_account: str | None = None        # of the pool's TPU VMs (None: the Compute Engine default)
+    # sha256 of the workdir archive every trial runs in (tpuctl/workdirs/<sha256>.tar.gz), or None
+    workdir: str | None = None
 
     @property
     def live(self) -> bool:

@@ -1,12 +1,15 @@
-"""`tpuctl train --code DIR` stages what the user meant to ship, and `--dry-run` lists it: never a
+"""`tpuctl train --workdir DIR` stages what the user meant to ship, and `--dry-run` lists it: never a
 dot path (a `.git/config` holding an access token went to the bucket), never a symlink (it may
 point anywhere), nothing `.gitignore` or `.tpuctlignore` excludes (git's semantics: nested files,
 anchored patterns, `!`, no way back under an excluded directory), no `__pycache__`. The list is
-read from the installed tpuctl's dry run; staging uploads exactly it (no TensorFlow needed)."""
+read from the installed tpuctl's dry run; staging packs exactly it into the workdir archive (no
+TensorFlow needed). `--code`, the old name, still works and says it is deprecated."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import tarfile
 from pathlib import Path
 
 from provision.basics.config import home
@@ -15,6 +18,7 @@ from provision.cloud.local import LocalProvider
 from provision.cloud.storage import local_bucket
 from provision.runs import store as runs
 from provision.runs.training import Prepared, stage_run
+from provision.staging import workdir
 from provision.staging.selection import select
 from tests.bert_dirs import config_only_bert
 from tests.conftest import run_tpuctl_process
@@ -64,17 +68,21 @@ def _job_spec(root: Path) -> Path:
 def test_train_dry_run_lists_the_code_it_would_stage_and_leaves_secrets_and_links_out(tmp_path):
     code, spec = _code_dir(tmp_path), _job_spec(tmp_path)
     assert run_tpuctl_process("up", "lab", "-a", "v2-8", "--provider", "local").code == 0
-    args = ["train", "lab", "--job", str(spec), "--code", str(code), "--dry-run", "--provider", "local"]
+    args = ["train", "lab", "--job", str(spec), "--workdir", str(code), "--dry-run", "--provider", "local"]
     doc = run_tpuctl_process(*args, "--json").json()
-    assert doc["would_stage"] == ["spec.yaml", "tpuctl wheel"] + [f"code/{f}" for f in STAGED]
-    assert [(s["path"], s["why"]) for s in doc["code_left_out"]] == LEFT_OUT
+    assert doc["would_stage"] == ["spec.yaml", "tpuctl wheel"] + [f"workdir/{f}" for f in STAGED]
+    assert [(s["path"], s["why"]) for s in doc["workdir_left_out"]] == LEFT_OUT
     human = run_tpuctl_process(*args)
     assert human.code == 0, human.err
-    assert f"would stage 5 code file(s) from {code}:\n" + "".join(f"  code/{f}\n" for f in STAGED) in human.out
+    assert f"would stage 5 file(s) of the workdir {code}:\n" + "".join(f"  workdir/{f}\n" for f in STAGED) \
+        in human.out
     assert "  left out .git/ (a dot path)\n" in human.out and "  left out creds (a symlink)\n" in human.out
+    old = run_tpuctl_process(*[a if a != "--workdir" else "--code" for a in args])
+    assert old.code == 0 and "  workdir/main.py\n" in old.out, old.err
+    assert "tpuctl: warning: --code is deprecated: pass --workdir DIR (the same directory)\n" in old.err
 
 
-def test_staging_uploads_exactly_the_selection(tmp_path):
+def test_staging_packs_exactly_the_selection_once(tmp_path):
     code = _code_dir(tmp_path)
     rec = runs.RunRecord(run_id=runs.new_run_id("lab"), cluster="lab", provider="local", project="local",
                          zone="us-central1-b", bucket="gs://tpuctl-local", model_dir="gs://tpuctl-local/m",
@@ -83,8 +91,16 @@ def test_staging_uploads_exactly_the_selection(tmp_path):
     store = runs.RunStore(bucket, rec.run_id)
     prep = Prepared(record=rec, spec_yaml=b"job: bert-finetune\n", code=select(code),
                     cluster=ClusterSpec(name="lab", accelerator_type="v2-8", zones=("us-central1-b",)))
-    stage_run(store, prep, log=lambda _line: None, provider=LocalProvider(home()))
-    staged = sorted(p.relative_to(bucket.root / store.prefix / "code").as_posix()
-                    for p in (bucket.root / store.prefix / "code").rglob("*") if p.is_file())
-    assert staged == STAGED
+    said: list[str] = []
+    entry = stage_run(store, prep, log=said.append, provider=LocalProvider(home()))
+    archive = bucket.root / workdir.object_name(entry["workdir"])
+    with tarfile.open(archive) as tar:
+        assert sorted(m.name for m in tar.getmembers() if m.isfile()) == STAGED
+    assert hashlib.sha256(archive.read_bytes()).hexdigest() == entry["workdir"]
     assert not any(TOKEN.encode() in p.read_bytes() for p in bucket.root.rglob("*") if p.is_file())
+    # the same files again (another run of them): the archive has the same bytes and is not sent again
+    rec2 = runs.RunRecord(**{**rec.to_dict(), "run_id": runs.new_run_id("lab")})
+    again = stage_run(runs.RunStore(bucket, rec2.run_id), Prepared(record=rec2, spec_yaml=prep.spec_yaml,
+                      code=select(code), cluster=prep.cluster), log=said.append, provider=LocalProvider(home()))
+    assert again["workdir"] == entry["workdir"]
+    assert said[-1].startswith(f"already staged the workdir {code}: 5 files")

@@ -164,7 +164,7 @@ def _good_options(world) -> dict[str, list[str]]:
         "--valid-until": ["1h"], "--service-account": ["tpuctl-host@tpuctl-test.iam.gserviceaccount.com"],
         "--autodown": ["30m"], "--timeout": ["30s", "2m"], "--provider": ["local", "gcp"],
         "--project": ["tpuctl-test"], "--job": [world["good"], "unknown.yaml", "bomb.yaml"],
-        "--set": ["num_train_steps=3", "learning_rate=1e-4"], "--code": ["src"], "--max-preemptions": ["1"],
+        "--set": ["num_train_steps=3", "learning_rate=1e-4"], "--workdir": ["src"], "--code": ["src"], "--max-preemptions": ["1"],
         "--max-failures": ["1"], "--poll": ["1"], "--on-interrupt": ["leave", "stop"], "--exclude": ["*.tmp"],
         "--location": ["US", "us-central1"], "--jobs": ["4"], "--part-size": ["16M"], "--idle-for": ["30m"],
         "--attempt": ["1"], "--worker": ["0"], "--where": ["host"],

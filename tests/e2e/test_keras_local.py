@@ -1,5 +1,5 @@
 """`job: keras` end to end on the local provider: a user's Keras model from a directory outside
-the repository, staged with `tpuctl train --code`, preempted with `tpuctl simulate preempt` and
+the repository, staged with `tpuctl train --workdir`, preempted with `tpuctl simulate preempt` and
 resumed, ends bitwise with the weights of an uninterrupted run; on an emulated v2-32 (4 hosts)
 it ends with the weights of one host up to float noise. A mistake in the user's code is refused
 before a run exists; a sweep sweeps the user's params."""
@@ -87,7 +87,7 @@ def test_a_users_keras_model_from_outside_the_repository_resumes_bitwise_after_a
     code = user_dir(tmp_path)
     sets = ["--set", f"num_train_steps={STEPS}", "--set", f"save_checkpoints_steps={CKPT}"]
     assert run_tpuctl_process("up", "lab", "--preemptible").code == 0
-    proc = subprocess.Popen([str(TPUCTL_BIN), "train", "lab", "--job", str(code / "spec.yaml"), "--code",
+    proc = subprocess.Popen([str(TPUCTL_BIN), "train", "lab", "--job", str(code / "spec.yaml"), "--workdir",
                              str(code), *sets, "--poll", "1", "--json"], cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "TPUCTL_HEARTBEAT_SECONDS": "0.5"})
@@ -109,7 +109,7 @@ def test_a_users_keras_model_from_outside_the_repository_resumes_bitwise_after_a
     run = json.loads(out)["run"]
     assert run["status"] == "finished" and run["last_progress"]["step"] == STEPS, err[-3000:]
     assert run["preemptions"] == 1 and run["attempts"] == 2
-    assert (run_dir / "code" / "trainer.py").exists()        # the user's code went with the run
+    assert (home / "host" / "work" / run["run_id"] / "0" / "code" / "trainer.py").exists()  # the code went with it
     events = run_tpuctl_process("logs", run["run_id"], "--events").out
     assert "resumed" in events and "preempted" in events
     log = run_tpuctl_process("logs", run["run_id"], "--attempt", "2").out
@@ -134,7 +134,7 @@ def test_a_mistake_in_the_users_code_is_refused_before_a_run_exists(tmp_path):
     (code / "trainer.py").write_text(TRAINER.replace("def dataset(params, split, context):",
                                                      "def dataset(params, split):"))
     assert run_tpuctl_process("up", "lab").code == 0
-    r = run_tpuctl_process("train", "lab", "--job", str(code / "spec.yaml"), "--code", str(code))
+    r = run_tpuctl_process("train", "lab", "--job", str(code / "spec.yaml"), "--workdir", str(code))
     assert r.code == 2
     line = TRAINER.splitlines().index("def dataset(params, split, context):") + 1
     assert r.err.strip().splitlines()[-1] == (
@@ -142,7 +142,7 @@ def test_a_mistake_in_the_users_code_is_refused_before_a_run_exists(tmp_path):
         "dataset(params, split, context); define it as def dataset(params, split, context)")
     assert not (home / "runs").exists() or not list((home / "runs").glob("*.json"))
     # a module the code directory does not hold
-    r = run_tpuctl_process("train", "lab", "--job", str(code / "spec.yaml"), "--code", str(tmp_path))
+    r = run_tpuctl_process("train", "lab", "--job", str(code / "spec.yaml"), "--workdir", str(tmp_path))
     assert r.code == 2 and f"module trainer.py not found in {tmp_path}" in r.err
 
 
@@ -175,7 +175,7 @@ def test_the_same_keras_spec_on_an_emulated_v2_32_ends_with_the_one_host_weights
 
     code = tmp_path / "mlp"
     shutil.copytree(EXAMPLE, code)
-    spec = ["--job", str(code / "spec.yaml"), "--code", str(code), "--set", "num_train_steps=60"]
+    spec = ["--job", str(code / "spec.yaml"), "--workdir", str(code), "--set", "num_train_steps=60"]
     assert run_tpuctl_process("up", "pod", "--accelerator-type", "v2-32").code == 0
     r = run_tpuctl_process("train", "pod", *spec, "--poll", "1", "--json", timeout=300)
     assert r.code == 0, r.err[-3000:]

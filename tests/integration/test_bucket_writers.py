@@ -17,6 +17,8 @@ from typing import ClassVar
 import pytest
 
 from provision.host import agent
+from provision.staging import workdir
+from provision.staging.selection import select
 from tests.conftest import run_tpuctl_process
 
 PROJECT = "tpuctl-test"
@@ -96,7 +98,7 @@ def test_object_writes_alone_start_nothing_on_the_host_vm_or_the_tpu_vm(cloud, t
 def _train_detached(bucket: str, code: Path) -> str:
     r = run_tpuctl_process("train", "lab", "--job", "templates/bert-finetune-tiny.yaml",
                            "--set", f"bert_dir={bucket}/bert", "--set", f"train_file={bucket}/train.tsv",
-                           "--code", str(code), "--bucket", bucket, "--detach", "--json")
+                           "--workdir", str(code), "--bucket", bucket, "--detach", "--json")
     assert r.code == 0, r.err
     return r.json()["run_id"]
 
@@ -130,25 +132,30 @@ def _wait_exit(get, run_id: str, timeout: float = 90.0) -> dict:
     raise AssertionError(f"attempt 1 of {run_id} did not end within {timeout} s")
 
 
-@pytest.mark.parametrize("tamper", ["none", "code", "spec"])
+@pytest.mark.parametrize("tamper", ["none", "workdir", "spec"])
 def test_a_pinned_run_runs_with_the_code_and_spec_pinned_with_it_and_nothing_else(cloud, tmp_path, monkeypatch,
                                                                                   tamper):
-    """``tpuctl train`` pins the run (its id, the sha256 of its spec, code and wheel) in the metadata
-    of the host VM and the TPU VM. The worker's agent runs its attempt with exactly those bytes: a
-    file added to the run's code, or a spec replaced, after the pin is refused before anything of
-    it runs. The pinned code itself runs (``none``: its sitecustomize marks that it did)."""
+    """``tpuctl train`` pins the run (its id, the sha256 of its spec, workdir archive and wheel) in
+    the metadata of the host VM and the TPU VM. The worker's agent runs its attempt with exactly
+    those bytes: a workdir archive replaced (with a ``jobs/__init__.py`` of the writer's), or a spec
+    replaced, after the pin is refused before anything of it runs. The pinned code itself runs
+    (``none``: its sitecustomize marks that it did)."""
     fake, bucket, put, get = cloud
     ours, theirs = tmp_path / "pinned-code-ran", tmp_path / "pwned"
     code = tmp_path / "code"
     code.mkdir()
     (code / "mymodel.py").write_text("UNITS = 8\n")
-    if tamper != "code":       # the pinned code marks that it ran, and ends the job at once
+    if tamper != "workdir":       # the pinned code marks that it ran, and ends the job at once
         (code / "sitecustomize.py").write_text(MARK.format(path=str(ours)))
     run_id = _train_detached(bucket, code)
     meta = fake.resources()["nodes"][0]["metadata"]
     assert json.loads(meta["tpuctl-pin"])["run"][run_id]["spec"]
-    if tamper == "code":
-        put(f"tpuctl/runs/{run_id}/code/jobs/__init__.py", MARK.format(path=str(theirs)))
+    if tamper == "workdir":
+        evil = tmp_path / "evil"
+        (evil / "jobs").mkdir(parents=True)
+        (evil / "jobs" / "__init__.py").write_text(MARK.format(path=str(theirs)))
+        digest = json.loads(meta["tpuctl-pin"])["run"][run_id]["workdir"]
+        put(workdir.object_name(digest), workdir.pack(select(evil)).data)
     elif tamper == "spec":
         put(f"tpuctl/runs/{run_id}/spec.yaml", "job: bert-squad\n")
     _start_attempt(bucket, run_id)
@@ -197,7 +204,7 @@ def test_a_tpu_vm_recreated_after_a_preemption_is_pinned_again_from_the_host_vm(
     assert said == [f"pinned run {run_id} on TPU lab"]
     monkeypatch.setenv("TPUCTL_METADATA_URL", fake.metadata_url(ZONE, "lab", worker=0))
     assert pinning.read_host_pin("gcp", "lab").entry("run", run_id) == entry
-    assert entry["code"] and entry["spec"] and entry["wheel"] and entry["cluster"] == "lab"
+    assert entry["workdir"] and entry["spec"] and entry["wheel"] and entry["cluster"] == "lab"
 
 
 def test_train_without_the_right_to_pin_stages_nothing_and_names_the_role(cloud, tmp_path, gcs_client):

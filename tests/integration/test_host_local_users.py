@@ -56,7 +56,7 @@ def pinned_run():
     bucket.write_bytes(f"tpuctl/runs/{RUN}/attempts/1/command.json",
                        json.dumps({"env": {"TPUCTL_DEVICE": "cpu"}}).encode())
     LocalProvider(home()).update_host_metadata("lab", KEY, lambda cur: updated(
-        cur, "run", RUN, {"cluster": "lab", "spec": sha256(SPEC), "code": None}))
+        cur, "run", RUN, {"cluster": "lab", "spec": sha256(SPEC), "workdir": None}))
     return bucket
 
 

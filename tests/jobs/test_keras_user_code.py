@@ -69,8 +69,8 @@ def test_what_the_runner_can_call_is_accepted_and_metric_names_are_read(tmp_path
 
 @pytest.mark.parametrize("module_name, search, expected", [
     ("model.py", ["SEARCH"], ("module model.py not found in SEARCH; put it there, or name it relative "
-                             "to the code directory (module: src/model.py, module: mypkg.model)")),
-    ("model.py", [], ("module model.py not found: no code directory was given; pass --code DIR, the "
+                             "to the workdir (module: src/model.py, module: mypkg.model)")),
+    ("model.py", [], ("module model.py not found: no workdir was given; pass --workdir DIR, the "
                      "directory that holds it (it is staged with the run)")),
     ("pkg.model", ["SEARCH"], "module pkg.model not found in SEARCH"),
 ])

@@ -69,7 +69,7 @@ def test_every_zone_row_names_its_source_and_every_generation_has_a_listed_zone(
 
     assert set(zones.TPU_ZONES) == set(accelerators.GENERATIONS)
     for gen, rows in zones.TPU_ZONES.items():
-        assert rows and all(src in (zones.PAGE, zones.PRICED, zones.EARLIER) for _, src in rows), gen
+        assert rows and all(src in (zones.PAGE, zones.PRICED, zones.EARLIER, zones.TPU7X_ZONE) for _, src in rows), gen
         assert len({z for z, _ in rows}) == len(rows), gen
         assert zones.source_of(gen, zones.suggested_zone(gen)) != zones.EARLIER, gen
     assert not zones.offers("us-central1-b", parse("v4-8")) and zones.offers("us-central2-b", parse("v4-16"))

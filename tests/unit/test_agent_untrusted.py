@@ -17,7 +17,7 @@ def test_command_env_is_limited_to_the_job_keys(tmp_path):
     prefix = "tpuctl/runs/r1-20260101-000000-abcd"
     bucket.write_bytes(f"{prefix}/spec.yaml", SPEC)
     LocalProvider(home()).update_host_metadata("lab", KEY, lambda cur: updated(
-        cur, "run", "r1-20260101-000000-abcd", {"cluster": "lab", "spec": sha256(SPEC), "code": None}))
+        cur, "run", "r1-20260101-000000-abcd", {"cluster": "lab", "spec": sha256(SPEC), "workdir": None}))
     bucket.write_bytes(f"{prefix}/attempts/1/command.json", json.dumps({
         "code": False,
         "env": {"LD_PRELOAD": "/nonexistent/evil.so", "PYTHONSTARTUP": "/nonexistent/evil.py",

@@ -10,13 +10,13 @@ A, B = sha256(b"a"), sha256(b"b")
 
 
 def test_a_pinned_run_runs_only_with_its_pinned_digests():
-    pin = Pin().with_entry("run", RUN, {"cluster": "lab", "spec": A, "code": None})
+    pin = Pin().with_entry("run", RUN, {"cluster": "lab", "spec": A, "workdir": None})
     assert pin.refusal("run", RUN) is None
-    assert pin.refusal("run", RUN, {"spec": A, "code": None, "cluster": "lab"}) is None
+    assert pin.refusal("run", RUN, {"spec": A, "workdir": None, "cluster": "lab"}) is None
     swapped = pin.refusal("run", RUN, {"spec": B})
     assert swapped and "spec of run" in swapped and B[:12] in swapped and A[:12] in swapped
-    # a run pinned without code gets no code, whatever command.json says
-    assert "code of run" in pin.refusal("run", RUN, {"code": B})
+    # a run pinned without a workdir gets none, whatever the bucket holds
+    assert "workdir of run" in pin.refusal("run", RUN, {"workdir": B})
     assert "cluster of run" in pin.refusal("run", RUN, {"cluster": "other"})
     assert KEY in pin.refusal("run", "lab-20260101-000000-beef")
     assert "not pinned" in pin.refusal("sweep", RUN)        # kinds do not mix

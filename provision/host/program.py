@@ -1,0 +1,136 @@
+"""A ``job: command`` attempt on a host: the program's argv, directory and environment, and its
+progress lines folded into the run's ``progress.json`` (docs/own-code.md).
+
+The attempt wrapper (:func:`provision.host.agent.run_attempt`) runs the program instead of
+``python -m jobs run``, with the same heartbeats, log upload and exit record, so the supervisor,
+its policy and the idle reaper work unchanged. What differs is here: the program runs in the
+unpacked workdir with the contract's environment (:data:`jobs.command.CONTRACT`), ``python`` on
+its ``PATH`` is the host's Python that runs this agent (the image's packages, and the run's
+requirements before them), and worker 0's agent keeps ``progress.json`` from the program's lines
+(:mod:`provision.runs.reports`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..basics.private import opener
+from ..runs import reports
+
+
+@dataclass
+class Program:
+    argv: list[str]
+    cwd: Path
+    env: dict[str, str]
+    grace_s: float                    # SIGTERM to SIGKILL, stated in the log and the event log
+    progress_file: Path
+    sink: ProgressSink | None         # worker 0's: the run's progress.json
+
+
+def prepare(spec: dict[str, Any], env: dict[str, str], *, work: Path, code_dir: Path | None, run_id: str, n: int,
+            worker: str, provider: str, project: str, site: Path | None = None) -> Program:
+    """The program of the pinned spec ``spec`` (a ``job: command`` mapping), ready to start:
+    ``env`` is the attempt's (this worker's launch environment applied); ``site``: the run's
+    requirements, installed for this host (:mod:`provision.host.requirements`)."""
+    from jobs import spec as jobspec
+
+    checked = jobspec.from_dict(spec, source="the run's spec")
+    out = dict(env)
+    progress_file = work / f"progress-{n}.jsonl"
+    with contextlib.suppress(FileNotFoundError):
+        progress_file.unlink()
+    out.update({"TPUCTL_MODEL_DIR": checked.model_dir, "TPUCTL_RUN": run_id, "TPUCTL_ATTEMPT": str(n - 1),
+                "TPUCTL_PROGRESS_FILE": str(progress_file),
+                "TPUCTL_PARAMS": json.dumps(checked.params, sort_keys=True),
+                "TPUCTL_EVAL_EVERY_STEPS": str(checked.eval_every_steps)})
+    out.setdefault("TPUCTL_WORKER_INDEX", worker if worker.isdigit() else "0")
+    out.setdefault("TPUCTL_NUM_WORKERS", "1")
+    out.setdefault("PYTHONUNBUFFERED", "1")      # the log shows the program's lines as it prints them
+    path = [str(Path(sys.executable).parent)]
+    if site is not None:
+        path.insert(0, str(site / "bin"))
+        out["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), out.get("PYTHONPATH", "")) if p)
+    out["PATH"] = os.pathsep.join([*path, out.get("PATH") or os.defpath])
+    sink = ProgressSink(checked.model_dir, provider, project) if out["TPUCTL_WORKER_INDEX"] == "0" else None
+    return Program(argv=checked.argv(), cwd=code_dir or work, env=out, grace_s=float(checked.stop_grace_seconds),
+                   progress_file=progress_file, sink=sink)
+
+
+@dataclass
+class ProgressSink:
+    """Worker 0's ``progress.json`` in the model directory: a local directory (the local
+    provider) or a bucket path; written whole each time, as the runner writes it."""
+
+    model_dir: str
+    provider: str
+    project: str
+    record: dict[str, Any] = field(default_factory=dict)
+    _offset: int = 0
+    _partial: bytes = b""
+    _bucket: Any = None          # the model directory's bucket, opened once
+
+    def begin(self, num_train_steps: int, run_id: str, pid: int) -> None:
+        from ..runs.supervisor import read_progress
+
+        previous = read_progress(self.model_dir, self.provider, self.project)
+        self.record = reports.start(previous, run_id=run_id, num_train_steps=num_train_steps, now=time.time(),
+                                    pid=pid, host=socket.gethostname())
+        self.write()
+
+    def beat(self, progress_file: Path) -> None:
+        """Fold the program's new whole lines in and write the record (its ``time`` is now)."""
+        self.record = reports.fold(self.record, self._new_lines(progress_file), time.time())
+        self.write()
+
+    def finish(self, progress_file: Path, code: int, message: str | None) -> None:
+        lines = self._new_lines(progress_file)
+        if self._partial:            # a last line without its newline: the program has exited
+            lines.append(self._partial)
+        self.record = reports.end(reports.fold(self.record, lines, time.time()), code, time.time(), message)
+        self.write()
+
+    def _new_lines(self, path: Path) -> list[bytes]:
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(self._offset)
+                data = fh.read(4 << 20)
+        except OSError:
+            return []
+        self._offset += len(data)
+        data = self._partial + data
+        *lines, self._partial = data.split(b"\n")
+        if len(self._partial) > reports.MAX_LINE:
+            self._partial = b""
+        return [line for line in lines if line.strip()]
+
+    def write(self) -> None:
+        text = json.dumps(reports.public(self.record), sort_keys=True).encode()
+        try:
+            if self.model_dir.startswith("gs://"):
+                from ..basics.config import Target
+                from ..basics.validate import bucket_url
+                from ..cloud.storage import open_bucket
+
+                url = bucket_url(self.model_dir)
+                if self._bucket is None:
+                    self._bucket = open_bucket(url, Target(provider=self.provider, project=self.project, zone=None))
+                self._bucket.write_bytes(f"{url.prefix}/progress.json" if url.prefix else "progress.json", text)
+                return
+            directory = Path(self.model_dir)
+            directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            tmp = directory / f"progress.json.tmp-{os.getpid()}"
+            with open(tmp, "wb", opener=opener) as fh:
+                fh.write(text)
+            os.replace(tmp, directory / "progress.json")
+        except Exception as exc:  # noqa: BLE001 - a missed write is retried at the next beat
+            print(f"tpuctl agent: could not write the progress of {self.model_dir}: {exc}", file=sys.stderr,
+                  flush=True)
