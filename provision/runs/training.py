@@ -134,7 +134,8 @@ def check_user_code(spec: Any, job_spec: str, provider: str, code: str | None) -
 
 def prepare(provider: Provider, target: Target, cluster: ClusterSpec, tpu: TpuNode, *, job_spec: str,
             sets: list[tuple[str, str]], bucket: str, code: str | None, max_preemptions: int | None,
-            max_failures: int, allow_local: bool = False) -> Prepared:
+            max_failures: int, allow_local: bool = False, budget_usd: float | None = None,
+            deadline: str | None = None) -> Prepared:
     import yaml
 
     run_id = runs.new_run_id(cluster.name)
@@ -167,6 +168,11 @@ def prepare(provider: Provider, target: Target, cluster: ClusterSpec, tpu: TpuNo
                     num_train_steps=int(resolved["num_train_steps"]),
                     save_checkpoints_steps=int(resolved["save_checkpoints_steps"]), job=str(resolved["job"]),
                     max_preemptions=max_preemptions, max_failures=max_failures, code=selection is not None)
+    # its caps (checked), price, work per step and estimate (provision.runs.forecast)
+    from .forecast import attach
+
+    attach(rec, resolved, target, tpu, provider.price_book(), budget_usd=budget_usd, deadline=deadline,
+           now=rec.created_at)
     spec_yaml = yaml.safe_dump(resolved, sort_keys=True).encode()
     return Prepared(record=rec, spec_yaml=spec_yaml, cluster=cluster, code=selection)
 
