@@ -39,11 +39,12 @@ class Measured:
     steps: int
     seconds: float
     runs: tuple[str, ...]
+    warmup_s: float = 0.0           # a start's mean seconds to its first step (start-up, compilation)
 
     def basis(self) -> str:
         return (f"measured: {self.steps_per_sec:.4g} steps/s over {self.steps} steps in "
                 f"{len(self.runs)} past run(s) on this type ({', '.join(self.runs[:3])}"
-                + (" ..." if len(self.runs) > 3 else "") + ")")
+                + (" ..." if len(self.runs) > 3 else "") + f"), {self.warmup_s:.0f} s from a start to its first step")
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ class Estimate:
     steps: int
     steps_per_sec: float
     speed_source: str               # "measured" or "published" (or "assumed": carried over)
-    compute_s: float                # the steps alone
+    compute_s: float                # the steps (and, measured, the first warm-up)
     interruptions: float            # expected count
     overhead_s: float               # what they cost in time
     total_s: float                  # math.inf: interrupted faster than it recovers
@@ -159,11 +160,13 @@ def lost_per_interruption_s(rate: float, checkpoint_steps: int, recovery_s: floa
 def estimate(c: Candidate, step: StepFlops, *, steps: int, batch: int, checkpoint_steps: int) -> Estimate:
     """Time and dollars for ``steps`` steps of the work on one candidate. Raises :class:`Unknowable`."""
     rate, source, basis = speed(c, step)
-    compute_s = steps / rate
+    # the first start's warm-up is measured with the rate (a recovery's is in its recovery time)
+    compute_s = steps / rate + (c.measured.warmup_s if c.measured is not None and source == "measured" else 0.0)
     each = lost_per_interruption_s(rate, checkpoint_steps, c.interruptions.recovery_s)
     total_s, count = duration(compute_s, per_hour=c.interruptions.per_hour, per_interruption_s=each)
     usd = c.price.usd_per_hour * total_s / 3600.0 if math.isfinite(total_s) else math.inf
-    basis = [*basis, f"{steps} steps at {rate:.4g} steps/s = {_hours(compute_s)} of steps"]
+    basis = [*basis, f"{steps} steps at {rate:.4g} steps/s" + (
+        f" + the warm-up = {_hours(compute_s)}" if compute_s > steps / rate else f" = {_hours(compute_s)} of steps")]
     if c.interruptible:
         basis.append(f"interruptions: {c.interruptions.per_hour:.4g}/h ({c.interruptions.per_hour_basis}) x "
                      f"({c.interruptions.recovery_s:.0f} s recovery ({c.interruptions.recovery_basis}) + "

@@ -37,6 +37,7 @@ class RunFacts:
     preemptions: int
     held_s: float
     seconds_lost: float
+    warmups: tuple[float, ...] = ()
 
     @property
     def steps_per_sec(self) -> float | None:
@@ -58,7 +59,8 @@ def facts(record: Mapping[str, Any]) -> RunFacts | None:
         examples_per_step=int(work.get("train_batch_size") or 0), hosts=int(work.get("hosts") or 1),
         preemptions=int(record.get("preemptions") or 0),
         held_s=sum(float(held.get(s) or 0.0) for s in HELD_STATES),
-        seconds_lost=float(record.get("seconds_lost") or 0.0))
+        seconds_lost=float(record.get("seconds_lost") or 0.0),
+        warmups=tuple(float(w) for w in meter.get("warmups") or () if isinstance(w, (int, float))))
 
 
 def measured(runs: Iterable[RunFacts], workload: str, accelerator_type: str) -> Measured | None:
@@ -67,7 +69,9 @@ def measured(runs: Iterable[RunFacts], workload: str, accelerator_type: str) -> 
     if not same:
         return None
     steps, seconds = sum(r.steps for r in same), sum(r.seconds for r in same)
-    return Measured(steps / seconds, steps, seconds, tuple(r.run_id for r in same))
+    warmups = [w for r in same for w in r.warmups]
+    return Measured(steps / seconds, steps, seconds, tuple(r.run_id for r in same),
+                    warmup_s=sum(warmups) / len(warmups) if warmups else 0.0)
 
 
 def input_per_host(runs: Iterable[RunFacts], workload: str) -> float | None:

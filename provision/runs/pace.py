@@ -22,11 +22,13 @@ from .caps import Caps, Decision, Looked, Verdict, crossings, decide, usd
 from .estimate import duration, lost_per_interruption_s
 
 KEPT = 48
+WARMUPS_KEPT = 16
 
 
 def meter(prev: Mapping[str, Any] | None, progress: Mapping[str, Any]) -> dict[str, Any]:
     """The meter after one more look at a progress record: ``steps`` and ``seconds`` measured so far,
-    and the process and (step, step_time) it last anchored at."""
+    the process and (step, step_time) it last anchored at, and each process's warm-up (``warmups``:
+    seconds from its start to its first trained step: start-up, restore, compilation)."""
     m = dict(prev or {"steps": 0, "seconds": 0.0})
     started, step = progress.get("started_at"), progress.get("step")
     at, first = progress.get("step_time"), progress.get("first_step_time")
@@ -34,7 +36,9 @@ def meter(prev: Mapping[str, Any] | None, progress: Mapping[str, Any]) -> dict[s
             not isinstance(first, (int, float)) or at < first:
         return m            # this process has not trained its first step yet: warm-up
     if m.get("process") != started or step < int(m.get("step") or 0):
-        m.update(process=started, step=step, time=at)       # a new process: anchor after its warm-up
+        # a new process: anchor after its warm-up, and keep how long that took (start to first step)
+        m.update(process=started, step=step, time=at,
+                 warmups=[*(m.get("warmups") or []), round(float(first) - float(started), 1)][-WARMUPS_KEPT:])
         return m
     ds, dt = step - int(m["step"]), float(at) - float(m["time"])
     if ds > 0 and dt > 0:

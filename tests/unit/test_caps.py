@@ -124,6 +124,7 @@ def test_the_meter_leaves_out_warm_up_and_restores():
     m = pace.meter(m, _progress(350, T0 + 440, started=T0 + 300, first=T0 + 410, resumed=200))
     assert (m["steps"], m["seconds"]) == (300, 40.0)
     assert pace.steps_per_sec(m) == pytest.approx(7.5)
+    assert m["warmups"] == [60.0, 110.0]             # each start's seconds to its first step, kept apart
 
 
 def test_the_projection_and_how_it_moved():

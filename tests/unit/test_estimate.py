@@ -91,6 +91,11 @@ def test_a_measured_rate_wins_over_the_published_one():
                      batch=32, checkpoint_steps=100)
     assert e.speed_source == "measured" and e.compute_s == 3600 and e.total_usd == pytest.approx(4.5)
     assert e.basis[0].startswith("measured: 2 steps/s over 4000 steps in 2 past run(s)")
+    # a start's warm-up, measured by the same runs, is added once (a recovery's is in its recovery time)
+    warm = est.Measured(steps_per_sec=2.0, steps=4000, seconds=2000.0, runs=("lab-1",), warmup_s=36.0)
+    e = est.estimate(_candidate("v2-8", interruptible=False, measured=warm), flops.unknown("keras"), steps=7200,
+                     batch=32, checkpoint_steps=100)
+    assert e.compute_s == 3636 and "+ the warm-up = 1.01 h" in e.basis[-2]
 
 
 def test_a_job_without_flops_or_history_cannot_be_estimated():
@@ -126,15 +131,16 @@ def test_cheapest_and_fastest_are_marked():
 def _facts(run_id: str, **kw) -> history.RunFacts:
     base = {"workload": "w", "accelerator_type": "v2-8", "zone": "us-central1-b", "interruptible": True,
             "steps": 1000, "seconds": 500.0, "examples_per_step": 32, "hosts": 1, "preemptions": 0,
-            "held_s": 3600.0, "seconds_lost": 0.0}
+            "held_s": 3600.0, "seconds_lost": 0.0, "warmups": (20.0,)}
     return history.RunFacts(run_id=run_id, **{**base, **kw})
 
 
 def test_the_ledger_of_past_runs_gives_rates_preemptions_and_recovery():
-    runs = [_facts("a"), _facts("b", steps=3000, seconds=1000.0, preemptions=2, held_s=36000.0, seconds_lost=300.0),
+    runs = [_facts("a", warmups=(10.0, 30.0)), _facts("b", steps=3000, seconds=1000.0, preemptions=2, held_s=36000.0, seconds_lost=300.0),
             _facts("c", workload="other", steps=10, seconds=1.0), _facts("d", accelerator_type="v3-8")]
     m = history.measured(runs, "w", "v2-8")
     assert m is not None and m.steps_per_sec == pytest.approx(4000 / 1500) and m.runs == ("a", "b")
+    assert m.warmup_s == pytest.approx(20.0)            # a: 10 and 30 s, b: 20 s
     assert history.measured(runs, "w", "v4-8") is None
     assert history.input_per_host(runs, "w") == pytest.approx(3 * 32)     # d: 1000/500 x 32, b: 3 x 32
     i = history.interruptions(runs, zone="us-central1-b", accelerator_type="v2-8", interruptible=True, spot=True)
