@@ -59,7 +59,7 @@ def cli() -> None:
     """
 
 
-for _module in (estimate, up, status, stage, data, train, sweep, logs, down, cost, simulate, job):
+for _module in (up, status, estimate, stage, data, train, sweep, logs, down, cost, simulate, job):
     cli.add_command(_module.command)
 cli.add_command(train.supervise)
 cli.add_command(train.agent)

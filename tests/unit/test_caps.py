@@ -87,7 +87,7 @@ def test_the_projection_crossing_a_cap_is_said_once_each_way():
 
 
 def test_bad_caps_are_refused_before_anything_starts():
-    check = dict(now=T0, usd_per_hour=1.35, accelerator_type="v2-8")
+    check = {"now": T0, "usd_per_hour": 1.35, "accelerator_type": "v2-8"}
     with pytest.raises(UsageError, match="leaves nothing to spend"):
         caps.check(0.0, None, **check)
     with pytest.raises(UsageError, match="leaves nothing to spend"):
