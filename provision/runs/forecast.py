@@ -165,6 +165,8 @@ def attach(rec: Any, spec: Mapping[str, Any], target: Any, tpu: Any, book: Price
         work = work_of(spec, target)
     except UsageError as exc:
         work, why = None, exc.one_line()
+    except Exception as exc:  # noqa: BLE001 - a bucket that cannot be read now: the run starts without an estimate
+        work, why = None, f"its bert_config.json could not be read ({type(exc).__name__})"
     bare = Work(job=str(spec["job"]), step=flops.unknown(str(spec["job"])), key="",
                 batch=int(spec["train_batch_size"]), steps=int(spec["num_train_steps"]),
                 checkpoint_steps=int(spec["save_checkpoints_steps"]))
