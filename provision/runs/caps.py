@@ -92,6 +92,10 @@ def check(budget_usd: float | None, deadline: str | None, *, now: float, usd_per
         raise UsageError(f"no price is known for {accelerator_type}: a budget cannot be counted against it",
                          hint="drop --budget-usd (and budget_usd in the spec), or use a type tpuctl prices "
                               "(tpuctl cost lists the prices)")
+    if budget_usd is not None and budget_usd <= usd(usd_per_hour, STOP_S):
+        raise UsageError(f"--budget-usd {budget_usd:g} does not cover the {STOP_S:.0f} s a stop takes on a "
+                         f"{accelerator_type} at ${usd_per_hour:.4g}/h: the run would be stopped at once",
+                         hint=f"give more than ${usd(usd_per_hour, STOP_S):.4f}")
     when = None
     if deadline is not None:
         try:

@@ -62,6 +62,8 @@ def workload_key(spec: Mapping[str, Any], config: Mapping[str, Any] | None = Non
     and params, and the BERT config): runs of the same key on the same accelerator type measure
     the same rate, whatever their paths, steps or seeds."""
     picked = {k: spec.get(k) for k in _COMPUTE_KEYS if spec.get(k) is not None}
+    if isinstance(picked.get("module"), str):       # a module file is the same work wherever it was read
+        picked["module"] = picked["module"].replace("\\", "/").rsplit("/", 1)[-1]
     if config:
         picked["bert_config"] = {k: v for k, v in sorted(config.items()) if not k.endswith("_prob")}
     text = json.dumps(picked, sort_keys=True, default=str)

@@ -96,6 +96,8 @@ def test_bad_caps_are_refused_before_anything_starts():
         caps.check(None, "2020-01-01T00:00", **check)
     with pytest.raises(UsageError, match="not a date and time"):
         caps.check(None, "next friday", **check)
+    with pytest.raises(UsageError, match="does not cover the 60 s a stop takes on a v2-8"):
+        caps.check(0.02, None, **check)                       # $1.35/h: a stop alone costs $0.0225
     with pytest.raises(UsageError, match="no price is known for v9-8"):
         caps.check(5.0, None, now=T0, usd_per_hour=0.0, accelerator_type="v9-8")
     ok = caps.check(5.0, "2027-03-01T08:00:00+00:00", **check)

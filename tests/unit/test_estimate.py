@@ -172,3 +172,6 @@ def test_the_workload_key_ignores_paths_steps_and_seeds():
     assert flops.workload_key(spec, BASE) == flops.workload_key(same, BASE)
     assert flops.workload_key(spec, BASE) != flops.workload_key({**spec, "train_batch_size": 128}, BASE)
     assert flops.workload_key(spec, BASE) != flops.workload_key(spec, LARGE)
+    keras = {"job": "keras", "module": "model.py", "params": {"hidden": 32}, "train_batch_size": 32}
+    assert flops.workload_key(keras) == flops.workload_key({**keras, "module": "/home/me/mlp/model.py"})
+    assert flops.workload_key(keras) != flops.workload_key({**keras, "params": {"hidden": 64}})
