@@ -20,10 +20,10 @@ from tests.conftest import run_tpuctl_process
 pytestmark = [pytest.mark.tf, pytest.mark.xdist_group("tf")]
 
 
-def _spec(tiny: Path, steps: int) -> list[str]:
+def _spec(tiny: Path, steps: int, poll: str = "1") -> list[str]:
     return ["--job", "templates/bert-finetune-tiny.yaml", "--set", f"bert_dir={tiny}",
             "--set", f"train_file={tiny}/train.tsv", "--set", f"num_train_steps={steps}",
-            "--set", "steps_per_execution=10", "--poll", "1"]
+            "--set", "steps_per_execution=10", "--poll", poll]
 
 
 def _status() -> dict:
@@ -70,19 +70,19 @@ def test_a_deadline_the_run_cannot_meet_stops_it_early_and_train_exits_1(tiny_be
 
 def test_a_run_within_its_caps_finishes_and_shows_its_estimate_against_the_actual(tiny_bert):
     assert run_tpuctl_process("up", "lab", "--preemptible").code == 0
-    probe = run_tpuctl_process("train", "lab", *_spec(tiny_bert, 600), "--json", timeout=240)
+    probe = run_tpuctl_process("train", "lab", *_spec(tiny_bert, 400, poll="0.5"), "--json", timeout=240)
     assert probe.code == 0, probe.err[-2000:]
     assert probe.json()["run"]["pace"]["meter"]["steps"] > 0, "the probe measured no steady rate"
     when = (datetime.now() + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M")
-    r = run_tpuctl_process("train", "lab", *_spec(tiny_bert, 1200), "--budget-usd", "5", "--deadline", when,
+    r = run_tpuctl_process("train", "lab", *_spec(tiny_bert, 400), "--budget-usd", "5", "--deadline", when,
                            "--json", timeout=240)
     assert r.code == 0, r.err[-2000:]
     run = r.json()["run"]
     assert run["status"] == "finished" and run["stopped_by"] is None
-    assert run["estimate"]["speed_source"] == "measured" and run["estimate"]["steps"] == 1200
+    assert run["estimate"]["speed_source"] == "measured" and run["estimate"]["steps"] == 400
     assert "estimate: " in r.err and "(measured speed" in r.err
     vs = _status()["run"]["pace"]["vs_estimate"]
-    assert vs["steps"] == 1200 and vs["actual_s"] > 0 and vs["time_error"] is not None
-    assert f"{run['run_id']}: estimate vs actual for 1200 steps:" in run_tpuctl_process("status").out
+    assert vs["steps"] == 400 and vs["actual_s"] > 0 and vs["time_error"] is not None
+    assert f"{run['run_id']}: estimate vs actual for 400 steps:" in run_tpuctl_process("status").out
     cost = run_tpuctl_process("cost", run["run_id"])
-    assert cost.code == 0 and "estimate vs actual for 1200 steps" in cost.out, cost.out
+    assert cost.code == 0 and "estimate vs actual for 400 steps" in cost.out, cost.out
