@@ -171,7 +171,7 @@ def summary(rec: Any) -> dict[str, Any]:
         "moved": moved(history), "budget_usd": rec.budget_usd, "deadline": rec.deadline,
         "stopped_by": rec.stopped_by, "estimate": rec.estimate, "vs_estimate": None}
     est = rec.estimate or {}
-    if not rec.live and est.get("total_s") and est.get("steps"):
+    if not rec.live and est.get("total_s") is not None and est.get("steps"):
         done = max(0, int(rec.step or 0))
         share = min(1.0, done / float(est["steps"]))
         seconds = sum(float((rec.seconds_by_state or {}).get(s) or 0.0) for s in ACTIVE_STATES)
