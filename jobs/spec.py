@@ -91,6 +91,12 @@ class RunSpec:
     hparams: list[str] | None = _opt(  # noqa: RUF009 - _opt returns a dataclasses.field
         None, "spec keys recorded as TensorBoard HParams of this run (comma-separated), e.g. "
               "learning_rate,train_batch_size")
+    budget_usd: float | None = _opt(None, "hard cap in US dollars at list price: the run stops on a "
+                                          "checkpoint and its TPU is deleted before it would pass it "
+                                          "(tpuctl train --budget-usd)")
+    deadline: str | None = _opt(None, "hard deadline, ISO 8601 such as 2026-12-01T08:00 (local time "
+                                      "unless it names an offset): the run stops on a checkpoint once "
+                                      "it cannot finish by then (tpuctl train --deadline)")
 
     # What each evaluation reports (progress.json's evals, eval/ scalars): what a sweep's
     # ``metric`` may name, checked by the control plane before anything is created.
@@ -147,6 +153,11 @@ class RunSpec:
                 hint = f"{close} " if close.startswith("did you") else ""
                 raise SpecError(f"hparams names {_show(key)}, not a key of {self.job}; {hint}valid "
                                 f"keys: {', '.join(known)}")
+        if self.budget_usd is not None and not self.budget_usd > 0:
+            raise SpecError(f"budget_usd is {self.budget_usd:g}; give a positive amount in US dollars, "
+                            "e.g. --set budget_usd=50 (or leave it null: no cap)")
+        if self.deadline is not None:
+            parse_deadline(self.deadline)
         if self.keep_checkpoint_max < 2:
             raise SpecError(f"keep_checkpoint_max is {self.keep_checkpoint_max}; keep at least 2 so "
                             "a checkpoint cut by a preemption can fall back to the one before "
@@ -167,6 +178,20 @@ class RunSpec:
         if self.precision not in PRECISIONS:
             raise SpecError(f"precision {_show(self.precision)} is not one of {', '.join(PRECISIONS)}; "
                             "use --set precision=auto")
+
+
+def parse_deadline(text: Any) -> float:
+    """A deadline as people write it (ISO 8601: ``2026-12-01T08:00``, ``2026-12-01 08:00:00+00:00``,
+    ``...Z``; local time without an offset) as unix seconds. Raises :class:`SpecError`."""
+    from datetime import datetime
+
+    raw = str(text).strip()
+    try:
+        when = datetime.fromisoformat(raw[:-1] + "+00:00" if raw.endswith(("Z", "z")) else raw)
+    except ValueError:
+        raise SpecError(f"deadline {_show(raw)} is not a date and time; write it as ISO 8601, e.g. "
+                        "2026-12-01T08:00 (local time) or 2026-12-01T08:00+00:00") from None
+    return when.timestamp() if when.tzinfo else when.astimezone().timestamp()
 
 
 @dataclass

@@ -210,6 +210,8 @@ class RunSpan:
     data_spans: list[tuple[float, float | None]] = field(default_factory=list)
     status: str = ""
     seconds_by_state: dict[str, float] = field(default_factory=dict)
+    # the run's pace, estimate and estimate against actual (provision.runs.pace.summary)
+    pace: dict[str, Any] = field(default_factory=dict)
 
     def end(self, now: float) -> float:
         return self.ended_at if self.ended_at is not None else now
@@ -431,7 +433,7 @@ class ClusterCost:
         return {"cluster": self.cluster, "account": self.account.to_dict(),
                 "lifetimes": [lt.to_dict(now) for lt in self.lives],
                 "runs": [{"run_id": r.run_id, "status": r.status, "created_at": r.created_at, "ended_at": r.ended_at,
-                          "seconds_by_state": r.seconds_by_state} for r in self.runs],
+                          "seconds_by_state": r.seconds_by_state, "pace": r.pace} for r in self.runs],
                 "savings": [s.to_dict() for s in self.savings], "saved_usd": round(self.saved_usd, 4),
                 "saving_usd_per_hour": round(self.saving_per_hour, 4), "notes": self.notes}
 
@@ -462,6 +464,7 @@ def cluster_cost(provider: Any, target: Any, cluster: str, live: list[dict[str, 
     """Ledger (local and bucket), run records and what exists now, accounted for one cluster."""
     from ..cloud.storage import open_bucket
     from ..runs import store as runs
+    from ..runs.pace import summary
 
     notes: list[str] = []
     events = read_local(provider.name, provider.project, cluster)
@@ -482,7 +485,10 @@ def cluster_cost(provider: Any, target: Any, cluster: str, live: list[dict[str, 
     for e in entries:
         try:
             store = runs.RunStore(open_bucket(e["bucket"], target), e["run_id"])
-            all_spans.append(run_span(store.load().to_dict(), store.events()))
+            rec = store.load()
+            span = run_span(rec.to_dict(), store.events())
+            span.pace = summary(rec)
+            all_spans.append(span)
         except Exception as exc:  # noqa: BLE001 - one unreadable run must not hide the rest
             notes.append(f"run {e['run_id']} unreadable ({type(exc).__name__}: {exc})")
     # every run of the cluster decides what is idle, even when only one run is reported

@@ -8,7 +8,7 @@ cache (``cache``) and the cost ledger every lifetime change is written to (``led
 from __future__ import annotations
 
 from .cache import bucket_for, cache_dir, cache_spec, cached_names, cached_spec, uncache
-from .down import DownResult, down
+from .down import DownResult, delete_tpu, down
 from .resources import (
            LOCAL_DEFAULT_ZONE,
            Found,
@@ -22,5 +22,5 @@ from .up import UpResult, recreate_tpu, up
 from .view import ClusterView, preempt, status
 
 __all__ = ["LOCAL_DEFAULT_ZONE", "ClusterView", "DownResult", "Found", "UpResult", "bucket_for", "cache_dir",
-           "cache_spec", "cached_names", "cached_spec", "default_zone", "delete_request", "down", "find", "preempt", "recreate_tpu",
+           "cache_spec", "cached_names", "cached_spec", "default_zone", "delete_request", "delete_tpu", "down", "find", "preempt", "recreate_tpu",
            "status", "tpu_hourly", "tpu_price", "uncache", "up"]

@@ -145,6 +145,35 @@ def down(provider: Provider, name: str, *, zone: str | None = None, keep_vm: boo
 _WHAT = {"tpu": "TPU", "vm": "VM", "queued": "queued resource"}
 
 
+def delete_tpu(provider: Provider, name: str, *, by: str, bucket: Any = None, run_id: str | None = None,
+               timeout: float = 900.0, log: Log = noop, backoff: Backoff | None = None) -> list[str]:
+    """Delete the cluster's TPU (through its queued resource where it came from one) and keep its host
+    VM and range: what a run's cap does when it stops the run. Each deletion goes into the cost ledger
+    (here and in ``bucket``, where the laptop sees a host's). Returns what was deleted."""
+    backoff = backoff or Backoff()
+    found = find(provider, name)
+    book = provider.price_book()
+    ops, done = [], []
+    for node in found.tpus:
+        price = tpu_price(node, book)
+        log(f"deleting TPU {node.name} in {node.zone} (saves ${price.usd_per_hour:.2f}/hour)")
+        req = next((r for r in found.queued if r.owns(node)), None)
+        try:
+            op = delete_request(provider, req, nodes=found.tpus, log=log) if req else \
+                provider.delete_tpu(node.zone, node.name)
+        except NotFound:
+            op = None
+        if op is not None:
+            ops.append(op)
+        done.append(f"TPU {node.name} ({node.zone})")
+        ledger.record(provider, "tpu_deleted", name, bucket=bucket, by=by, hourly_usd=price.usd_per_hour,
+                      price=price.to_dict(), run_id=run_id, **ledger.node_fields(node))
+    wait_all(provider, ops, timeout=timeout, backoff=backoff)
+    for node in found.tpus:
+        wait_until(lambda n=node: provider.get_tpu(n.zone, n.name) is None, timeout=timeout, backoff=backoff)
+    return done
+
+
 def _spec_of(provider: Provider, name: str, tpus: list[TpuNode]) -> ClusterSpec | None:
     """What the cluster was: its cached spec, else what its TPU says (network, type)."""
     data = cached_spec(provider, name)

@@ -76,8 +76,10 @@ def command(name: str | None, zone: str | None, provider: str | None, project: s
                            f"{(b['log_tail'] or ['-'])[-1]})")
             if r.get("outputs"):
                 click.echo(f"{r['run_id']} outputs in {r['model_dir']}: {', '.join(r['outputs'])}")
-            if r["status"] == "gave_up" and r.get("reason"):
+            if r["status"] in ("gave_up", "stopped") and r.get("reason"):
                 click.echo(f"{r['run_id']} stopped: {r['reason']}")
+            for line in pace_lines(r["run_id"], r.get("pace") or {}):
+                click.echo(line)
     click.echo("")
     for v in views:
         for line in v.price_lines():
@@ -119,6 +121,7 @@ def run_summary(cluster_name: str, target) -> dict | None:
     from ..cluster import bootstrap
     from ..runs import store as runs
     from ..runs import training
+    from ..runs.pace import summary
 
     entry = runs.latest_for(cluster_name)
     if entry is None or entry.get("provider") != target.provider:
@@ -141,5 +144,55 @@ def run_summary(cluster_name: str, target) -> dict | None:
             "failures": rec.failures, "steps_lost": rec.steps_lost, "seconds_lost": round(rec.seconds_lost, 1),
             "attempts": rec.attempts, "model_dir": rec.model_dir, "reason": rec.reason,
             "bootstrap_failed": [b.to_dict() for b in down],
-            "outputs": [o for o in p.get("outputs") or [] if isinstance(o, str)],
+            "outputs": [o for o in p.get("outputs") or [] if isinstance(o, str)], "pace": summary(rec),
             **{k: metrics[k] for k in ("exact_match", "f1") if k in metrics}}
+
+
+def pace_lines(run_id: str, pace: dict) -> list[str]:
+    """A run's pace in words (``pace`` as :func:`provision.runs.pace.summary` gives it): steps/s,
+    ETA, spend by state, projected total and how it moved, caps; at the end, estimate against actual."""
+    import time
+
+    from ..basics.validate import format_duration
+
+    def when(t: float) -> str:
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(t))
+
+    def usd(v: float) -> str:
+        return f"${v:,.2f}" if v >= 1 else f"${v:.4f}"
+
+    out = []
+    parts = []
+    if pace.get("steps_per_sec"):
+        parts.append(f"{pace['steps_per_sec']:.3g} steps/s")
+    if pace.get("eta"):
+        parts.append(f"ETA {when(pace['eta'])} (in {format_duration(max(0.0, pace['eta'] - time.time()))})")
+    by_state = {k: v for k, v in (pace.get("spent_usd_by_state") or {}).items() if v}
+    if by_state or pace.get("spent_usd"):
+        parts.append(f"{usd(pace.get('spent_usd') or 0)} spent" + (
+            " (" + ", ".join(f"{k} {usd(v)}" for k, v in sorted(by_state.items())) + ")" if by_state else ""))
+    if pace.get("projected_usd") is not None:
+        moved = pace.get("moved") or {}
+        parts.append(f"projected {usd(pace['projected_usd'])}" + (
+            f" ({usd(moved['usd_first'])}, done {when(moved['eta_first'])}, at first)" if moved.get("usd_first") else ""))
+    caps = []
+    if pace.get("budget_usd") is not None:
+        caps.append(f"budget ${pace['budget_usd']:g} ({(pace.get('spent_usd') or 0) / pace['budget_usd']:.0%} spent)")
+    if pace.get("deadline") is not None:
+        caps.append(f"deadline {when(pace['deadline'])}")
+    if caps:
+        parts.append(", ".join(caps))
+    if parts:
+        out.append(f"{run_id}: " + "; ".join(parts))
+    vs = pace.get("vs_estimate")
+    if vs:
+        def err(e: float | None) -> str:
+            return f" (estimate {e:+.0%})" if e is not None else ""
+
+        out.append(f"{run_id}: estimate vs actual for {vs['steps']} steps: {format_duration(vs['estimate_s'])} vs "
+                   f"{format_duration(vs['actual_s'])}{err(vs['time_error'])}, {usd(vs['estimate_usd'])} vs "
+                   f"{usd(vs['actual_usd'])}{err(vs['usd_error'])}; starting took "
+                   f"{format_duration(vs['starting_s'])} ({usd(vs['starting_usd'])}) besides")
+    elif (pace.get("estimate") or {}).get("none"):
+        out.append(f"{run_id}: no estimate: {pace['estimate']['none']}")
+    return out

@@ -41,12 +41,18 @@ from .up import complete_cluster
               help="Seconds between checks of the TPU and the job (at most 10, with jitter).")
 @click.option("--on-interrupt", type=click.Choice(["ask", "leave", "stop"]), default="ask", show_default=True,
               help="What Ctrl-C does: ask, leave the run supervised on the host, or stop it.")
+@click.option("--budget-usd", "budget_usd", type=float, default=None, metavar="USD",
+              help="Stop on a checkpoint and delete the TPU before the run's list-price spend passes this.")
+@click.option("--deadline", metavar="TIME",
+              help="Stop on a checkpoint and delete the TPU once the run cannot finish by then "
+                   "(ISO 8601, e.g. 2026-12-01T08:00, local time unless it names an offset).")
 @provider_options
 @dry_run_option
 @json_option
 def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, ...], bucket: str | None,
             workdir: str | None, code: str | None,
             allow_local_paths: bool, detach: bool, max_preemptions: int | None, max_failures: int, poll_s: float, on_interrupt: str,
+            budget_usd: float | None, deadline: str | None,
             provider: str | None, project: str | None, dry_run: bool, as_json: bool) -> None:
     """Run a job spec on CLUSTER and recover it from preemptions.
 
@@ -78,8 +84,9 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
         click.echo("tpuctl: warning: --code is deprecated: pass --workdir DIR (the same directory)", err=True)
         workdir = code
     if attach:
-        if job_spec or sets:
-            raise UsageError("--attach resumes supervising an existing run", hint="drop --job and --set")
+        if job_spec or sets or budget_usd is not None or deadline is not None:
+            raise UsageError("--attach resumes supervising an existing run, with the caps it started with",
+                             hint="drop --job, --set, --budget-usd and --deadline")
         return _attach(cluster, provider, project, poll_s=poll_s, on_interrupt=on_interrupt, as_json=as_json)
     if not job_spec:
         raise UsageError("missing --job", hint="pass --job templates/bert-finetune.yaml (or --attach to re-attach)")
@@ -106,7 +113,7 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
                          hint="recreate the cluster with a host VM (no --no-vm), or train without --detach")
     prep = training.prepare(prov, target, spec, tpu, job_spec=job_spec, sets=pairs, bucket=bucket_url, code=workdir,
                             max_preemptions=max_preemptions, max_failures=max_failures,
-                            allow_local=allow_local_paths)
+                            allow_local=allow_local_paths, budget_usd=budget_usd, deadline=deadline)
     rec = prep.record
     rec.poll_s = poll_s
     for line in prep.needs.said if prep.needs else ():
@@ -122,11 +129,13 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
         if sel is not None:
             doc["workdir"] = str(sel.root)
             doc["workdir_left_out"] = [{"path": s.path, "why": s.why} for s in sel.skipped]
+        doc.update(budget_usd=rec.budget_usd, deadline=rec.deadline, estimate=rec.estimate)
         if as_json:
             emit_json(doc)
         else:
             click.echo(f"dry run: would start run {rec.run_id} ({rec.job}, {rec.num_train_steps} steps) on {cluster}; "
                        f"model_dir {training.as_typed(rec.model_dir)}; nothing was staged or started")
+            click.echo(_plan_line(rec))
             if sel is not None:
                 click.echo(f"would stage {len(sel.files)} file(s) of the workdir {sel.root}:")
                 for f in sel.files:
@@ -148,6 +157,7 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
         # hosts created without --bucket learn it now, through their metadata
         prov.point_hosts_at(spec, bucket_url)
     say(f"run {rec.run_id}: {rec.job}, {rec.num_train_steps} steps, model_dir {training.as_typed(rec.model_dir)}")
+    say(_plan_line(rec))
     if detach:
         where = training.hand_over(prov, target, store, rec, spec)
         say(f"run {rec.run_id} is supervised by {where}; follow it with tpuctl logs {rec.run_id} -f")
@@ -163,10 +173,8 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
         emit_json({"ok": rec.status == "finished", "run": rec.to_dict()})
     else:
         click.echo(_summary(rec))
-    if rec.status == "gave_up":
-        raise JobFailed(f"run {rec.run_id} stopped: {rec.reason}",
-                        hint=f"see tpuctl logs {rec.run_id}; checkpoints are kept in "
-                             f"{training.as_typed(rec.model_dir)}")
+    if rec.status == "gave_up" or rec.stopped_by:
+        raise JobFailed(f"run {rec.run_id} stopped: {rec.reason}", hint=_ended_hint(rec))
 
 
 def _attach(cluster: str, provider: str | None, project: str | None, *, poll_s: float, on_interrupt: str,
@@ -197,8 +205,37 @@ def _attach(cluster: str, provider: str | None, project: str | None, *, poll_s: 
         emit_json({"ok": rec.status == "finished", "run": rec.to_dict()})
     else:
         click.echo(_summary(rec))
-    if rec.status == "gave_up":
-        raise JobFailed(f"run {rec.run_id} stopped: {rec.reason}", hint=f"see tpuctl logs {rec.run_id}")
+    if rec.status == "gave_up" or rec.stopped_by:
+        raise JobFailed(f"run {rec.run_id} stopped: {rec.reason}", hint=_ended_hint(rec))
+
+
+def _ended_hint(rec) -> str:
+    """What to do after a run that did not finish: its log, and where its checkpoints are."""
+    from ..runs import training
+
+    where = training.as_typed(rec.model_dir)
+    if rec.stopped_by:
+        return (f"its checkpoint is in {where} and its TPU was deleted: to go on, tpuctl up {rec.cluster}, then "
+                f"tpuctl train {rec.cluster} with --set model_dir={where} and a larger cap")
+    return f"see tpuctl logs {rec.run_id}; checkpoints are kept in {where}"
+
+
+def _plan_line(rec) -> str:
+    """The run's estimate and caps in one line, as it starts."""
+    import time
+
+    from ..basics.validate import format_duration
+
+    est = rec.estimate or {}
+    if est.get("total_s") is not None:
+        text = (f"estimate: {format_duration(est['total_s'])} and ${est['total_usd']:.2f} on {est['accelerator_type']} "
+                f"{est['tier']} ({est['speed_source']} speed; tpuctl estimate shows the basis)")
+    else:
+        text = f"no estimate: {est.get('none') or 'none made'}"
+    caps = [f"budget ${rec.budget_usd:g}"] if rec.budget_usd is not None else []
+    if rec.deadline is not None:
+        caps.append(f"deadline {time.strftime('%Y-%m-%d %H:%M %Z', time.localtime(rec.deadline))}")
+    return text + (f"; caps: {', '.join(caps)}" if caps else "")
 
 
 def _summary(rec) -> str:

@@ -91,6 +91,20 @@ class RunRecord:
     wheel: str | None = None
     # job: command: which workers of a slice run the program (all, first); None: the TF runner's plan
     hosts: str | None = None
+    # hard caps (train --budget-usd / --deadline, or the spec's budget_usd / deadline): dollars at
+    # list price and unix seconds; a cap that stopped the run ("budget" or "deadline"), else None
+    budget_usd: float | None = None
+    deadline: float | None = None
+    stopped_by: str | None = None
+    # the TPU as the caps and the projection price it: {"accelerator_type", "zone", "tier",
+    # "usd_per_hour", "price", "interruptions_per_hour", "recovery_s"} (docs/estimate.md)
+    pricing: dict[str, Any] | None = None
+    # the work per step ({"key", "job", "train_batch_size", "hosts", "flops_per_step", "flops_basis"}),
+    # the estimate made when the run started (provision.runs.estimate.Estimate.to_dict, or
+    # {"none": why}), and the live pace: {"meter", "usd_by_state", "projections", "warned", "over"}
+    workload: dict[str, Any] | None = None
+    estimate: dict[str, Any] | None = None
+    pace: dict[str, Any] = field(default_factory=dict)
 
     @property
     def live(self) -> bool:

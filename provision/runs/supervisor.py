@@ -17,6 +17,7 @@ host VM, and on the local provider.
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 import threading
 import time
@@ -25,8 +26,8 @@ from typing import Any
 
 from .. import cluster as clusters
 from ..basics.errors import TpuctlError
-from ..cloud.base import ClusterSpec, Health, Provider, TpuNode
-from . import pinning
+from ..cloud.base import DEAD_TPU_STATES, ClusterSpec, Health, Provider, TpuNode
+from . import caps, pace, pinning
 from .executors import Executor
 from .lease import Lease
 from .policy import (
@@ -185,6 +186,9 @@ class Supervisor:
         self._last_tick = clock()
         self._state = run_state(recovering=bool(self.rec.recovering), job_started=bool(self.rec.attempt))
         self._resumed_at: float | None = None
+        # whether the TPU billed at the last look (gone, PREEMPTED or TERMINATED: it did not), for
+        # the spend the caps count (provision.runs.caps)
+        self._billing = False
         # what the run's hosts may run (provision.runs.pins): from whoever staged it, else found
         # where bucket writers cannot change it, before the first attempt this supervisor starts
         self.pin = pin
@@ -242,6 +246,9 @@ class Supervisor:
         tpu, phase, code = self.observe()
         self._read_progress()
         self._account()
+        stop = self._pace(tpu, finished=phase == JobPhase.EXITED and code == 0)
+        if stop is not None:
+            return self._cap_stop(stop, tpu)
         health = tpu.health if tpu else Health.HEALTH_UNSPECIFIED
         sick = tpu is not None and health in (Health.TIMEOUT, Health.UNHEALTHY_TENSORFLOW,
                                               Health.UNHEALTHY_MAINTENANCE)
@@ -445,8 +452,50 @@ class Supervisor:
         since, self._last_tick = self._last_tick, now
         resumed, self._resumed_at = self._resumed_at, None
         spent = self.rec.seconds_by_state
+        hourly = float((self.rec.pricing or {}).get("usd_per_hour") or 0.0) if self._billing else 0.0
+        usd = self.rec.pace.setdefault("usd_by_state", {})
         for state, dt in seconds_by_state(self._state, since, now, resumed).items():
             spent[state] = round(max(0.0, spent.get(state, 0.0) + dt), 2)
+            usd[state] = round(max(0.0, usd.get(state, 0.0) + math.copysign(caps.usd(hourly, abs(dt)), dt)), 6)
+
+    def _pace(self, tpu: TpuNode | None, *, finished: bool) -> caps.Decision | None:
+        """The run's pace and caps at this look (:func:`provision.runs.pace.look`): its events logged,
+        the caps' stop returned. The price follows the TPU when a recreate changed its type or zone."""
+        rec = self.rec
+        if tpu is not None and rec.pricing and (tpu.accelerator_type, tpu.zone) != \
+                (rec.pricing.get("accelerator_type"), rec.pricing.get("zone")):
+            price = clusters.tpu_price(tpu, self.provider.price_book())
+            rec.pricing = {**rec.pricing, "accelerator_type": tpu.accelerator_type, "zone": tpu.zone,
+                           "usd_per_hour": price.usd_per_hour, "price": price.to_dict()}
+        self._billing = tpu is not None and tpu.state not in DEAD_TPU_STATES
+        rec.pace, events, stop = pace.look(rec, now=self.clock(), finished=finished,
+                                           stop_s=caps.STOP_S + self.poll_s)
+        for kind, data in events:
+            self._event(kind, **data)
+        return stop
+
+    def _cap_stop(self, d: caps.Decision, tpu: TpuNode | None) -> bool:
+        """A cap is reached: the graceful stop (SIGTERM, a checkpoint, exit 42) with no recreate, then
+        the TPU's deletion; the host VM is left to its autodown rule."""
+        rec = self.rec
+        self._event("cap_reached", cap=d.kind, reason=d.reason, step=rec.step)
+        if rec.attempt:
+            self.log(f"stopping attempt {rec.attempt['n']}: the job writes a checkpoint first")
+            self._stop_attempt(tpu)
+            self._read_progress()
+        try:
+            deleted = clusters.delete_tpu(self.provider, rec.cluster, by=f"{d.kind} cap", bucket=self.store.bucket,
+                                          run_id=rec.run_id, log=lambda m: self.log(f"  {m}"))
+        except TpuctlError as exc:
+            deleted = []
+            self._event("tpu_delete_failed", error=exc.one_line())
+        self._account()
+        rec.status, rec.reason, rec.stopped_by, rec.ended_at = "stopped", d.reason, d.kind, time.time()
+        self._event("stopped", step=rec.step, checkpoint_step=(rec.last_progress or {}).get("checkpoint_step"),
+                    stopped_by=d.kind, reason=d.reason, deleted=", ".join(deleted) or None)
+        self._clear_current()
+        self.store.save(rec)
+        return True
 
     def _event(self, kind: str, **data: Any) -> None:
         entry = self.store.event(kind, **{k: v for k, v in data.items() if v is not None})

@@ -157,7 +157,8 @@ def check_user_code(spec: Any, job_spec: str, provider: str, code: str | None) -
 
 def prepare(provider: Provider, target: Target, cluster: ClusterSpec, tpu: TpuNode, *, job_spec: str,
             sets: list[tuple[str, str]], bucket: str, code: str | None, max_preemptions: int | None,
-            max_failures: int, allow_local: bool = False, workdir_digest: str | None = None) -> Prepared:
+            max_failures: int, allow_local: bool = False, workdir_digest: str | None = None,
+            budget_usd: float | None = None, deadline: str | None = None) -> Prepared:
     """Check everything and make the run's record and resolved spec; nothing is staged yet.
     ``code``: the workdir (``--workdir DIR``; :func:`default_workdir` applies), packed when
     staged; ``workdir_digest``: instead, an archive already in the bucket (a sweep's)."""
@@ -202,6 +203,11 @@ def prepare(provider: Provider, target: Target, cluster: ClusterSpec, tpu: TpuNo
                     max_preemptions=max_preemptions, max_failures=max_failures,
                     code=selection is not None or workdir_digest is not None,
                     hosts=str(resolved["hosts"]) if resolved.get("job") == "command" else None)
+    # its caps (checked), price, work per step and estimate (provision.runs.forecast)
+    from .forecast import attach
+
+    attach(rec, resolved, target, tpu, provider.price_book(), budget_usd=budget_usd, deadline=deadline,
+           now=rec.created_at)
     spec_yaml = yaml.safe_dump(resolved, sort_keys=True).encode()
     needs = program_needs(resolved, code, target.provider, tpu.version) if resolved.get("job") == "command" else None
     return Prepared(record=rec, spec_yaml=spec_yaml, cluster=cluster, code=selection, workdir_digest=workdir_digest,

@@ -4,7 +4,8 @@ A trial costs its TPU's list price per hour for as long as it holds the TPU. The
 estimated at the mean length of the trials that ended, and never below a minute (before any
 trial ended there is nothing better to go on, and a TPU bills at least its first minute). A trial
 still running is counted at the larger of what it has cost so far and that estimate, so a wave of
-concurrent trials cannot overshoot the budget together.
+concurrent trials cannot overshoot the budget together. A trial is priced by the same accounting
+as a run's own budget (:func:`provision.runs.caps.usd`: list price x time held).
 """
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..runs.caps import usd
+
 MIN_TRIAL_S = 60.0
 
 
 def trial_usd(hourly_usd: float, seconds: float) -> float:
-    return hourly_usd * max(0.0, seconds) / 3600.0
+    return usd(hourly_usd, seconds)
 
 
 def estimate_s(ended_seconds: Sequence[float]) -> float:
