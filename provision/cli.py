@@ -14,7 +14,7 @@ import click
 
 from . import __version__, usage
 from .basics.errors import EXIT_FAILURE, EXIT_INTERRUPTED, TpuctlError
-from .commands import cost, data, down, job, logs, simulate, stage, status, sweep, train, up
+from .commands import cost, data, down, job, logs, notify, simulate, stage, status, sweep, train, up
 from .commands.common import begin_output, report_error
 
 
@@ -46,7 +46,7 @@ def cli() -> None:
     """
 
 
-for _module in (up, status, stage, data, train, sweep, logs, down, cost, simulate, job):
+for _module in (up, status, stage, data, train, sweep, logs, down, cost, notify, simulate, job):
     cli.add_command(_module.command)
 cli.add_command(train.supervise)
 cli.add_command(train.agent)

@@ -34,6 +34,7 @@ class Prepared:
     spec_yaml: bytes
     cluster: ClusterSpec
     code: Selection | None = None          # --code: the files staged (provision.staging.selection)
+    notify: bytes | None = None            # notify.json: the channels' references (provision.notify)
 
 
 def local_path_for(url: str) -> str:
@@ -190,10 +191,15 @@ def stage_run(store: RunStore, prep: Prepared, log: Any, provider: Provider) -> 
     entry = {"cluster": rec.cluster, "wheel": pinning.file_digest(wheel), "spec": sha256(prep.spec_yaml),
              "code": pinning.code_digest(files) if prep.code is not None else None,
              "cluster_spec": sha256(cluster_spec)}
+    if prep.notify is not None:
+        # which channels a supervisor on the host may use: pinned, so no bucket writer picks them
+        entry["notify"] = sha256(prep.notify)
     pinned = pinning.pin(provider, rec.cluster, "run", rec.run_id, entry)
     if pinned:
         log(f"pinned run {rec.run_id} on {', '.join(pinned)}")
     store.bucket.write_bytes(f"{store.prefix}/spec.yaml", prep.spec_yaml)
+    if prep.notify is not None:
+        store.bucket.write_bytes(f"{store.prefix}/notify.json", prep.notify)
     if prep.code is not None:
         # exactly what --dry-run listed and the pin covers: no dot path, no symlink, nothing ignored
         for rel, path in files:
