@@ -55,7 +55,7 @@ def http_receiver() -> HttpReceiver:
     box: dict[str, HttpReceiver] = {}
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             req = Request(self.path, {k: v for k, v in self.headers.items()}, self.rfile.read(length))
             rec = box["r"]
@@ -132,7 +132,7 @@ def smtp_server(directory: Path, user: str, password: str) -> SmtpServer:
     box: dict[str, SmtpServer] = {}
 
     class Handler:
-        async def handle_DATA(self, server, session, envelope):  # noqa: N802 - aiosmtpd's name
+        async def handle_DATA(self, server, session, envelope):
             box["s"].messages.append(message_from_bytes(envelope.content))
             return "250 OK"
 

@@ -117,6 +117,7 @@ class Notifier:
                 item = None
             with self._lock:
                 for held in self._limit.due(self._clock()):
+                    self._idle.clear()
                     self._queue.put(held)
             if item is not None:
                 for channel in self.settings.channels:
