@@ -14,7 +14,21 @@ import click
 
 from . import __version__, usage
 from .basics.errors import EXIT_FAILURE, EXIT_INTERRUPTED, TpuctlError
-from .commands import cost, data, down, job, logs, notify, simulate, stage, status, sweep, train, up
+from .commands import (
+    cost,
+    data,
+    down,
+    job,
+    logs,
+    notify,
+    simulate,
+    stage,
+    status,
+    sweep,
+    train,
+    ui,
+    up,
+)
 from .commands.common import begin_output, report_error
 
 
@@ -46,7 +60,7 @@ def cli() -> None:
     """
 
 
-for _module in (up, status, stage, data, train, sweep, logs, down, cost, notify, simulate, job):
+for _module in (up, status, stage, data, train, sweep, logs, down, cost, notify, ui, simulate, job):
     cli.add_command(_module.command)
 cli.add_command(train.supervise)
 cli.add_command(train.agent)

@@ -89,6 +89,8 @@ class RunRecord:
     seconds_by_state: dict[str, float] = field(default_factory=dict)
     code: bool = False
     wheel: str | None = None
+    # step, loss and metrics at each look of the supervisor, bounded (provision.runs.curve): tpuctl ui
+    curve: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def live(self) -> bool:

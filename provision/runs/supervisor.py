@@ -26,7 +26,7 @@ from typing import Any
 from .. import cluster as clusters
 from ..basics.errors import TpuctlError
 from ..cloud.base import ClusterSpec, Health, Provider, TpuNode, TpuState
-from . import pinning
+from . import curve, pinning
 from .executors import Executor
 from .lease import Lease
 from .policy import (
@@ -442,6 +442,7 @@ class Supervisor:
         moved = (p.get("step"), p.get("checkpoint_step")) != (before.get("step"), before.get("checkpoint_step"))
         if moved and p.get("step") is not None:
             self.log(progress_line(rec.last_progress))
+            rec.curve = curve.added(rec.curve, curve.point(rec.last_progress))
 
     def _close_recovery(self, p: dict[str, Any], first_step_at: float) -> None:
         """The outage is over: count the steps and seconds it cost, and say so in the event log."""
