@@ -97,6 +97,9 @@ class SweepRecord:
     detached: bool = False
     host: str | None = None                   # the cluster whose host VM's agent drives it (GCP --detach)
     service_account: str | None = None        # of the pool's TPU VMs (None: the Compute Engine default)
+    # the channels told of a new best trial and the end (provision.notify.settings, references only);
+    # part of the digest a host VM's pin holds, so no bucket writer changes them
+    notify: dict[str, Any] | None = None
 
     @property
     def live(self) -> bool:
