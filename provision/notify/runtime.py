@@ -94,3 +94,44 @@ def run_pin(store: Any) -> dict[str, Any] | None:
         return lookup(store.run_id).get("pin")
     except Exception:  # noqa: BLE001 - not staged here
         return None
+
+
+def announce_reaped(reports: Sequence[Any], target: Any, log: Callable[[str], None]) -> None:
+    """Tell each deleted TPU's channels (``reaped``: what it saves per hour). The channels are the
+    config file's for the cluster, else those pinned with the cluster's last run (a host VM's
+    autodown has no config file). Bounded: a receiver that is down costs at most a minute."""
+    import time
+
+    from .messages import reaped_notice
+
+    for r in reports:
+        try:
+            settings = _cluster_settings(r, target)
+        except Exception as exc:  # noqa: BLE001 - a notice is never worth the deletion's report
+            log(f"notify: no channels for cluster {r.cluster}: {type(exc).__name__}")
+            continue
+        if settings is None or not settings.channels or not settings.wants("reaped"):
+            continue
+        notifier = Notifier(settings, log=log)
+        notifier.notice(reaped_notice(r.cluster, r.node.name, r.node.zone, r.node.accelerator_type, r.hourly,
+                                      r.verdict.reason, time.time()))
+        notifier.close(timeout=60)
+
+
+def _cluster_settings(report: Any, target: Any) -> Settings | None:
+    settings = select(None, report.cluster, config_table(), saved_channels())
+    if settings.channels:
+        return settings
+    run_id = getattr(report.run, "run_id", None)
+    if not run_id or not report.bucket:
+        return None
+    from ..basics.config import Target
+    from ..cloud.storage import open_bucket
+    from ..runs.pinning import read_host_pin
+    from ..runs.store import RunStore
+
+    store = RunStore(open_bucket(report.bucket, Target(provider=target.provider, project=target.project, zone=None)),
+                     run_id)
+    pin = run_pin(store) or read_host_pin(target.provider, report.cluster).entry("run", run_id)
+    notifier = for_run(store, None, pin, lambda _m: None)
+    return notifier.settings if notifier is not None else None
