@@ -9,7 +9,14 @@ import click
 from .common import dry_run_option, emit_json, json_option, say
 
 
-@click.group("notify", short_help="Notification channels: webhook, Slack, e-mail")
+class _InOrder(click.Group):
+    """Subcommands in the order of use (add, list, test, remove), not alphabetical."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)
+
+
+@click.group("notify", cls=_InOrder, short_help="Notification channels: webhook, Slack, e-mail")
 def command() -> None:
     """Channels that hear about preemptions, recreations, stalls, failures, finished runs, budget
     stops, reaped TPUs and sweeps, from the host agent with the laptop closed (docs/notify.md).
@@ -134,39 +141,6 @@ def list_channels(as_json: bool) -> None:
                       ["NAME", "KIND", "SECRET", "DEFAULT"]))
 
 
-@command.command("remove", short_help="Remove a channel and its secret kept on this machine")
-@click.argument("name")
-@json_option
-def remove(name: str, as_json: bool) -> None:
-    """Remove channel NAME (and its secret file, if kept here; a Secret Manager secret stays).
-
-    \b
-    Example:
-      tpuctl notify remove team
-    """
-    from ..basics import statefile
-    from ..basics.errors import UnknownName
-    from ..notify import secrets
-    from ..notify.settings import check_name
-
-    check_name(name)
-    found: list[bool] = []
-
-    def drop(cur):
-        cur = dict(cur or {})
-        found.append(cur.pop(name, None) is not None)
-        return cur
-
-    statefile.update_json(secrets.channels_file(), drop, default={})
-    if not found[0]:
-        raise UnknownName(f"no channel {name} was added here", hint="tpuctl notify list shows the channels")
-    secrets.remove_local(name)
-    if as_json:
-        emit_json({"ok": True, "removed": name})
-    else:
-        click.echo(f"removed channel {name}")
-
-
 @command.command("test", short_help="Send one test message to each channel now")
 @click.argument("names", nargs=-1)
 @click.option("--cluster", metavar="CLUSTER", help="The channels this cluster's runs use (the config file).")
@@ -220,3 +194,36 @@ def test(names: tuple[str, ...], cluster: str | None, dry_run: bool, as_json: bo
     if failed:
         raise TpuctlError(f"{len(failed)} of {len(outcomes)} channel(s) could not be reached",
                           hint="see each channel's reason above; tpuctl notify list shows where its secret is")
+
+
+@command.command("remove", short_help="Remove a channel and its secret kept on this machine")
+@click.argument("name")
+@json_option
+def remove(name: str, as_json: bool) -> None:
+    """Remove channel NAME (and its secret file, if kept here; a Secret Manager secret stays).
+
+    \b
+    Example:
+      tpuctl notify remove team
+    """
+    from ..basics import statefile
+    from ..basics.errors import UnknownName
+    from ..notify import secrets
+    from ..notify.settings import check_name
+
+    check_name(name)
+    found: list[bool] = []
+
+    def drop(cur):
+        cur = dict(cur or {})
+        found.append(cur.pop(name, None) is not None)
+        return cur
+
+    statefile.update_json(secrets.channels_file(), drop, default={})
+    if not found[0]:
+        raise UnknownName(f"no channel {name} was added here", hint="tpuctl notify list shows the channels")
+    secrets.remove_local(name)
+    if as_json:
+        emit_json({"ok": True, "removed": name})
+    else:
+        click.echo(f"removed channel {name}")
