@@ -148,3 +148,22 @@ def test_a_notify_json_read_back_keeps_only_what_it_may_hold():
     assert back == s
     assert from_dict({"channels": [{"name": "x", "kind": "slack", "secret": "file:///etc/shadow"}]}) is None
     assert from_dict([1, 2]) is None
+
+
+def test_a_detached_gcp_run_cannot_use_a_secret_kept_on_this_machine(tmp_path, monkeypatch):
+    """The host VM supervises it and cannot read this machine's file: refused before anything."""
+    import os
+    from pathlib import Path
+
+    from provision.notify.runtime import chosen
+
+    Path(os.environ["TPUCTL_CONFIG"]).write_text(
+        '[notify.channels.here]\nkind = "slack"\nsecret = "local:here"\n'
+        '[notify.channels.sm]\nkind = "slack"\nsecret = "sm://projects/my-project/secrets/slack"\n')
+    assert [c.name for c in chosen(["here"], None, provider="gcp", detached=False).channels] == ["here"]
+    assert [c.name for c in chosen(["here"], None, provider="local", detached=True).channels] == ["here"]
+    assert [c.name for c in chosen(["sm"], None, provider="gcp", detached=True).channels] == ["sm"]
+    with pytest.raises(UsageError) as err:
+        chosen(["sm", "here"], None, provider="gcp", detached=True)
+    assert err.value.message.startswith("channel here's secret is kept on this machine")
+    assert "sm://projects/PROJECT/secrets/NAME" in err.value.hint
