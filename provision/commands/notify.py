@@ -96,7 +96,10 @@ def _read_secret(kind: str, name: str) -> str:
         key = click.prompt("signing key (empty: unsigned)", hide_input=True, default="",
                            show_default=False) if kind == "webhook" else ""
     else:
-        lines = (sys.stdin.read(1 << 16) if sys.stdin is not None else "").splitlines()
+        try:
+            lines = (sys.stdin.read(1 << 16) if sys.stdin is not None else "").splitlines()
+        except (OSError, UnicodeDecodeError):         # no stdin to read (closed, or not text)
+            lines = []
         first = lines[0].strip() if lines else ""
         key = lines[1].strip() if kind == "webhook" and len(lines) > 1 else ""
     if not first and kind != "email":
@@ -212,16 +215,10 @@ def remove(name: str, as_json: bool) -> None:
     from ..notify.settings import check_name
 
     check_name(name)
-    found: list[bool] = []
-
-    def drop(cur):
-        cur = dict(cur or {})
-        found.append(cur.pop(name, None) is not None)
-        return cur
-
-    statefile.update_json(secrets.channels_file(), drop, default={})
-    if not found[0]:
+    if name not in (statefile.read_json(secrets.channels_file(), {}) or {}):     # nothing written for a typo
         raise UnknownName(f"no channel {name} was added here", hint="tpuctl notify list shows the channels")
+    statefile.update_json(secrets.channels_file(), lambda cur: {k: v for k, v in (cur or {}).items() if k != name},
+                          default={})
     secrets.remove_local(name)
     if as_json:
         emit_json({"ok": True, "removed": name})
