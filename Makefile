@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.tpuctl-installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-long bench venv lint clean test-lowest test-beam test-frameworks test-bootstrap bootstrap-rootfs test-package
+.PHONY: demo test test-long bench venv lint clean test-lowest test-beam test-frameworks test-bootstrap bootstrap-rootfs test-package test-browser browser
 
 venv: $(STAMP)
 
@@ -22,14 +22,24 @@ demo: $(STAMP)
 # beam-marked tests need apache-beam, which cannot live beside TensorFlow: `make test-beam` runs them;
 # package-marked ones install venvs from the registry: `make test-package`
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadgroup -m "not beam and not long and not package and not frameworks" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n 2 --dist loadgroup -m "not beam and not long and not package and not frameworks and not browser" $(PYTEST_ARGS)
 
 # The long checks (a second chaos seed, exact resumption of each job, evaluations across a stop,
 # XLA, the emulated v2-32 e2e, evaluation and prediction on 32-core slices, two sweep e2es that the
 # sweep chaos seeds repeat): `make test` leaves
 # them out to stay within 15 minutes on 2 cores; .ci/run runs them.
 test-long: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadgroup -m "long and not beam and not frameworks" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n 2 --dist loadgroup -m "long and not beam and not frameworks and not browser" $(PYTEST_ARGS)
+
+# tpuctl ui in a real headless browser (tests/e2e/test_ui_browser.py): Debian's chromium and its
+# chromedriver, installed here when missing (root, apt reachable: CI); Selenium is pointed at
+# /usr/bin/chromedriver, so nothing is downloaded at test time.
+browser:
+	test -x /usr/bin/chromium -a -x /usr/bin/chromedriver || { apt-get update && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium chromium-driver; }
+
+test-browser: $(STAMP) browser
+	$(PY) -m pytest -q -m browser tests/e2e/test_ui_browser.py $(PYTEST_ARGS)
 
 # The lowest versions pyproject.toml allows for the direct dependencies (tests/lowest_deps.py
 # pins each `>=` floor with `==`; pip resolves the rest), in a venv of their own, running the GCP

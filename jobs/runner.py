@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterator, Sequence
 import keras
 import tensorflow as tf
 
-from . import checkpointing, distribute, epochs, exitcodes, hparams
+from . import checkpointing, distribute, epochs, exitcodes, hparams, summaries
 from . import progress as progress_lib
 from .errors import ConfigError, report
 from .heartbeat import ProgressWriter
@@ -291,10 +291,10 @@ class Runner:
         self.progress.live_step = lambda: loop_start[0] + int(loop_steps.numpy())
         train_loop = self.make_train_loop(stop_flag, loop_steps)
         self.stop.graceful = True  # from here a signal stops the loop and checkpoints
-        writer = ScalarWriter(self.out_dir + "/train")
+        writer = ScalarWriter(f"{self.out_dir}/{summaries.SUBDIR}/train")
         names = self.job.metric_names
         if spec.hparams:
-            hparams.write(self.out_dir, spec.hparam_values())
+            hparams.write(f"{self.out_dir}/{summaries.SUBDIR}", spec.hparam_values())
         # evaluations past the checkpoint resumed from are redone (replaced) as training goes
         self.progress.update(evals=[e for e in self.progress.record.evals if e["step"] <= step])
         self._evaluate_if_due(step)  # resumed on an eval boundary: maybe stopped before evaluating
@@ -366,7 +366,7 @@ class Runner:
         """One evaluation's metrics: TensorBoard scalars in ``<model_dir>/eval`` and an entry of
         progress.json's ``evals`` (replacing one of the same step)."""
         if self.eval_writer is None:
-            self.eval_writer = ScalarWriter(self.out_dir + "/eval")
+            self.eval_writer = ScalarWriter(f"{self.out_dir}/{summaries.SUBDIR}/eval")
         self.eval_writer.write(step, metrics)
         self.progress.add_eval(step, metrics)
 

@@ -13,6 +13,13 @@ from collections.abc import Mapping
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
+# Where a run's event files go, under its model_dir: a directory of their own, so that
+# `tensorboard --logdir <model_dir>/tb` reads only them. TensorBoard lists everything under its
+# logdir, recursively, on every reload; on GCS, a logdir that holds the checkpoints too (every
+# ckpt-N.data and .index of every save) is listed object by object, which is what makes
+# TensorBoard slow on a bucket.
+SUBDIR = "tb"
+
 _SCALAR = summary_pb2.SummaryMetadata(
     plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"),
     data_class=summary_pb2.DATA_CLASS_SCALAR,

@@ -21,11 +21,13 @@ from .commands import (
     estimate,
     job,
     logs,
+    notify,
     simulate,
     stage,
     status,
     sweep,
     train,
+    ui,
     up,
 )
 from .commands.common import begin_output, report_error
@@ -59,7 +61,7 @@ def cli() -> None:
     """
 
 
-for _module in (up, status, estimate, stage, data, train, sweep, logs, down, cost, simulate, job):
+for _module in (up, status, estimate, stage, data, train, sweep, logs, down, cost, notify, ui, simulate, job):
     cli.add_command(_module.command)
 cli.add_command(train.supervise)
 cli.add_command(train.agent)

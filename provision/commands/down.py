@@ -124,6 +124,10 @@ def run_idle(provider: str | None, project: str | None, *, zone: str | None, idl
     prov = open_provider(target)
     result = reap(prov, target, idle_for=idle_s, zone=zone, bucket=bucket, dry_run=dry_run, min_duty_cycle=duty,
                   who="reaper", timeout=wait_s, log=say)
+    if not dry_run and result.deleted:
+        from ..notify.runtime import announce_reaped
+
+        announce_reaped(result.deleted, target, say)
     if as_json:
         emit_json(result.to_dict())
     else:

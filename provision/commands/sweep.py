@@ -82,6 +82,9 @@ def command() -> None:
               help="Job errors a trial's run restarts after.")
 @click.option("--poll", "poll_s", type=click.FloatRange(min=0.5, max=10.0), default=10.0, show_default=True,
               help="Seconds between checks of each trial.")
+@click.option("--notify", "notify", multiple=True, metavar="CHANNEL[,CHANNEL]",
+              help="Channels told of a new best trial and the sweep's end (tpuctl notify add; default: the "
+                   "config file's; none: no message).")
 @click.option("--detach", is_flag=True, help="Run the controller detached (local: a process here; GCP: on the "
                                               "--host VM); the laptop may disconnect.")
 @click.option("--host", "host_name", metavar="CLUSTER",
@@ -92,8 +95,8 @@ def command() -> None:
 def start(spec: str, zone: str | None, accelerator_type: str, preemptible: bool, spot: bool,
           service_account: str | None, bucket: str | None, workdir: str | None,
           max_concurrent: int | None, max_trials: int | None, budget_usd: float | None, max_failures: int,
-          poll_s: float, detach: bool, host_name: str | None, provider: str | None, project: str | None,
-          dry_run: bool, as_json: bool) -> None:
+          poll_s: float, notify: tuple[str, ...], detach: bool, host_name: str | None, provider: str | None,
+          project: str | None, dry_run: bool, as_json: bool) -> None:
     """Run the sweep in SPEC (job, metric, goal, method, pruner, parameters).
 
     \b
@@ -117,6 +120,10 @@ def start(spec: str, zone: str | None, accelerator_type: str, preemptible: bool,
     if bucket:
         bucket = str(validate.bucket_url(bucket))
     target = resolve_target(provider, project, zone.split(",")[0] if zone else None)
+    from ..notify.runtime import chosen
+    from ..notify.settings import parse_names
+
+    channels = chosen(parse_names(notify), None, provider=target.provider, detached=detach)
     # every problem of the sweep and job specs, before any cloud is asked anything
     checked = create.check(spec, provider=target.provider, max_trials=max_trials, read=read, workdir=workdir)
     from .. import cluster
@@ -137,6 +144,7 @@ def start(spec: str, zone: str | None, accelerator_type: str, preemptible: bool,
                        poll_s=poll_s, max_failures=max_failures, book=open_provider(target).price_book(),
                        service_account=service_account, checked=checked)
     rec = plan.record
+    rec.notify = channels.to_dict() if channels.channels else None
     acting_on(target, "sweep", zone=",".join(zones))
     if target.provider == "gcp" and not service_account and not dry_run:
         say(DEFAULT_ACCOUNT_NOTE.format(what="the sweep's pool TPU VMs"))

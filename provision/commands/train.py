@@ -39,6 +39,9 @@ from .up import complete_cluster
               help="Job errors (exit codes other than 0 and 42) to restart after; the next one stops the run.")
 @click.option("--poll", "poll_s", type=click.FloatRange(min=0.5, max=10.0), default=10.0, show_default=True,
               help="Seconds between checks of the TPU and the job (at most 10, with jitter).")
+@click.option("--notify", "notify", multiple=True, metavar="CHANNEL[,CHANNEL]",
+              help="Channels told of preemptions, stalls, failures and the end (tpuctl notify add; "
+                   "default: the config file's; none: no message).")
 @click.option("--on-interrupt", type=click.Choice(["ask", "leave", "stop"]), default="ask", show_default=True,
               help="What Ctrl-C does: ask, leave the run supervised on the host, or stop it.")
 @click.option("--budget-usd", "budget_usd", type=float, default=None, metavar="USD",
@@ -51,7 +54,8 @@ from .up import complete_cluster
 @json_option
 def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, ...], bucket: str | None,
             workdir: str | None, code: str | None,
-            allow_local_paths: bool, detach: bool, max_preemptions: int | None, max_failures: int, poll_s: float, on_interrupt: str,
+            allow_local_paths: bool, detach: bool, max_preemptions: int | None, max_failures: int, poll_s: float,
+            notify: tuple[str, ...], on_interrupt: str,
             budget_usd: float | None, deadline: str | None,
             provider: str | None, project: str | None, dry_run: bool, as_json: bool) -> None:
     """Run a job spec on CLUSTER and recover it from preemptions.
@@ -78,15 +82,18 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
 
     validate.cluster_name(cluster)
     pairs = parse_sets(sets)
+    from ..notify import settings as notify_settings
+
+    notify_names = notify_settings.parse_names(notify)
     if code is not None:
         if workdir is not None:
             raise UsageError("--code is the old name of --workdir", hint="pass only --workdir DIR")
         click.echo("tpuctl: warning: --code is deprecated: pass --workdir DIR (the same directory)", err=True)
         workdir = code
     if attach:
-        if job_spec or sets or budget_usd is not None or deadline is not None:
-            raise UsageError("--attach resumes supervising an existing run, with the caps it started with",
-                             hint="drop --job, --set, --budget-usd and --deadline")
+        if job_spec or sets or budget_usd is not None or deadline is not None or notify:
+            raise UsageError("--attach resumes supervising an existing run, with the caps and channels it started with",
+                             hint="drop --job, --set, --budget-usd, --deadline and --notify")
         return _attach(cluster, provider, project, poll_s=poll_s, on_interrupt=on_interrupt, as_json=as_json)
     if not job_spec:
         raise UsageError("missing --job", hint="pass --job templates/bert-finetune.yaml (or --attach to re-attach)")
@@ -97,6 +104,9 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
     if bucket:
         validate.bucket_url(bucket)
     target = resolve_target(provider, project)
+    from ..notify.runtime import chosen, encode
+
+    channels = chosen(notify_names, cluster, provider=target.provider, detached=detach)
     prov = open_provider(target)
     found = clusters.find(prov, cluster)
     tpu = found.tpu
@@ -118,11 +128,13 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
     rec.poll_s = poll_s
     for line in prep.needs.said if prep.needs else ():
         say(line)        # a framework installed on the hosts is never a surprise
+    prep.notify = encode(channels) if channels.channels else None
     if dry_run:
         sel = prep.code
         doc = {"ok": True, "dry_run": True, "run_id": rec.run_id, "cluster": cluster, "bucket": bucket_url,
                "model_dir": rec.model_dir, "job": rec.job, "num_train_steps": rec.num_train_steps,
-               "would_stage": ["spec.yaml", "tpuctl wheel"] + [f"workdir/{f}" for f in (sel.files if sel else ())]}
+               "would_stage": ["spec.yaml", "tpuctl wheel"] + [f"workdir/{f}" for f in (sel.files if sel else ())],
+               "notify": [c.name for c in channels.channels]}
         if prep.needs is not None:
             doc["requirements"] = list(prep.needs.lines)
             doc["frameworks"] = list(prep.needs.said)
@@ -254,12 +266,14 @@ def _supervise_foreground(prov, target, spec, store, rec, *, poll_s: float, on_i
                           take_over: bool = True, wait_for_lease: float = 0.0, pin=None):
     import sys
 
+    from ..notify.runtime import for_run, run_pin
     from ..runs import training
     from ..runs.supervisor import Supervisor
 
     executor = training.make_executor(prov, store, spec.arch)
+    notifier = for_run(store, rec, pin or run_pin(store), say)
     sup = Supervisor(prov, spec, store, executor, training.attempt_command, where="foreground", poll_s=poll_s,
-                     log=say, pin=pin)
+                     log=say, pin=pin, notifier=notifier)
     while True:
         try:
             return sup.run(take_over=take_over, wait_for_lease=wait_for_lease)
@@ -331,10 +345,12 @@ def supervise(run: str, where: str, bucket: str | None, poll_s: float | None, pr
     spec = training.cluster_spec_for(prov, rec.cluster, tpu, bucket=rec.bucket,
                                      spec_digest=(pin or {}).get("cluster_spec"))
     executor = training.make_executor(prov, store, spec.arch)
+    from ..notify.runtime import for_run, run_pin
     from ..runs.supervisor import Supervisor
 
+    notifier = for_run(store, rec, pin if where == "host" else run_pin(store), say)
     sup = Supervisor(prov, spec, store, executor, training.attempt_command, where=where,
-                     poll_s=poll_s or rec.poll_s, log=say, pin=pin)
+                     poll_s=poll_s or rec.poll_s, log=say, pin=pin, notifier=notifier)
     rec = sup.run(take_over=False)
     click.echo(_summary(rec))
 

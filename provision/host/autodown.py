@@ -97,6 +97,10 @@ def _reap_logged(provider: Provider, target: Any, cluster: str, idle_for: float,
         for q in res.requests:
             if q.deleted:
                 log(f"autodown: {q.line(False)}")
+        if res.deleted:
+            from ..notify.runtime import announce_reaped
+
+            announce_reaped(res.deleted, target, log)
     except Exception as exc:  # noqa: BLE001 - an agent logs and tries again next time
         log(f"autodown: {type(exc).__name__}: {exc}")
 

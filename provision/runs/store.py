@@ -106,6 +106,10 @@ class RunRecord:
     estimate: dict[str, Any] | None = None
     pace: dict[str, Any] = field(default_factory=dict)
 
+
+    # step, loss and metrics at each look of the supervisor, bounded (provision.runs.curve): tpuctl ui
+    curve: list[dict[str, Any]] = field(default_factory=list)
+
     @property
     def live(self) -> bool:
         return self.status in LIVE

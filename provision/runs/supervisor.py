@@ -26,8 +26,8 @@ from typing import Any
 
 from .. import cluster as clusters
 from ..basics.errors import TpuctlError
-from ..cloud.base import DEAD_TPU_STATES, ClusterSpec, Health, Provider, TpuNode
-from . import caps, pace, pinning
+from ..cloud.base import DEAD_TPU_STATES, ClusterSpec, Health, Provider, TpuNode, TpuState
+from . import caps, curve, pace, pinning
 from .executors import Executor
 from .lease import Lease
 from .policy import (
@@ -42,6 +42,7 @@ from .policy import (
     run_state,
     seconds_by_state,
 )
+from .stall import since_progress, stalled
 from .store import RunRecord, RunStore, current_name, supervisor_identity
 
 LEASE_RENEW_S = 5.0
@@ -162,7 +163,8 @@ class Supervisor:
                  command: Callable[[RunRecord, int, TpuNode], dict[str, Any]], *, where: str,
                  poll_s: float = 10.0, log: Callable[[str], None] = print,
                  rand: Callable[[], float] = random.random, clock: Callable[[], float] = time.time,
-                 pin: dict[str, str | None] | None = None):
+                 pin: dict[str, str | None] | None = None, notifier: Any = None,
+                 stall_after_s: float | None = None):
         self.provider = provider
         self.spec = spec
         self.store = store
@@ -192,6 +194,12 @@ class Supervisor:
         # what the run's hosts may run (provision.runs.pins): from whoever staged it, else found
         # where bucket writers cannot change it, before the first attempt this supervisor starts
         self.pin = pin
+        # hears every event this supervisor writes (provision.notify.notifier.Notifier), and says
+        # how long a run may go without a new step while its TPU bills (a "stalled" event)
+        self.notifier = notifier
+        self.stall_after_s = stall_after_s if stall_after_s is not None else \
+            getattr(notifier, "stall_after_s", None)
+        self._stall_said: tuple[Any, Any] | None = None
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def run(self, *, take_over: bool = False, wait_for_lease: float = 0.0) -> RunRecord:
@@ -209,6 +217,8 @@ class Supervisor:
                     return self.rec
         finally:
             self._stop.set()
+            if self.notifier is not None:
+                self.notifier.close()
 
     def stop_loop(self) -> None:
         self._stop.set()
@@ -272,6 +282,7 @@ class Supervisor:
             # a host that would not run it (provision.runs.pins) says why in its exit record
             refused = [e["refused"] for e in self.store.exits(rec.attempt["n"]).values() if e.get("refused")]
             obs = dataclasses.replace(obs, refused=str(refused[0]) if refused else None)
+        self._check_stall(tpu, phase, now)
         d = decide(obs)
         if d.action == Action.WAIT:
             ended = False
@@ -360,6 +371,18 @@ class Supervisor:
             return False
         return False
 
+    def _check_stall(self, tpu: TpuNode | None, phase: JobPhase, now: float) -> None:
+        """A ``stalled`` event once per step a running job is stuck at while its TPU bills."""
+        rec = self.rec
+        att = rec.attempt or {}
+        quiet = stalled(now=now, last_moved=since_progress(rec.last_progress, att.get("started_at")),
+                        job_running=phase == JobPhase.RUNNING, tpu_billing=tpu is not None and tpu.state == TpuState.READY,
+                        stall_after=self.stall_after_s)
+        key = (att.get("n"), rec.step)
+        if quiet is not None and self._stall_said != key:
+            self._stall_said = key
+            self._event("stalled", step=rec.step, attempt=att.get("n"), seconds=round(quiet, 1))
+
     def _stop_attempt(self, tpu: TpuNode | None) -> None:
         """Stop every host of the current attempt still at work, waiting for them only where they
         can be alive: hosts that ran on a TPU now gone, PREEMPTED or TERMINATED died with it."""
@@ -426,6 +449,7 @@ class Supervisor:
         moved = (p.get("step"), p.get("checkpoint_step")) != (before.get("step"), before.get("checkpoint_step"))
         if moved and p.get("step") is not None:
             self.log(progress_line(rec.last_progress))
+            rec.curve = curve.added(rec.curve, curve.point(rec.last_progress))
 
     def _close_recovery(self, p: dict[str, Any], first_step_at: float) -> None:
         """The outage is over: count the steps and seconds it cost, and say so in the event log."""
@@ -501,6 +525,8 @@ class Supervisor:
         entry = self.store.event(kind, **{k: v for k, v in data.items() if v is not None})
         details = " ".join(f"{k}={v}" for k, v in entry.items() if k not in ("time", "event"))
         self.log(f"[{self.rec.run_id}] {kind} {details}".rstrip())
+        if self.notifier is not None:
+            self.notifier.run_event(entry, self.rec)
 
     def _clear_current(self) -> None:
         name = current_name(self.rec.cluster)

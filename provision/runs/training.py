@@ -37,6 +37,7 @@ class Prepared:
     # the workdir archive's sha256 when it is already in the bucket (a sweep's trials share one)
     workdir_digest: str | None = None
     needs: Any = None                      # job: command: what its environment installs (runs.requirements)
+    notify: bytes | None = None            # notify.json: the channels' references (provision.notify)
 
 
 def local_path_for(url: str) -> str:
@@ -269,10 +270,15 @@ def stage_run(store: RunStore, prep: Prepared, log: Any, provider: Provider) -> 
     requirements = pins.manifest((name, sha) for name, _p, sha in wheels) if wheels is not None else None
     entry = {"cluster": rec.cluster, "wheel": pinning.file_digest(wheel), "spec": sha256(prep.spec_yaml),
              "workdir": digest, "requirements": requirements, "cluster_spec": sha256(cluster_spec)}
+    if prep.notify is not None:
+        # which channels a supervisor on the host may use: pinned, so no bucket writer picks them
+        entry["notify"] = sha256(prep.notify)
     pinned = pinning.pin(provider, rec.cluster, "run", rec.run_id, entry)
     if pinned:
         log(f"pinned run {rec.run_id} on {', '.join(pinned)}")
     store.bucket.write_bytes(f"{store.prefix}/spec.yaml", prep.spec_yaml)
+    if prep.notify is not None:
+        store.bucket.write_bytes(f"{store.prefix}/notify.json", prep.notify)
     if wheels is not None:
         wheelhouse.stage(store.bucket, wheels)
         log(f"staged the run's requirements: {len(wheels)} wheel(s), manifest sha256 {requirements[:12]}")

@@ -86,6 +86,7 @@ class Controller:
         self.pool: dict[str, int | None] = {}       # cluster -> trial number running on it
         self.budget_reason: str | None = None
         self._stop = threading.Event()
+        self.notifier = _notifier(self.rec, log)
 
     def _check_pinned(self) -> None:
         """On a host VM: the sweep's record and job spec must be the ones pinned there
@@ -190,6 +191,19 @@ class Controller:
         self.store.save(rec)
         self.log(f"sweep {rec.sweep_id} {rec.state}" + (f": {rec.reason}" if rec.reason else "")
                  + (f"; best trial {top.trial} {self.spec.metric} {top.metric:.4f}" if top else ""))
+        self._notify("sweep_ended", top)
+        if self.notifier is not None:
+            self.notifier.close()
+
+    def _notify(self, kind: str, trial: TrialRecord | None) -> None:
+        if self.notifier is None:
+            return
+        from ..notify.messages import sweep_notice
+
+        self.notifier.notice(sweep_notice(kind, self.rec.sweep_id, metric_name=self.spec.metric,
+                                          metric=trial.metric if trial else None, trial=trial.trial if trial else None,
+                                          params=trial.params if trial else None, when=time.time(),
+                                          state=self.rec.state, reason=self.rec.reason))
 
     # ---- the pool ---------------------------------------------------------------------------------
     def _find_pool(self) -> None:
@@ -454,8 +468,11 @@ class Controller:
         if run is not None and run.status == "finished" and isinstance(value, (int, float)):
             t.metric = float(value)
             self.study.finish(t.trial, t.metric)
+            leader = best([x for x in self.trials.values() if x.trial != t.trial], self.spec.goal)
             t.state = "finished"
             self.log(f"trial {t.trial} finished: {self.spec.metric} {t.metric:.4f}")
+            if best([*(x for x in (leader,) if x), t], self.spec.goal) is t:
+                self._notify("sweep_best", t)
         else:
             why = act.error or (run.reason if run is not None else None) or \
                 (f"the job reported no {self.spec.metric}" if run is not None and run.status == "finished" else
@@ -514,6 +531,17 @@ class Controller:
         self._finish()
         self.lease.release(reason)
         return self.rec
+
+
+def _notifier(rec: SweepRecord, log: Log) -> Any:
+    """The sweep's notifier (its record's channels), or None."""
+    if not rec.notify:
+        return None
+    from ..notify.notifier import Notifier
+    from ..notify.settings import from_dict
+
+    settings = from_dict(rec.notify)
+    return Notifier(settings, log=log) if settings is not None and settings.channels else None
 
 
 def pool_spec(r: SweepRecord, name: str) -> ClusterSpec:

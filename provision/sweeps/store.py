@@ -5,13 +5,14 @@
     tpuctl/sweeps/<id>/job.yaml              the job spec with the sweep's fixed ``set`` applied
     tpuctl/sweeps/<id>/study/journal/<n>.json  Optuna's journal (provision.sweeps.study)
     tpuctl/sweeps/<id>/trials/<n>.json       a TrialRecord: params, state, run id, cluster, metric
-    tpuctl/sweeps/<id>/trials/<n>/model/     the trial run's model_dir (checkpoints, TensorBoard)
+    tpuctl/sweeps/<id>/trials/<n>/model/     the trial run's model_dir (checkpoints; TensorBoard in tb/)
     tpuctl/sweeps/<id>/controller.json       the controller's lease and heartbeat
     tpuctl/sweeps/<id>/stop.json             a stop request (tpuctl sweep stop)
     tpuctl/clusters/<host>/sweeps/<id>.json  a sweep handed to that cluster's host VM (GCP --detach)
 
 Each trial is an ordinary run too (``tpuctl/runs/<run id>/``), so ``tpuctl logs RUN`` works on it.
-``tensorboard --logdir gs://B/tpuctl/sweeps/<id>`` finds every trial's HParams summaries. A small
+``tensorboard --logdir_spec`` over the trials' ``model/tb`` finds every trial's HParams summaries
+(their own directories: TensorBoard never lists the checkpoints). A small
 index under ``$TPUCTL_HOME/sweeps`` maps a sweep id to its bucket; the bucket stays the truth.
 """
 
@@ -99,6 +100,11 @@ class SweepRecord:
     service_account: str | None = None        # of the pool's TPU VMs (None: the Compute Engine default)
     # sha256 of the workdir archive every trial runs in (tpuctl/workdirs/<sha256>.tar.gz), or None
     workdir: str | None = None
+
+
+    # the channels told of a new best trial and the end (provision.notify.settings, references only);
+    # part of the digest a host VM's pin holds, so no bucket writer changes them
+    notify: dict[str, Any] | None = None
 
     @property
     def live(self) -> bool:

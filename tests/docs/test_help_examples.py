@@ -22,6 +22,7 @@ PARSE_ONLY = {
     "tpuctl sweep status": "needs a sweep that ran (tests/e2e/test_sweep_local.py)",
     "tpuctl sweep stop": "needs a running sweep",
     "tpuctl sweep resume": "needs a sweep whose controller died (tests/e2e/test_sweep_local.py)",
+    "tpuctl ui": "serves until stopped (tests/e2e/test_ui_server.py and test_ui_browser.py run it)",
 }
 # Examples that train: run with --dry-run added, which checks the spec and every file it names
 # (tests/jobs train the tiny fine-tune itself).

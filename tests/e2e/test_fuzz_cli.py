@@ -40,7 +40,7 @@ CREATES = ("compute.instances.insert", "tpu.v1.nodes.create", "tpu.v2.nodes.crea
 def _commands() -> dict[tuple[str, ...], click.Command]:
     out: dict[tuple[str, ...], click.Command] = {}
     for name, cmd in cli.commands.items():
-        if name == "agent":       # the host daemon: a success never returns
+        if name in ("agent", "ui"):       # the host daemon, the page's server: a success never returns
             continue
         if isinstance(cmd, click.Group):
             for sub, subcmd in cmd.commands.items():

@@ -321,3 +321,36 @@ def test_a_run_that_starts_while_the_reaper_judges_keeps_its_tpu(tpuctl):
     run.lease()
     _recheck(provider(), resolve(provider="local"), [report], 60, None)
     assert not report.verdict.delete and "changed while judging" in report.verdict.reason
+
+
+def test_the_channels_hear_which_idle_tpu_was_deleted_and_what_it_saves(tpuctl, tmp_path):
+    """docs/notify.md: a reaped TPU is told to the cluster's channels (the config file's), with
+    what its deletion saves per hour; a busy one is not deleted and not told of."""
+    import os
+    import subprocess
+
+    from tests.conftest import TPUCTL_BIN
+    from tests.receivers import http_receiver
+
+    hook = http_receiver()
+    try:
+        added = subprocess.run([str(TPUCTL_BIN), "notify", "add", "hook", "--webhook"], input=f"{hook.url}/reaper\n",
+                               text=True, capture_output=True, timeout=60, check=False)
+        assert added.returncode == 0, added.stderr
+        Path(os.environ["TPUCTL_CONFIG"]).write_text('[notify.clusters.idle]\nchannels = ["hook"]\n'
+                                                     '[notify.clusters.busy]\nchannels = ["hook"]\n')
+        for name in ("idle", "busy"):
+            assert tpuctl("up", name, "--zone", ZONE).code == 0
+            backdate_tpu(name, 3600)
+        busy = FakeRun("busy")
+        busy.beat()
+        busy.lease()
+        r = tpuctl("down", "--idle", "--idle-for", "30m")
+        assert r.code == 0, r.err
+        assert set(tpus()) == {"busy"}
+    finally:
+        hook.close()
+    [told] = [m.json() for m in hook.received]
+    assert told["kind"] == "reaped" and told["subject"] == "idle" and told["fields"]["saves_usd_per_hour"] == 4.5
+    assert told["text"].startswith("cluster idle: TPU idle deleted (v2-8 in us-central1-b)") and \
+        told["text"].endswith("saves $4.50/hour at list price")

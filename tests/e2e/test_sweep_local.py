@@ -132,15 +132,25 @@ def _hopeless_last_seed(values: list) -> int:
 
 
 def test_asha_prunes_a_hopeless_learning_rate_early(tiny_bert, tmp_path):
+    """... and the sweep's channel hears of its best trial and its end (docs/notify.md)."""
+    from tests.receivers import http_receiver
+
+    hook = http_receiver()
+    added = subprocess.run([str(TPUCTL_BIN), "notify", "add", "hook", "--webhook"], input=f"{hook.url}/sweeps\n",
+                           text=True, capture_output=True, timeout=60, check=False)
+    assert added.returncode == 0, added.stderr
     values = [1.0e-3, 50.0]
     seed = _hopeless_last_seed(values)
     # enough steps after the first rung (20) for the controller to see it and stop the trial on a
     # loaded machine: a tiny trial runs 60 steps in seconds
     spec = write_spec(tmp_path / "sweep.yaml", tiny_bert, values, steps=STEPS_PRUNE,
                       extra=f"pruner: asha\neval_every_steps: 20\nseed: {seed}")
-    r = run_tpuctl_process("sweep", str(spec), "--poll", "1", "--json", env=FAST, timeout=300)
+    r = run_tpuctl_process("sweep", str(spec), "--poll", "1", "--json", "--notify", "hook", env=FAST, timeout=300)
+    hook.close()
     assert r.code == 0, r.err[-3000:]
     doc = r.json()
+    told = [(m.json()["kind"], m.json()["fields"].get("params")) for m in hook.received]
+    assert told == [("sweep_best", {"learning_rate": 1.0e-3}), ("sweep_ended", {"learning_rate": 1.0e-3})], told
     by_lr = {t["params"]["learning_rate"]: t for t in doc["trials"]}
     assert by_lr[1.0e-3]["state"] == "finished" and by_lr[1.0e-3]["steps"] == STEPS_PRUNE
     hopeless = by_lr[50.0]

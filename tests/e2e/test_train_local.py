@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, run_tpuctl_process
+from tests.conftest import REPO, TPUCTL_BIN, run_tpuctl_process
 
 pytestmark = [pytest.mark.tf, pytest.mark.xdist_group("tf")]
 
@@ -121,12 +121,20 @@ def test_detached_run_survives_the_laptop_and_a_preemption_and_logs_follow_it(ti
     """The README tour's path: train --detach, the TPU preempted under the running attempt, logs
     followed to the end, then what it cost. The recreate starts as soon as the preemption is seen
     (not when the killed host's heartbeat goes stale, 30 s later), and the 60 steps trained after
-    it are training time in tpuctl cost, as the ledger and as the supervisor measured."""
+    it are training time in tpuctl cost, as the ledger and as the supervisor measured. The run's
+    channel (train --notify), told by the detached supervisor with this command long gone, hears
+    of exactly the preemption, the recreation, the resume and the finish (docs/notify.md)."""
+    from tests.receivers import http_receiver
+
     home = Path(os.environ["TPUCTL_HOME"])
+    hook = http_receiver()
+    added = subprocess.run([str(TPUCTL_BIN), "notify", "add", "hook", "--webhook"], input=f"{hook.url}/run\n",
+                           text=True, capture_output=True, timeout=60, check=False)
+    assert added.returncode == 0, added.stderr
     assert run_tpuctl_process("up", "lab", "--preemptible").code == 0
     args = ["train", "lab", "--job", "templates/bert-finetune-tiny.yaml", "--set", f"bert_dir={tiny_bert}",
             "--set", f"train_file={tiny_bert}/train.tsv", "--set", f"dev_file={tiny_bert}/dev.tsv",
-            "--set", "num_train_steps=60", "--detach", "--poll", "1", "--json"]
+            "--set", "num_train_steps=60", "--detach", "--poll", "1", "--json", "--notify", "hook"]
     r = run_tpuctl_process(*args)
     assert r.code == 0, r.err
     run_id = r.json()["run_id"]
@@ -143,10 +151,23 @@ def test_detached_run_survives_the_laptop_and_a_preemption_and_logs_follow_it(ti
     assert logs.code == 0, logs.err
     assert f"[tpuctl] attempt 2 of run {run_id}" in logs.out and "exited with code 0" in logs.out
     events = [json.loads(line) for line in (_run_dir(home) / "events.jsonl").read_text().splitlines()]
-    kinds = [e["event"] for e in events]
+    kinds = [e["event"] for e in events if not e["event"].startswith("notify_")]
     assert kinds.count("preempted") == 1 and kinds.count("resumed") == 1 and kinds[-1] == "finished", kinds
     preempted, recreated = (next(e for e in events if e["event"] == k) for k in ("preempted", "recreated"))
     assert recreated["time"] - recreated["seconds"] - preempted["time"] < 10, (preempted, recreated)
+    deadline = time.time() + 30            # the supervisor sends the last notice before it exits
+    while time.time() < deadline:
+        sent = [json.loads(line) for line in (_run_dir(home) / "events.jsonl").read_text().splitlines()
+                if '"notify_sent"' in line]
+        if len(sent) >= 4:
+            break
+        time.sleep(0.2)
+    hook.close()
+    told = [m.json() for m in hook.received]
+    assert [(t["kind"], t["subject"]) for t in told] == [(k, run_id) for k in ("preempted", "recreated", "resumed",
+                                                                                "finished")], told
+    assert told[-1]["fields"]["step"] == 60 and "eval_accuracy" in told[-1]["fields"]["metrics"]
+    assert sorted(e["notice"] for e in sent) == ["finished", "preempted", "recreated", "resumed"], sent
     st = run_tpuctl_process("status", "--json").json()["clusters"][0]["run"]
     assert st["run_id"] == run_id and st["status"] == "finished" and st["step"] == 60
 

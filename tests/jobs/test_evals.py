@@ -95,7 +95,7 @@ def hparams_sessions(model_dir) -> list[dict]:
     PluginData = message_factory.GetMessageClass(pool.FindMessageTypeByName("hp_test.HParamsPluginData"))
 
     sessions = []
-    for events in sorted(model_dir.glob("events.out.tfevents.*")):
+    for events in sorted((model_dir / "tb").glob("events.out.tfevents.*")):
         for event in tf.compat.v1.train.summary_iterator(str(events)):
             for value in event.summary.value:
                 assert value.metadata.plugin_data.plugin_name == "hparams"
@@ -110,7 +110,7 @@ def eval_scalars(model_dir) -> dict[int, dict[str, float]]:
     import tensorflow as tf
 
     out: dict[int, dict[str, float]] = {}
-    for events in sorted((model_dir / "eval").glob("events.out.tfevents.*")):
+    for events in sorted((model_dir / "tb" / "eval").glob("events.out.tfevents.*")):
         for event in tf.compat.v1.train.summary_iterator(str(events)):
             for value in event.summary.value:
                 number = struct.unpack("<f", value.tensor.tensor_content)[0] \

@@ -47,7 +47,10 @@ def test_pretraining_loss_falls_and_the_export_loads_back(tmp_path, tiny_dir):
     # when the job made its data (tpuctl cost counts it apart from training): one closed span
     [[made_from, made_to]] = record["data_creation"]
     assert record["started_at"] <= made_from <= made_to <= record["time"]
-    assert list((model_dir / "train").glob("events.out.tfevents.*"))  # TensorBoard
+    # TensorBoard's event files in a directory of their own, apart from the checkpoints
+    assert list((model_dir / "tb" / "train").glob("events.out.tfevents.*"))
+    assert not list(model_dir.glob("events.out.tfevents.*")) and not (model_dir / "train").exists()
+    assert not [p for p in (model_dir / "tb").rglob("*") if p.is_file() and "tfevents" not in p.name]
 
     # The export is an original-layout BERT directory: TF1 names, heads included; it loads
     # through load_encoder and holds exactly the trained weights of the last checkpoint.

@@ -1,0 +1,273 @@
+// tpuctl ui: the page. Read-only; every value from the server is written as text (textContent,
+// setAttribute on attributes this file chooses), never parsed as HTML. No other origin is reached.
+"use strict";
+
+const SVG = "http://www.w3.org/2000/svg";
+const REFRESH_MS = 5000;
+const STATE_COLORS = { training: "#188038", making_data: "#a142f4", starting: "#9aa0a6", waiting: "#e37400", idle: "#d93025" };
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v !== null && v !== undefined) node.setAttribute(k, String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined) continue;
+    node.appendChild(typeof c === "object" ? c : document.createTextNode(String(c)));
+  }
+  return node;
+}
+
+function svg(tag, attrs, text) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, String(v));
+  if (text !== undefined) node.textContent = String(text);
+  return node;
+}
+
+function link(hash, text) { return el("a", { href: hash }, text); }
+function runLink(id) { return link("#/run/" + encodeURIComponent(id), id); }
+function sweepLink(id) { return link("#/sweep/" + encodeURIComponent(id), id); }
+function state(s) { return s ? el("span", { class: "state " + String(s).replace(/[^A-Za-z_]/g, "") }, s) : "-"; }
+function num(v, digits) { return typeof v === "number" ? v.toFixed(digits === undefined ? 0 : digits) : "-"; }
+function money(v) { return typeof v === "number" ? "$" + v.toFixed(v < 1 && v > 0 ? 4 : v < 10 ? 2 : 0) : "-"; }
+function when(t) { return typeof t === "number" ? new Date(t * 1000).toLocaleString() : "-"; }
+function dur(s) {
+  if (typeof s !== "number") return "-";
+  s = Math.max(0, Math.round(s));
+  if (s < 60) return s + "s";
+  const parts = [];
+  for (const [u, n] of [["d", 86400], ["h", 3600], ["m", 60], ["s", 1]]) {
+    if (s >= n) { parts.push(Math.floor(s / n) + u); s %= n; }
+  }
+  return parts.slice(0, 2).join("");
+}
+function card(k, v) { return el("div", { class: "card" }, el("div", { class: "k" }, k), el("div", { class: "v" }, v)); }
+
+function table(headers, rows, rowClass) {
+  const head = el("tr", {}, headers.map((h) => el("th", { class: h.num ? "num" : null }, h.label || h)));
+  const body = rows.map((r, i) => el("tr", { class: rowClass ? rowClass(i) : null },
+    r.map((c, j) => el("td", { class: headers[j].num ? "num" : null }, c === null || c === undefined ? "-" : c))));
+  return el("table", {}, el("thead", {}, head), el("tbody", {}, body));
+}
+
+async function getJSON(path) {
+  const resp = await fetch(path, { headers: { Accept: "application/json" }, cache: "no-store" });
+  if (!resp.ok) throw new Error(path + ": HTTP " + resp.status);
+  return resp.json();
+}
+
+// ---- charts ------------------------------------------------------------------------------------
+
+function scale(d0, d1, r0, r1, pad) {
+  const p = pad === undefined ? 0 : pad;
+  const span = d1 - d0 || 1;
+  const a = r0 + (r1 - r0) * p, b = r1 - (r1 - r0) * p;
+  return (v) => a + ((v - d0) / span) * (b - a);
+}
+
+function lineChart(points, series, opts) {
+  const W = 560, H = 220, L = 52, R = 10, T = 10, B = 28;
+  const root = svg("svg", { viewBox: `0 0 ${W} ${H}`, width: W, height: H, class: "chart", "data-series": series.map((s) => s.name).join(",") });
+  const xs = points.map((p) => p.step);
+  const ys = series.flatMap((s) => points.map(s.get).filter((v) => typeof v === "number"));
+  if (!xs.length || !ys.length) { root.appendChild(svg("text", { x: L, y: H / 2 }, "no points yet")); return root; }
+  const x = scale(Math.min(...xs), Math.max(...xs), L, W - R);
+  const y = scale(Math.min(...ys), Math.max(...ys), H - B, T);
+  root.appendChild(svg("line", { class: "axis", x1: L, y1: H - B, x2: W - R, y2: H - B }));
+  root.appendChild(svg("line", { class: "axis", x1: L, y1: T, x2: L, y2: H - B }));
+  for (const v of [Math.min(...ys), Math.max(...ys)]) root.appendChild(svg("text", { x: 4, y: y(v) + 4 }, v.toPrecision(3)));
+  for (const v of [Math.min(...xs), Math.max(...xs)]) root.appendChild(svg("text", { x: x(v) - 8, y: H - 8 }, v));
+  root.appendChild(svg("text", { x: (W - L) / 2, y: H - 8 }, opts && opts.xlabel ? opts.xlabel : "step"));
+  series.forEach((s, i) => {
+    const pts = points.filter((p) => typeof s.get(p) === "number").map((p) => `${x(p.step).toFixed(1)},${y(s.get(p)).toFixed(1)}`);
+    if (pts.length) root.appendChild(svg("polyline", { class: "line m" + i, points: pts.join(" "), "data-name": s.name }));
+  });
+  return root;
+}
+
+function timeline(doc) {
+  const W = 1100, H = 120, L = 10, R = 10;
+  const evs = doc.events;
+  const t0 = doc.created_at || (evs[0] && evs[0].time) || 0;
+  const t1 = doc.ended_at || Date.now() / 1000;
+  const x = scale(t0, Math.max(t1, t0 + 1), L, W - R);
+  const root = svg("svg", { viewBox: `0 0 ${W} ${H}`, width: W, height: H, class: "timeline" });
+  root.appendChild(svg("line", { class: "axis", x1: L, y1: 70, x2: W - R, y2: 70 }));
+  for (const o of doc.outages) {
+    const end = o.end === null || o.end === undefined ? t1 : o.end;
+    const rect = svg("rect", { class: "lost", x: x(o.start), y: 8, width: Math.max(2, x(end) - x(o.start)), height: 80 });
+    rect.appendChild(svg("title", {}, "lost to preemption: " + dur(end - o.start)));
+    root.appendChild(rect);
+  }
+  const known = ["preempted", "recreated", "resumed", "attempt_started", "finished"];
+  let row = 0;
+  for (const e of evs) {
+    if (e.event.startsWith("notify_")) continue;
+    const cls = known.includes(e.event) ? e.event : "other";
+    const xi = x(e.time);
+    const mark = svg("line", { class: "ev " + cls, x1: xi, y1: 56, x2: xi, y2: 84, "data-event": e.event });
+    mark.appendChild(svg("title", {}, e.event + " " + when(e.time)));
+    root.appendChild(mark);
+    if (cls !== "other") {
+      const right = xi > W - 120;
+      root.appendChild(svg("text", { x: right ? xi - 3 : xi + 3, y: 20 + 14 * (row % 3), "text-anchor": right ? "end" : "start" }, e.event));
+      row += 1;
+    }
+  }
+  root.appendChild(svg("text", { x: L, y: H - 8 }, when(t0)));
+  root.appendChild(svg("text", { x: W - R - 140, y: H - 8 }, doc.ended_at ? when(t1) : "now"));
+  return root;
+}
+
+function spendBar(spend) {
+  const W = 560, H = 28;
+  const rows = spend.by_state.filter((r) => r.seconds > 0);
+  const total = rows.reduce((a, r) => a + r.seconds, 0) || 1;
+  const root = svg("svg", { viewBox: `0 0 ${W} ${H}`, width: W, height: H, class: "spendbar" });
+  let at = 0;
+  for (const r of rows) {
+    const w = (r.seconds / total) * W;
+    const bar = svg("rect", { class: "bar", x: at, y: 0, width: w, height: H, fill: STATE_COLORS[r.state] || "#9aa0a6" });
+    bar.appendChild(svg("title", {}, r.state + ": " + dur(r.seconds)));
+    root.appendChild(bar);
+    at += w;
+  }
+  return root;
+}
+
+function scatter(trials, param, metric) {
+  const W = 270, H = 190, L = 44, R = 8, T = 8, B = 30;
+  const pts = trials.filter((t) => typeof t.params[param] === "number" && typeof t.metric === "number");
+  const root = svg("svg", { viewBox: `0 0 ${W} ${H}`, width: W, height: H, class: "scatter", "data-param": param });
+  if (!pts.length) { root.appendChild(svg("text", { x: L, y: H / 2 }, param + ": no scored trial")); return root; }
+  const vs = pts.map((t) => t.params[param]);
+  const logx = Math.min(...vs) > 0 && Math.max(...vs) / Math.min(...vs) > 30;
+  const fx = logx ? Math.log10 : (v) => v;
+  const x = scale(Math.min(...vs.map(fx)), Math.max(...vs.map(fx)), L, W - R, 0.06);
+  const ms = pts.map((t) => t.metric);
+  const y = scale(Math.min(...ms), Math.max(...ms), H - B, T, 0.06);
+  root.appendChild(svg("line", { class: "axis", x1: L, y1: H - B, x2: W - R, y2: H - B }));
+  root.appendChild(svg("line", { class: "axis", x1: L, y1: T, x2: L, y2: H - B }));
+  root.appendChild(svg("text", { x: L, y: H - 10 }, param + (logx ? " (log)" : "")));
+  root.appendChild(svg("text", { x: 2, y: T + 10 }, Math.max(...ms).toPrecision(3)));
+  root.appendChild(svg("text", { x: 2, y: H - B }, Math.min(...ms).toPrecision(3)));
+  for (const t of pts) {
+    const dot = svg("circle", { class: "dot" + (t.best ? " best" : ""), cx: x(fx(t.params[param])), cy: y(t.metric), r: t.best ? 6 : 4 });
+    dot.appendChild(svg("title", {}, `trial ${t.trial}: ${param}=${t.params[param]}, ${metric}=${t.metric}`));
+    root.appendChild(dot);
+  }
+  return root;
+}
+
+// ---- views -------------------------------------------------------------------------------------
+
+function overview(doc) {
+  const c = doc.clusters;
+  const clusterRows = c.items.map((k) => [k.name, state(k.state), k.accelerator_type || "-", k.zone || "-",
+    money(k.hourly_usd), dur(k.uptime_seconds),
+    k.hosts.length ? k.hosts.map((h) => `worker ${h.worker}: ${h.ip}`).join(", ") : (k.host_count ? k.host_count + " host(s)" : "-"),
+    k.run ? runLink(k.run) : "-"]);
+  const runRows = doc.runs.map((r) => [runLink(r.run_id), r.cluster, r.job, state(r.status),
+    `${num(r.step)}/${num(r.num_train_steps)}`, num(r.loss, 4), num(r.preemptions), when(r.created_at)]);
+  const sweepRows = doc.sweeps.map((s) => [sweepLink(s.sweep_id), state(s.state), s.metric,
+    s.best_trial === null ? "-" : `trial ${s.best_trial}: ${num(s.best_metric, 4)}`, num(s.max_trials), when(s.created_at)]);
+  return [
+    el("h1", {}, "Clusters"),
+    c.error ? el("p", { class: "err" }, c.error) : null,
+    clusterRows.length ? table(["cluster", "state", "type", "zone", { label: "$/hour", num: true }, "uptime", "slice hosts", "run"], clusterRows)
+      : el("p", { class: "muted" }, "no cluster"),
+    el("h2", {}, "Runs"),
+    runRows.length ? table(["run", "cluster", "job", "status", "step", { label: "loss", num: true }, { label: "preemptions", num: true }, "started"], runRows)
+      : el("p", { class: "muted" }, "no run known on this machine"),
+    el("h2", {}, "Sweeps"),
+    sweepRows.length ? table(["sweep", "state", "metric", "best", { label: "trials", num: true }, "started"], sweepRows)
+      : el("p", { class: "muted" }, "no sweep known on this machine"),
+  ];
+}
+
+function runView(doc) {
+  const est = doc.estimate || {};
+  const cards = el("div", { class: "cards" },
+    card("status", state(doc.status)),
+    card("step", `${num(doc.step)} / ${num(doc.num_train_steps)}`),
+    card("loss", num(doc.loss, 4)),
+    card("preemptions", num(doc.preemptions)),
+    card("lost to preemptions", `${num(doc.steps_lost)} steps, ${dur(doc.seconds_lost)}`),
+    card("spend", money(doc.spend.total_usd)),
+    ...Object.entries(est).map(([k, v]) => card(k, typeof v === "object" && v !== null
+      ? Object.entries(v).slice(0, 4).map(([a, b]) => `${a} ${typeof b === "number" ? b.toPrecision(4) : b}`).join(", ") : String(v))));
+  const metricNames = [...new Set(doc.curve.flatMap((p) => Object.keys(p.m || {})))].slice(0, 3);
+  const charts = el("div", { class: "grid charts" },
+    el("div", {}, el("h2", {}, "loss"), lineChart(doc.curve, [{ name: "loss", get: (p) => p.loss }])),
+    metricNames.length ? el("div", {}, el("h2", {}, metricNames.join(", ")),
+      lineChart(doc.curve, metricNames.map((n) => ({ name: n, get: (p) => (p.m || {})[n] })))) : null);
+  const spendRows = doc.spend.by_state.map((r) => [r.state, dur(r.seconds), money(r.usd)]);
+  const evRows = doc.events.filter((e) => !e.event.startsWith("notify_") || doc.events.length < 200).slice(-200).reverse()
+    .map((e) => [when(e.time), e.event, Object.entries(e.fields).map(([k, v]) => `${k}=${v}`).join(" ")]);
+  return [
+    el("h1", {}, "run ", doc.run_id),
+    el("p", { class: "muted" }, `${doc.job || "?"} on ${doc.cluster || "?"} (${doc.accelerator_type || "?"} in ${doc.zone || "?"})`,
+      doc.reason ? " - " + doc.reason : ""),
+    cards, charts,
+    el("h2", {}, "timeline"),
+    el("p", { class: "muted legend" }, el("span", {}, "shaded: time lost to preemptions, from the preemption to the first new step")),
+    timeline(doc),
+    el("h2", {}, "spend by state"),
+    doc.spend.hourly_usd === null ? el("p", { class: "muted" }, "no list price for this TPU type") : null,
+    spendBar(doc.spend),
+    el("p", { class: "legend" }, doc.spend.by_state.map((r) => el("span", {}, el("i", { class: "sw-" + r.state }), r.state))),
+    table(["state", { label: "time", num: true }, { label: "at list price", num: true }], spendRows),
+    el("h2", {}, "TensorBoard"),
+    el("p", {}, "every step's scalars: ", el("code", {}, "tensorboard --logdir " + (doc.logdir || "?"))),
+    el("h2", {}, "events"),
+    table(["time", "event", "details"], evRows),
+  ];
+}
+
+function sweepView(doc) {
+  const keys = doc.params;
+  const rows = doc.trials.map((t) => [t.best ? "\u2605 " + t.trial : String(t.trial), state(t.state), num(t.metric, 4),
+    ...keys.map((k) => (t.params[k] === undefined ? "-" : String(t.params[k]))), num(t.steps), num(t.preemptions), money(t.cost_usd),
+    t.run ? runLink(t.run) : "-"]);
+  const numeric = keys.filter((k) => doc.trials.some((t) => typeof t.params[k] === "number"));
+  return [
+    el("h1", {}, "sweep ", doc.sweep_id),
+    el("p", { class: "muted" }, `${doc.method || "?"}, ${doc.goal} ${doc.metric || "?"}; spent ${money(doc.cost_usd)}`,
+      doc.budget_usd ? ` of ${money(doc.budget_usd)}` : "", doc.reason ? " - " + doc.reason : ""),
+    el("div", { class: "cards" }, card("state", state(doc.state)), card("trials", `${doc.trials.length} / ${num(doc.max_trials)}`),
+      card("best", doc.best === null ? "-" : `trial ${doc.best}`)),
+    el("h2", {}, `${doc.metric || "metric"} by hyperparameter`),
+    el("div", { class: "grid" }, numeric.map((k) => scatter(doc.trials, k, doc.metric))),
+    el("h2", {}, "trials"),
+    table(["trial", "state", { label: doc.metric || "metric", num: true }, ...keys, { label: "steps", num: true },
+      { label: "preemptions", num: true }, { label: "cost", num: true }, "run"], rows, (i) => (doc.trials[i].best ? "best" : null)),
+  ];
+}
+
+// ---- routing and refresh -----------------------------------------------------------------------
+
+async function render() {
+  const main = document.getElementById("main");
+  const hash = location.hash || "#/";
+  let nodes;
+  try {
+    const m = hash.match(/^#\/(run|sweep)\/([a-z0-9-]+)$/);
+    if (m) {
+      const doc = await getJSON(`/api/${m[1]}s/${m[2]}`);
+      nodes = m[1] === "run" ? runView(doc) : sweepView(doc);
+    } else {
+      const doc = await getJSON("/api/overview");
+      document.getElementById("where").textContent = `provider ${doc.provider}` + (doc.project ? `, project ${doc.project}` : "");
+      nodes = overview(doc);
+    }
+  } catch (err) {
+    nodes = [el("p", { class: "err" }, String(err.message || err))];
+  }
+  main.replaceChildren(...nodes.flat().filter((n) => n !== null && n !== undefined));
+  document.getElementById("refreshed").textContent = "refreshed " + new Date().toLocaleTimeString();
+  document.body.setAttribute("data-rendered", hash);
+}
+
+window.addEventListener("hashchange", render);
+window.addEventListener("DOMContentLoaded", () => { render(); setInterval(render, REFRESH_MS); });

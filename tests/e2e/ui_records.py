@@ -1,0 +1,102 @@
+"""A finished run with one real preemption and a sweep's records, and `tpuctl ui` serving them:
+what tests/e2e/test_ui_browser.py looks at in Chromium and tests/e2e/test_ui_server.py asks over HTTP.
+
+The run is a real supervised run on the local provider with one real preemption (its job
+scripted, as in tests/integration/test_overlapping_preemptions.py); the sweep's records are the
+controller's record types written to its bucket directory. The page is what `tpuctl ui` (the
+installed entry point) serves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+
+import pytest
+
+from provision.basics.config import home
+from provision.cloud.local import LocalProvider
+from provision.cloud.storage import local_bucket
+from provision.runs import store as runs
+from provision.runs import training
+from provision.runs.store import RunRecord, RunStore
+from provision.runs.supervisor import Supervisor
+from provision.sweeps import store as sweeps
+from tests.conftest import REPO, TPUCTL_BIN, run_tpuctl_process
+from tests.integration.test_overlapping_preemptions import STEPS, ScriptedJob
+
+HOSTILE = '<img src=x onerror="document.title=\'pwned\'">'
+
+
+class Losing(ScriptedJob):
+    """The scripted job, with a loss that falls and an accuracy that rises as it trains."""
+
+    def _write(self, **fields) -> None:
+        fields.setdefault("loss", round(2.0 * 0.97 ** self.step, 4))
+        fields.setdefault("metrics", {"eval_accuracy": round(0.5 + 0.4 * self.step / STEPS, 4)})
+        super()._write(**fields)
+
+
+@pytest.fixture
+def records(isolated_env, tmp_path, monkeypatch):
+    for var, value in (("TPUCTL_LOCAL_TPU_CREATE_SECONDS", "0.3"), ("TPUCTL_LOCAL_VM_CREATE_SECONDS", "0.05"),
+                       ("TPUCTL_LOCAL_DELETE_SECONDS", "0.05")):
+        monkeypatch.setenv(var, value)
+    assert run_tpuctl_process("up", "lab", "--accelerator-type", "v3-8", "--preemptible").code == 0
+    provider = LocalProvider(home())
+    bucket = local_bucket("tpuctl-local")
+    if not bucket.exists():
+        bucket.create("local")
+    tpu = provider.get_tpu(*next((t.zone, t.name) for t in provider.list_tpus()))
+    rec = RunRecord(run_id="lab-20261127-120000-ab12", cluster="lab", provider="local", project="local",
+                    zone=tpu.zone, bucket="gs://tpuctl-local", model_dir=str(tmp_path / "model"),
+                    num_train_steps=STEPS, save_checkpoints_steps=20, job="bert-finetune", reason=HOSTILE)
+    store = RunStore(bucket, rec.run_id)
+    store.save(rec)
+    spec = training.cluster_spec_for(provider, "lab", tpu, bucket=rec.bucket)
+    store.bucket.write_bytes(runs.cluster_spec_name("lab"), json.dumps(spec.to_dict(), default=str).encode())
+    runs.remember(rec)
+
+    class Slow(Losing):
+        def poll(self, rec, n):
+            time.sleep(0.1)          # a curve of several looks, and a timeline with some width
+            return super().poll(rec, n)
+
+    sup = Supervisor(provider, spec, store, Slow(provider, tmp_path / "model", preempt_at=50),
+                     lambda rec, n, tpu: {"workers": {"0": {}}}, where="test", poll_s=0.05, log=lambda m: None)
+    done = sup.run()
+    assert done.status == "finished" and done.preemptions == 1
+
+    sweep_id = "sweep-20261127-120000-cd34"
+    sweep = sweeps.SweepRecord(sweep_id=sweep_id, provider="local", project="local",
+                               bucket="gs://tpuctl-local", zones=[tpu.zone], accelerator_type="v3-8",
+                               preemptible=True, spot=False, max_concurrent=2, max_trials=4, state="finished",
+                               spec={"metric": "eval_accuracy", "goal": "maximize", "method": "random",
+                                     "pruner": "none"}, budget_usd=20.0,
+                               best={"trial": 1, "params": {"learning_rate": 3e-5, "train_batch_size": 32},
+                                     "metric": 0.86, "run": f"{sweep_id}-t1"})
+    sstore = sweeps.SweepStore(bucket, sweep.sweep_id)
+    sstore.save(sweep)
+    for i, (lr, bs, acc) in enumerate(((1e-5, 16, 0.71), (3e-5, 32, 0.86), (1e-4, 16, 0.79), (5e-5, 32, None))):
+        sstore.save_trial(sweeps.TrialRecord(trial=i, params={"learning_rate": lr, "train_batch_size": bs},
+                                             state="finished" if acc else "pruned", metric=acc, steps=STEPS,
+                                             cost_usd=0.4 + i / 10, run=f"{sweep.sweep_id}-t{i}"))
+    sweeps.remember(sweep)
+    return rec.run_id, sweep.sweep_id, store
+
+
+@pytest.fixture
+def ui(records):
+    proc = subprocess.Popen([str(TPUCTL_BIN), "ui", "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=REPO, env=dict(os.environ))
+    line = proc.stdout.readline()
+    m = re.search(r"serving (http://127\.0\.0\.1:\d+/)", line)
+    assert m, (line, proc.stderr.read() if proc.poll() is not None else "")
+    yield m.group(1), records
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
