@@ -26,7 +26,14 @@ def answer(cloud: Any, path: str, query: dict[str, list[str]], headers: dict[str
     project, zone, name, rest = parts
     key = rest[len("computeMetadata/v1/"):]
     if key != "instance/preempted":
-        return 404, "Not Found\n"
+        # the rest of the guest's view (its attributes: tpuctl's pin, the worker number) is the one
+        # metadata server's (metadata_server.py): one guest, one server
+        from . import metadata_server
+
+        status, body, _ctype = metadata_server.answer(
+            cloud.store, f"{metadata_server.PREFIX}projects/{project}/zones/{zone}/instances/{name}/{rest}",
+            query, headers)
+        return status, body.decode()
     store = cloud.store
 
     def value() -> str | None:
