@@ -70,7 +70,7 @@ def work_of(spec: Mapping[str, Any], target: Any, *, flops_per_step: float | Non
     """The work of a resolved job spec (``jobs.spec`` as a mapping). A BERT job's FLOPs come from its
     config unless given; a job of the user's has FLOPs only when given."""
     job = str(spec["job"])
-    batch = int(spec["train_batch_size"])
+    batch = int(spec.get("train_batch_size") or 0)   # 0: a program's own (job: command), unknown here
     config = None
     if job in flops.BERT_JOBS:
         if flops_per_step is None:
@@ -168,7 +168,7 @@ def attach(rec: Any, spec: Mapping[str, Any], target: Any, tpu: Any, book: Price
     except Exception as exc:  # noqa: BLE001 - a bucket that cannot be read now: the run starts without an estimate
         work, why = None, f"its bert_config.json could not be read ({type(exc).__name__})"
     bare = Work(job=str(spec["job"]), step=flops.unknown(str(spec["job"])), key="",
-                batch=int(spec["train_batch_size"]), steps=int(spec["num_train_steps"]),
+                batch=int(spec.get("train_batch_size") or 0), steps=int(spec["num_train_steps"]),
                 checkpoint_steps=int(spec["save_checkpoints_steps"]))
     cand = candidate(acc, tpu.zone, interruptible=interruptible, spot=spot, book=book, runs=past_runs(target),
                      work=work or bare)

@@ -175,3 +175,14 @@ def test_the_workload_key_ignores_paths_steps_and_seeds():
     keras = {"job": "keras", "module": "model.py", "params": {"hidden": 32}, "train_batch_size": 32}
     assert flops.workload_key(keras) == flops.workload_key({**keras, "module": "/home/me/mlp/model.py"})
     assert flops.workload_key(keras) != flops.workload_key({**keras, "params": {"hidden": 64}})
+
+
+def test_a_program_with_no_batch_of_tpuctls_has_work_but_no_flops():
+    """A job: command spec has no train_batch_size (the program's batch is its own): train on GCP
+    ended in an internal KeyError; its work is known by steps, with FLOPs only when given."""
+    from provision.runs.forecast import work_of
+
+    spec = {"job": "command", "num_train_steps": 100, "save_checkpoints_steps": 10}
+    work = work_of(spec, target=None)
+    assert (work.batch, work.steps, work.checkpoint_steps) == (0, 100, 10)
+    assert work_of(spec, target=None, flops_per_step=2e12).step.flops == 2e12
