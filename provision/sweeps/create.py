@@ -21,7 +21,6 @@ from .pool import cluster_name
 from .spec_file import read_spec
 from .store import SWEEP_LABEL, SweepRecord, SweepStore, local_dir, new_sweep_id
 
-PROBE_MODEL_DIR = "/tmp/tpuctl-sweep-check/model"     # never written: the job spec loader only checks
 # Metrics each job reports, for a jobs package without jobs.spec.reported_metrics.
 FALLBACK_METRICS = {"bert-finetune": ("eval_accuracy", "eval_loss"), "bert-squad": ("exact_match", "f1"),
                     "bert-pretrain": ("masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
@@ -118,7 +117,11 @@ def check(spec_path: str, *, provider: str, max_trials: int | None,
     extras: dict[str, Any] = {}
     if "hparams" in keys:
         extras["hparams"] = [p.name for p in found.parameters]
-    probe = {**base, **extras, "model_dir": base.get("model_dir") or PROBE_MODEL_DIR}
+    # a model_dir for the check alone, never written: under this user's TPUCTL_HOME, not a
+    # guessable path in a shared temp directory
+    from ..basics.config import home
+
+    probe = {**base, **extras, "model_dir": base.get("model_dir") or str(home() / "sweep-check" / "model")}
     where = f"the job of {spec_path[:200]}"
     checked_spec = _check(jobspec, probe, {}, where, problems)
     selection = None
