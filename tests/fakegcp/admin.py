@@ -247,7 +247,8 @@ def register(router: Router, cloud: FakeCloud) -> None:
         s = cloud.store
         since = int(req.arg("since") or 0)
         entries = [vars(c) for c in s.calls if c.seq > since]
-        return {"counts": dict(s.call_counts), "total": len(s.calls), "calls": entries}
+        return {"counts": dict(s.call_counts), "total": len(s.calls), "calls": entries,
+                "bytes": sum(c.bytes for c in s.calls)}
 
     @route("DELETE", "/calls")
     def clear_calls(req: Request) -> Any:
@@ -255,6 +256,32 @@ def register(router: Router, cloud: FakeCloud) -> None:
         s.calls.clear()
         s.call_counts.clear()
         return {"ok": True}
+
+    @route("POST", "/bulk")
+    def bulk(req: Request) -> Any:
+        """Resources put in place at once, already RUNNING / READY (a fleet for a benchmark): each
+        body is the one ``instances.insert`` or ``nodes.create`` gets, checked the same way, with
+        an optional ``status``/``state`` and ``created`` (unix seconds) of its own."""
+        s, b = cloud.store, req.json()
+        project = body_project(req)
+        network.ensure_project(s, project)
+        for item in b.get("instances") or []:
+            compute.check_zone(s, project, item["zone"])
+            compute.check_instance_body(s, project, item["zone"], item["body"])
+            inst = compute.make_instance(s, project, item["zone"], item["body"])
+            inst.status = item.get("status") or "RUNNING"
+            inst.created = float(item.get("created") or inst.created)
+            s.instances[inst.key] = inst
+        for item in b.get("nodes") or []:
+            tpu.check_location(s, project, item["zone"])
+            node, _ = tpu.node_from_body(s, project, item["zone"], tpu.check_node_id(item["nodeId"]),
+                                         item["body"], "v2")
+            node.state = item.get("state") or "READY"
+            node.health = "HEALTHY" if node.state == "READY" else ""
+            node.created = float(item.get("created") or node.created)
+            node.endpoints = tpu.endpoints(s, node)
+            s.nodes[node.key] = node
+        return {"instances": len(b.get("instances") or []), "nodes": len(b.get("nodes") or [])}
 
     # -- network setup -------------------------------------------------------------------------------
     @route("POST", "/networks")

@@ -282,6 +282,18 @@ class FakeGCP:
     def call_counts(self) -> dict[str, int]:
         return self.admin("GET", "calls")["counts"]
 
+    def bulk(self, *, instances: list[dict[str, Any]] = (), nodes: list[dict[str, Any]] = (),
+             project: str | None = None) -> dict[str, Any]:
+        """Put instances (``{zone, body, status?, created?}``) and TPU VMs (``{zone, nodeId, body,
+        state?, created?}``) in place at once, already RUNNING / READY (``POST /_admin/bulk``)."""
+        return self.admin("POST", "bulk", {"instances": list(instances), "nodes": list(nodes),
+                                           "project": project or self.project})
+
+    def traffic(self) -> tuple[int, int]:
+        """API calls logged and response bytes sent since the last ``clear_calls``."""
+        out = self.admin("GET", f"calls?since={2**62}")
+        return int(out["total"]), int(out["bytes"])
+
     def clear_calls(self) -> None:
         self.admin("DELETE", "calls")
 

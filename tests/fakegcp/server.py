@@ -32,7 +32,7 @@ from . import (
 )
 from .errors import ApiError
 from .routing import Request, Route, Router
-from .store import Latencies, Store
+from .store import Call, Latencies, Store
 
 SERVICE_TITLES = {"tpu.googleapis.com": "Cloud TPU API", "compute.googleapis.com": "Compute Engine API",
                   billing.SERVICE: "Cloud Billing API"}
@@ -43,6 +43,7 @@ class Outcome:
     status: int
     body: Any
     error: ApiError | None = None
+    call: Call | None = None      # the logged call: the HTTP front end records the bytes it sent
 
 
 class FakeCloud:
@@ -103,7 +104,7 @@ class FakeCloud:
         if route is None:
             err = ApiError(5, f"The requested URL {path} was not found on this server.", http=404)
             call.status = 404
-            return Outcome(404, err.rest_body(), err)
+            return Outcome(404, err.rest_body(), err, call)
         delay = store.latencies.of("request") + (store.latencies.of("op_poll") if route.op_poll else 0.0)
         if delay:
             time.sleep(delay)
@@ -124,6 +125,7 @@ class FakeCloud:
             self._local.store = None
         with store.lock:
             call.status = outcome.status
+        outcome.call = call
         return outcome
 
     def _inject(self, store: Store, route: Route, req: Request, grpc_method: str | None, auth: str = "") -> None:
@@ -278,6 +280,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, outcome: Outcome) -> None:
         payload = json.dumps(outcome.body).encode()
+        if outcome.call is not None:
+            outcome.call.bytes = len(payload)
         self.send_response(outcome.status)
         self.send_header("Content-Type", "application/json; charset=UTF-8")
         self.send_header("Content-Length", str(len(payload)))

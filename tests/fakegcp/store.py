@@ -214,6 +214,7 @@ class Call:
     query: str = ""   # the query string, as sent (REST only)
     status: int = 0   # HTTP status returned (gRPC: the HTTP equivalent)
     auth: str = ""    # the Authorization header the call carried (REST only)
+    bytes: int = 0    # the response body's size as sent (REST only): what a client downloaded
 
 
 def rfc3339(ts: float) -> str:
