@@ -264,16 +264,31 @@ def instance_json(store: Store, inst: Instance) -> dict[str, Any]:
 
 
 # -- listing ------------------------------------------------------------------------------------
+# Compute list and aggregatedList pages: maxResults "Acceptable values are 0 to 500, inclusive.
+# (Default: 500)" (REST reference of instances.list and instances.aggregatedList,
+# https://cloud.google.com/compute/docs/reference/rest/v1/instances/aggregatedList); a page that
+# is not the last carries nextPageToken. A larger maxResults is served as 500 here (the reference
+# says nothing of the refusal, if any).
+MAX_RESULTS = 500
+
+
+def _page_bounds(req: Request) -> tuple[int, int]:
+    try:
+        size = int(req.arg("maxResults") or MAX_RESULTS)
+        start = int(req.arg("pageToken") or 0)
+    except ValueError:
+        raise ApiError(3, "Invalid value for field 'pageToken'.", compute_reason="invalid") from None
+    if size < 0 or start < 0:
+        raise ApiError(3, "Invalid value for field 'maxResults'.", compute_reason="invalid")
+    return start, min(size or MAX_RESULTS, MAX_RESULTS)
+
+
 def list_page(store: Store, req: Request, kind: str, list_id: str, self_path: str,
               items: list[dict[str, Any]]) -> dict[str, Any]:
     """A Compute list response: filter, then maxResults/pageToken paging; no ``items`` when empty."""
     pred = compile_filter(req.arg("filter"))
     items = [i for i in items if pred(i)]
-    try:
-        size = int(req.arg("maxResults") or 500)
-        start = int(req.arg("pageToken") or 0)
-    except ValueError:
-        raise ApiError(3, "Invalid value for field 'pageToken'.", compute_reason="invalid") from None
+    start, size = _page_bounds(req)
     page = items[start:start + size]
     out: dict[str, Any] = {"kind": kind, "id": list_id, "selfLink": store.link(self_path)}
     if page:
@@ -285,19 +300,28 @@ def list_page(store: Store, req: Request, kind: str, list_id: str, self_path: st
 
 def aggregated_page(store: Store, req: Request, kind: str, project: str, collection: str,
                     scoped: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """An aggregatedList page: at most maxResults items over all scopes, in scope order; every
+    scope with none on this page says so with the NO_RESULTS_ON_PAGE warning."""
     pred = compile_filter(req.arg("filter"))
+    flat = [(scope, i) for scope, items in scoped.items() for i in items if pred(i)]
+    start, size = _page_bounds(req)
+    on_page: dict[str, list[dict[str, Any]]] = {}
+    for scope, item in flat[start:start + size]:
+        on_page.setdefault(scope, []).append(item)
     out_items: dict[str, Any] = {}
-    for scope, items in scoped.items():
-        kept = [i for i in items if pred(i)]
-        if kept:
-            out_items[scope] = {collection: kept}
+    for scope in scoped:
+        if on_page.get(scope):
+            out_items[scope] = {collection: on_page[scope]}
         else:
             out_items[scope] = {"warning": {
                 "code": "NO_RESULTS_ON_PAGE",
                 "message": f"There are no results for scope '{scope}' on this page.",
                 "data": [{"key": "scope", "value": scope}]}}
-    return {"kind": kind, "id": f"projects/{project}/aggregated/{collection}", "items": out_items,
-            "selfLink": store.link(f"projects/{project}/aggregated/{collection}")}
+    out = {"kind": kind, "id": f"projects/{project}/aggregated/{collection}", "items": out_items,
+           "selfLink": store.link(f"projects/{project}/aggregated/{collection}")}
+    if start + size < len(flat):
+        out["nextPageToken"] = str(start + size)
+    return out
 
 
 def register(router: Router, store_of: Any) -> None:
