@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
 
     quiet_tensorflow(args.verbose, keep_warnings=True)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
-    from .registry import run_spec
+    from .runner.registry import run_spec
 
     return run_spec(spec, verbose=args.verbose, search=search)
 

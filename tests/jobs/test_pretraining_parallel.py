@@ -204,7 +204,7 @@ def test_corpus_files_above_the_threshold_warns_with_the_tpuctl_data_command(tmp
     from types import SimpleNamespace
 
     from jobs.bert import pretrain
-    from jobs.runner import Runner
+    from jobs.runner.runner import Runner
     from jobs.spec import load
 
     from .conftest import pretrain_spec
