@@ -22,7 +22,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .spec import RunSpec
+from .spec.base import RunSpec
 
 if TYPE_CHECKING:
     import tensorflow as tf

@@ -25,10 +25,10 @@ from .. import data
 from ..errors import ConfigError
 from ..job import JobContext, log
 from ..pretraining.create import DataOptions, create, expand_globs
-from ..spec import PretrainSpec
 from . import check_case, read_config, weights
 from .job import BertJob
 from .modeling import PretrainingModel
+from .spec import PretrainSpec
 from .tokenization import FullTokenizer
 
 EXPORT_DIR = "export"

@@ -14,7 +14,8 @@ from ..bert.squad_job import SquadJob
 from ..errors import ConfigError
 from ..job import Job
 from ..keras.job import KerasJob
-from ..spec import KerasSpec, RunSpec
+from ..keras.spec import KerasSpec
+from ..spec.base import RunSpec
 from .runner import Runner
 
 JOBS: dict[str, type[Job]] = {"bert-pretrain": PretrainJob, "bert-finetune": ClassifierJob,

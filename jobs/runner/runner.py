@@ -49,7 +49,7 @@ import tensorflow as tf
 from .. import exitcodes
 from ..errors import ConfigError, report
 from ..job import Job, JobContext, log
-from ..spec import RunSpec
+from ..spec.base import RunSpec
 from . import checkpointing, distribute, epochs, hparams, summaries
 from . import progress as progress_lib
 from .heartbeat import ProgressWriter
