@@ -27,7 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from .errors import report
-    from .spec import SpecError, load
+    from .spec.base import SpecError
+    from .spec.loading import load
     from .usercode import search_path
 
     # a job: keras module is looked up beside the spec, here, then on PYTHONPATH (the code
@@ -47,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
 
     quiet_tensorflow(args.verbose, keep_warnings=True)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
-    from .registry import run_spec
+    from .runner.registry import run_spec
 
     return run_spec(spec, verbose=args.verbose, search=search)
 

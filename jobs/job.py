@@ -1,9 +1,9 @@
 """The public job API: what a job provides to the runner (the model_fn / input_fn split of
 TPUEstimator), and the small context the runner hands to its hooks.
 
-This module sits below both the runner and the jobs: :mod:`jobs.runner` drives any :class:`Job`,
+This module sits below both the runner and the jobs: :mod:`jobs.runner.runner` drives any :class:`Job`,
 the BERT jobs subclass :class:`jobs.bert.job.BertJob` (a :class:`Job`), ``job: keras`` adapts a
-user's plain functions (:mod:`jobs.keras.job`), and :mod:`jobs.registry` (above all of them)
+user's plain functions (:mod:`jobs.keras.job`), and :mod:`jobs.runner.registry` (above all of them)
 picks the job for a spec. Jobs import this module, :mod:`jobs.data`, :mod:`jobs.errors`,
 :mod:`jobs.optimization` and :mod:`jobs.spec`, never the runner's modules (checkpoints,
 strategies, signals, progress): an import-linter contract in pyproject.toml says so.
@@ -22,7 +22,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .spec import RunSpec
+from .spec.base import RunSpec
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -119,7 +119,7 @@ class Job:
     def train_examples(self) -> int | None:
         """How many examples one epoch of the training data holds, once ``prepare`` ran (None:
         unknown, or nothing to train on): the epoch stream's record count. The runner warns when
-        the spec's steps would read them too many times (:mod:`jobs.epochs`); a job that feeds
+        the spec's steps would read them too many times (:mod:`jobs.runner.epochs`); a job that feeds
         ``dataset`` another way returns its own count."""
         return self.stream.index.total if self.stream is not None else None
 
@@ -148,7 +148,7 @@ class Job:
     def loss_counts(self, features) -> dict[str, tf.Tensor]:
         """The denominators of the loss's means over this replica's batch (float32 scalars
         from the input alone): by default its number of examples. The runner sums them over
-        the global batch (:func:`jobs.runner.loss_totals`) and passes them to :meth:`loss`.
+        the global batch (:func:`jobs.runner.runner.loss_totals`) and passes them to :meth:`loss`.
         Device."""
         import tensorflow as tf
 
@@ -161,7 +161,7 @@ class Job:
         divided by ``totals``, the global sums of :meth:`loss_counts`; None: this batch's own),
         and its shares of the scalar metrics named in ``metric_names``: summed over replicas
         they are the global means. ``seed`` (``[key0, key1, first_example]``) keys the dropout
-        masks of this step and replica (:func:`jobs.runner.dropout_seed`). Device."""
+        masks of this step and replica (:func:`jobs.runner.runner.dropout_seed`). Device."""
         raise NotImplementedError
 
     def eval_metrics(self, ctx: JobContext) -> dict[str, float]:

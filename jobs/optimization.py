@@ -15,7 +15,7 @@ parameters and biases:
 Gradients are clipped to a global norm of 1.0 first. One deliberate difference: the original on
 TPU clipped each core's gradient of its own mean loss and then *summed* across cores (it called
 CrossShardOptimizer's apply_gradients on raw gradients); here each replica's loss is its share of
-the mean over the global batch (:func:`jobs.runner.loss_totals`), the shares' gradients are
+the mean over the global batch (:func:`jobs.runner.runner.loss_totals`), the shares' gradients are
 summed across replicas into the gradient of the global mean, and that is clipped, so a run
 means the same thing on 1 CPU, 8 GPUs, a v3-8 or a pod slice.
 

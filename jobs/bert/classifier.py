@@ -34,10 +34,10 @@ import tensorflow as tf
 from .. import data
 from ..errors import ConfigError
 from ..job import JobContext, log
-from ..spec import FinetuneSpec
 from . import check_case, read_config, weights
 from .job import BertJob
 from .modeling import ClassifierModel
+from .spec import FinetuneSpec
 from .tokenization import CLS, SEP, FullTokenizer
 
 TEXT_COLUMNS = ("text", "text_a", "sentence", "sentence1")

@@ -15,8 +15,8 @@ import tensorflow as tf
 
 from ..job import Job, JobContext, log, unwrap
 from ..optimization import AdamWeightDecay
-from ..spec import BertSpec
 from . import weights
+from .spec import BertSpec
 
 
 class BertJob(Job):

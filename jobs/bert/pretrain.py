@@ -3,7 +3,7 @@
 Input: TFRecord shards with the original features (``input_ids``, ``input_mask``,
 ``segment_ids``, ``masked_lm_positions``, ``masked_lm_ids``, ``masked_lm_weights``,
 ``next_sentence_labels``), written by create_pretraining_data.py or by
-:mod:`jobs.bert.pretraining_data` -- or a text corpus that the job turns into shards first.
+:mod:`jobs.pretraining.create` -- or a text corpus that the job turns into shards first.
 The shards are read as one epoch stream (:mod:`jobs.data`): step N trains on the same examples
 whether or not the run was interrupted before it.
 
@@ -24,11 +24,11 @@ import tensorflow as tf
 from .. import data
 from ..errors import ConfigError
 from ..job import JobContext, log
-from ..spec import PretrainSpec
+from ..pretraining.create import DataOptions, create, expand_globs
 from . import check_case, read_config, weights
 from .job import BertJob
 from .modeling import PretrainingModel
-from .pretraining_data import DataOptions, create, expand_globs
+from .spec import PretrainSpec
 from .tokenization import FullTokenizer
 
 EXPORT_DIR = "export"

@@ -27,11 +27,11 @@ import tensorflow as tf
 from .. import data
 from ..errors import ConfigError
 from ..job import JobContext, log
-from ..spec import SquadSpec
 from . import check_case, read_config, squad, weights
 from .classifier import pad_to_batches
 from .job import BertJob
 from .modeling import SquadModel
+from .spec import SquadSpec
 from .tokenization import FullTokenizer
 
 DATA_DIR = "squad_data"

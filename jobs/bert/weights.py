@@ -4,7 +4,7 @@ Two layouts hold BERT weights under the original TF1 names:
 
 - an original google-research checkpoint (``bert_model.ckpt``): name-based, keys such as
   ``bert/encoder/layer_0/attention/self/query/kernel``;
-- a checkpoint written by :mod:`jobs.runner`: object-based (``tf.train.Checkpoint``), with the
+- a checkpoint written by :mod:`jobs.runner.runner`: object-based (``tf.train.Checkpoint``), with the
   model's variables in a dict keyed by the same names, so a key reads
   ``model/bert.Sencoder.Slayer_0.S.../.ATTRIBUTES/VARIABLE_VALUE`` ("/" escaped as ".S").
 

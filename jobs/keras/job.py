@@ -33,8 +33,8 @@ import tensorflow as tf
 from .. import usercode
 from ..job import Job, JobContext, Optimizer, log, unwrap
 from ..optimization import AdamWeightDecay
-from ..spec import KerasSpec
 from . import user as user_lib
+from .spec import KerasSpec
 
 SPLITS = ("train", "eval", "predict")
 PREDICTIONS = "predictions.jsonl"

@@ -1,7 +1,7 @@
 """``tpuctl data CORPUS... --bert-dir DIR --out DEST``: pretraining shards made here, before any
 TPU bills, then staged to DEST.
 
-The work is the job side's (``python -m jobs.bert.pretraining_data``, run as a subprocess: this
+The work is the job side's (``python -m jobs.pretraining``, run as a subprocess: this
 process never loads TensorFlow); this command picks the options, keeps a local work directory
 per destination (so an interrupted run resumes per part), and uploads through tpuctl's staging
 (which a gs:// of the fake GCS, the local provider's buckets and Cloud Storage all go through).
@@ -18,7 +18,7 @@ import click
 
 from .common import dry_run_option, json_option, provider_options, resolve_target
 
-MANIFEST = "manifest.json"  # written by jobs.bert.pretraining_parallel
+MANIFEST = "manifest.json"  # written by jobs.pretraining.parallel
 
 
 @click.command("data", short_help="Make BERT pretraining shards, then stage them")
@@ -130,7 +130,7 @@ def command(corpus: tuple[str, ...], bert_dir: str, out: str, workers: int | Non
         target = resolve_target(provider, project)
         acting_on(target, "data")
     glob = f"{out.rstrip('/')}/{'pretraining' if exact else 'part'}-*.tfrecord"
-    argv = [sys.executable, "-m", "jobs.bert.pretraining_data", "--input_file", ",".join(corpus),
+    argv = [sys.executable, "-m", "jobs.pretraining", "--input_file", ",".join(corpus),
             "--output_dir", local, "--vocab_file", vocab,
             "--do_lower_case" if do_lower_case else "--no-do_lower_case",
             "--max_seq_length", str(max_seq_length), "--max_predictions_per_seq", str(max_predictions_per_seq),
@@ -269,9 +269,9 @@ def _fetch_inputs(corpus: tuple[str, ...], bert_dir: str, target) -> tuple[tuple
 
 def _check_options(max_seq_length: int, max_predictions_per_seq: int, masked_lm_prob: float,
                    dupe_factor: int) -> None:
-    """The job side's rule for the data options (``jobs.bert.data_options``, no TensorFlow), here and
+    """The job side's rule for the data options (``jobs.pretraining.data_options``, no TensorFlow), here and
     first, in this command's option names: before a corpus is staged for --on or Dataflow."""
-    from jobs.bert.data_options import DataOptions
+    from jobs.pretraining.data_options import DataOptions
 
     from ..basics.errors import UsageError
 
@@ -315,7 +315,7 @@ def _dataflow(corpus, bert_dir, out, workers, parts, exact, seed, do_lower_case,
     private.make_dirs(requirements.parent)
     with open(requirements, "w", opener=private.opener) as fh:
         fh.write("\n".join(_data_requirements()) + "\n")
-    argv = [sys.executable, "-m", "jobs.bert.pretraining_data", "--input_file", ",".join(corpus),
+    argv = [sys.executable, "-m", "jobs.pretraining", "--input_file", ",".join(corpus),
             "--output_dir", out, "--vocab_file", vocab,
             "--do_lower_case" if do_lower_case else "--no-do_lower_case", *options,
             "--random_seed", str(seed), "--parts", str(parts), "--runner", "dataflow",

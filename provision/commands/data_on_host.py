@@ -52,8 +52,8 @@ def make_on_host(cluster: str, corpus: tuple[str, ...], bert_dir: str, out: str,
                                                     "tokenizes the corpus")
     local = [p for p in corpus if not is_bucket_url(p)]
     if local:  # what the host would refuse, refused here before anything is staged (pure Python)
-        from jobs.bert import corpus_inputs
         from jobs.errors import ConfigError
+        from jobs.pretraining import corpus_inputs
 
         try:
             corpus_inputs.check_not_empty([corpus_inputs.inspect_input(p) for p in local])

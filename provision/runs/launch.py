@@ -211,7 +211,7 @@ def slice_network(accelerator_type: str, *, private_possible: bool, exposed_ok: 
 
 
 # The batches that must split evenly over the slice. Evaluation and prediction batches need not:
-# the job pads them to whole per-replica batches with weight-0 rows (jobs.runner fitted_batch).
+# the job pads them to whole per-replica batches with weight-0 rows (jobs.runner.runner fitted_batch).
 SPLIT_BATCHES = ("train_batch_size",)
 
 

@@ -8,7 +8,7 @@ A program of the user's imports nothing of tpuctl. It may append JSON lines to t
 
 The host agent of worker 0 reads the new lines every few seconds and keeps the record the
 supervisor, ``status``, ``logs``, the idle reaper, ``cost`` and sweeps read: the same schema the
-TensorFlow runner writes (:mod:`jobs.progress`). Its ``time`` is the agent's heartbeat while the
+TensorFlow runner writes (:mod:`jobs.runner.progress`). Its ``time`` is the agent's heartbeat while the
 process lives, so a program that reports nothing is never idle while it runs. A line with
 ``metrics`` is also an evaluation at its step (``evals``: what a sweep's pruner reads); metrics
 keep their newest value by name. A line that is not such an object is skipped and counted.

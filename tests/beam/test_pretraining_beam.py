@@ -39,7 +39,7 @@ def inputs(tmp_path_factory) -> tuple[Path, Path]:
 
 
 def create(vocab: Path, corpus_dir: Path, out: Path, *extra: str) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "jobs.bert.pretraining_data", "--input_file",
+    proc = subprocess.run([sys.executable, "-m", "jobs.pretraining", "--input_file",
                            f"{corpus_dir}/*.txt", "--vocab_file", str(vocab), "--output_dir", str(out),
                            *COMMON, *extra], cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -41,7 +41,7 @@ def _run(tmp: Path, python: str) -> dict:
     base = tiny.corpus(random.Random(1), documents=max(10, KB * 1024 // 210))
     corpus = tmp / "corpus-4x.txt"
     corpus.write_text("\n\n".join([base.rstrip("\n")] * 4) + "\n", encoding="utf-8")
-    common = [python, "-m", "jobs.bert.pretraining_data", "--input_file", str(corpus), "--vocab_file", str(vocab),
+    common = [python, "-m", "jobs.pretraining", "--input_file", str(corpus), "--vocab_file", str(vocab),
               "--dupe_factor", DUPE, "--max_seq_length", "128", "--max_predictions_per_seq", "20", "--parts", "8"]
     report: dict = {"corpus_mb": round(corpus.stat().st_size / 1e6, 2), "parts": 8, "cpus": cpus, "runs": {}}
     shards = {}

@@ -116,7 +116,7 @@ def _run(tmp: Path) -> dict:
         corpora[scale] = str(path)
     common = ["--vocab_file", vocab, "--dupe_factor", DUPE, "--max_seq_length", "128",
               "--max_predictions_per_seq", "20"]
-    ours = [sys.executable, "-m", "jobs.bert.pretraining_data"]
+    ours = [sys.executable, "-m", "jobs.pretraining"]
     report: dict = {"corpus_mb_1x": round(os.path.getsize(corpora[1]) / 1e6, 2), "dupe_factor": int(DUPE),
                     "cpus": cpus, "runs": {}}
 

@@ -205,9 +205,9 @@ def measure_input(kind: str, tiny: str, work: str, host_counts: list[int], steps
     input pipeline over ``steps`` global batches and count the bytes read."""
     import tensorflow as tf
 
-    from jobs import distribute, registry
     from jobs import spec as jobspec
-    from jobs.runner import Runner
+    from jobs.runner import distribute, registry
+    from jobs.runner.runner import Runner
 
     args = spec_args(kind, Path(tiny), steps)
     path, sets = args[0], [a.split("=", 1) for a in args[2::2]]

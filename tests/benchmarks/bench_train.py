@@ -4,7 +4,7 @@ Both train BERT-base (12 layers, hidden 768, 12 heads, vocab 30522) on the maske
 predictions) and next-sentence objectives, from the same synthetic batch, with AdamW, at the same
 batch size and precision, on the same machine, each in a fresh process:
 
-- ``runner``: :class:`jobs.runner.Runner` -- the model of :mod:`jobs.bert.modeling`, our AdamW,
+- ``runner``: :class:`jobs.runner.runner.Runner` -- the model of :mod:`jobs.bert.modeling`, our AdamW,
   the very ``train_loop`` a ``bert-pretrain`` job runs (n steps per host call);
 - ``keras_fit``: the reference a Keras user would write first: the encoder from stock Keras
   layers (``Embedding``, ``MultiHeadAttention``, ``Dense``, ``LayerNormalization``) trained with
@@ -129,7 +129,7 @@ def _synthetic_batch(batch: int):
 
 
 def _device():
-    from jobs import distribute
+    from jobs.runner import distribute
 
     precision = sys.argv[2] if len(sys.argv) > 2 else "auto"
     return distribute.select(precision)
@@ -138,9 +138,9 @@ def _device():
 def _bench_runner() -> dict:
     import tensorflow as tf
 
-    from jobs import distribute
     from jobs.bert.pretrain import PretrainJob
-    from jobs.runner import Runner
+    from jobs.runner import distribute
+    from jobs.runner.runner import Runner
     from jobs.spec import from_dict
 
     strategy, device = _device()
@@ -181,7 +181,7 @@ def _bench_runner() -> dict:
     loss = float(loop(iterator, tf.constant(timed))[0].numpy()) / timed
     elapsed = time.perf_counter() - start
     return _result("runner", device, batch, timed, elapsed, first, loss,
-                   notes=f"jobs.runner train_loop, one host call for the timed steps, {xla}")
+                   notes=f"jobs.runner.runner train_loop, one host call for the timed steps, {xla}")
 
 
 def _bench_keras_fit() -> dict:

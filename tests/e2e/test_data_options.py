@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from jobs.bert.data_options import DataOptions
+from jobs.pretraining.data_options import DataOptions
 from tests.conftest import REPO, run_tpuctl_process
 
 LINE = ("tpuctl: error: --max-predictions-per-seq 20 is more than --max-seq-length 8 allows; use "
@@ -42,7 +42,7 @@ def test_tpuctl_data_names_the_one_option_broken_and_the_value_to_use(tmp_path, 
 
 def test_the_job_module_says_the_same_in_its_own_flags(tmp_path, inputs):
     corpus, bert = inputs
-    proc = subprocess.run([sys.executable, "-m", "jobs.bert.pretraining_data", "--input_file", str(corpus),
+    proc = subprocess.run([sys.executable, "-m", "jobs.pretraining", "--input_file", str(corpus),
                            "--output_dir", str(tmp_path / "out"), "--vocab_file", str(bert / "vocab.txt"),
                            "--max_seq_length", "8"], cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 2

@@ -38,7 +38,7 @@ def test_dry_run_shows_the_pipeline_options_and_ships_this_code(tpuctl_process, 
     assert doc["input_files"] == "gs://my-bucket/data/wiki/part-*.tfrecord"
     # the workers get the pipeline's code (the running tpuctl as a wheel) and the fast tokenizer
     with zipfile.ZipFile(wheel) as z:
-        assert "jobs/bert/pretraining_beam.py" in z.namelist()
+        assert "jobs/pretraining/beam.py" in z.namelist()
     assert any(line.startswith("tokenizers") for line in Path(requirements).read_text().splitlines())
     cmd = doc["command"]
     assert cmd[cmd.index("--input_file") + 1] == "gs://my-bucket/wiki/a.txt,gs://my-bucket/wiki/b.txt"

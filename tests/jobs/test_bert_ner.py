@@ -74,7 +74,7 @@ def test_bert_ner_fine_tunes_an_original_checkpoint_and_reports_seqevals_f1(ner,
 
     from jobs import spec as spec_lib
     from jobs.bert.tokenization import FullTokenizer
-    from jobs.registry import run_spec
+    from jobs.runner.registry import run_spec
 
     model_dir = tmp_path / "run"
     spec = spec_lib.load(str(EXAMPLE / "spec.yaml"), [f"model_dir={model_dir}", f"params.bert_dir={tiny_dir}",

@@ -1,5 +1,5 @@
 """A spec whose data is far smaller than the steps x batch it must feed: one warning line in the
-job's log, for every job the runner drives (the rule is :mod:`jobs.epochs`; the count is the
+job's log, for every job the runner drives (the rule is :mod:`jobs.runner.epochs`; the count is the
 job's epoch stream)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.epochs import MAX_EPOCHS, overuse_warning
+from jobs.runner.epochs import MAX_EPOCHS, overuse_warning
 from tests.bert_dirs import config_only_bert
 
 from .conftest import REPO, TEMPLATES, job_env

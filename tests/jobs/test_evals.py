@@ -10,8 +10,8 @@ import struct
 
 import pytest
 
-from jobs import progress
 from jobs import spec as spec_lib
+from jobs.runner import progress
 from jobs.spec import SpecError
 
 from .conftest import finetune_spec, job_env, read_progress, run_job, start_job, wait_for

@@ -30,7 +30,7 @@ def arrays(prefix: Path) -> dict[str, np.ndarray]:
 
 def test_the_users_optimizer_is_checkpointed_and_resumes_exactly(tmp_path):
     from jobs import spec as spec_lib
-    from jobs.registry import run_spec
+    from jobs.runner.registry import run_spec
 
     (tmp_path / "model.py").write_text((REPO / "examples" / "mlp" / "model.py").read_text() + OPTIMIZER)
     shutil.copy(REPO / "examples" / "mlp" / "spec.yaml", tmp_path / "spec.yaml")

@@ -166,7 +166,7 @@ RUNTIME = [
 @pytest.mark.parametrize("old, new, marker, expected", RUNTIME, ids=[r[3].split(" ")[0] for r in RUNTIME])
 def test_a_mistake_only_running_finds_is_one_line_before_the_first_step(tmp_path, capsys, old, new,
                                                                          marker, expected):
-    from jobs.registry import run_spec
+    from jobs.runner.registry import run_spec
 
     path = module(tmp_path, old, new)
     spec = keras_spec(tmp_path)

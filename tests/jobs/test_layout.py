@@ -1,6 +1,6 @@
 """The job side's module graph: no import cycles (imports inside functions count) and no
 ``_private`` name imported from another module. The runner does not know the BERT jobs and the
-jobs do not know the runner: :mod:`jobs.registry`, above both, pairs them."""
+jobs do not know the runner: :mod:`jobs.runner.registry`, above both, pairs them."""
 
 from __future__ import annotations
 
@@ -73,9 +73,9 @@ def test_no_import_cycles_in_jobs():
                 cycles.append(" -> ".join([importer, *back]))
     assert cycles == []
     # The pairing lives above both sides: only the entry point imports it.
-    assert {m for m, targets in graph.items() if "jobs.registry" in targets} == {"jobs.__main__"}
+    assert {m for m, targets in graph.items() if "jobs.runner.registry" in targets} == {"jobs.__main__"}
     for job in ("jobs.bert.pretrain", "jobs.bert.classifier"):
-        assert job not in graph["jobs.runner"] and "jobs.runner" not in graph[job]
+        assert job not in graph["jobs.runner.runner"] and "jobs.runner.runner" not in graph[job]
 
 
 def test_no_private_names_across_modules():

@@ -21,7 +21,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from jobs import distribute
+from jobs.runner import distribute
 from provision.cloud.base import Arch, Endpoint
 from provision.runs.launch import plan
 

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from jobs.bert import pretraining_data as pd
 from jobs.bert.tokenization import CLS, MASK, SEP, FullTokenizer
+from jobs.pretraining import create as pd
 
 
 @pytest.fixture(scope="module")

@@ -11,17 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from jobs.bert import corpus_parts
-from jobs.bert import pretraining_data as pd
 from jobs.bert.tiny import corpus
 from jobs.bert.tokenization import FullTokenizer
+from jobs.pretraining import corpus_parts
+from jobs.pretraining import create as pd
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL = ["--max_seq_length", "64", "--max_predictions_per_seq", "10"]
 
 
 def create(*args, check=True):
-    proc = subprocess.run([sys.executable, "-m", "jobs.bert.pretraining_data", *args], cwd=REPO,
+    proc = subprocess.run([sys.executable, "-m", "jobs.pretraining", *args], cwd=REPO,
                           capture_output=True, text=True, timeout=300, check=False)
     if check:
         assert proc.returncode == 0, proc.stderr[-2000:]
@@ -113,7 +113,7 @@ def test_exact_is_the_single_stream_and_parallel_matches_its_statistics(tmp_path
         Path(reference[0]).read_bytes()
     create(*common, "--output_dir", str(tmp_path / "par"), "--parts", "3")
     # the TF-free writer gives the bytes of TensorFlow's deterministic serialization
-    from jobs.bert.records import encode_example
+    from jobs.pretraining.records import encode_example
 
     for raw in tf.data.TFRecordDataset(str(tmp_path / "par" / "part-00001-of-00003.tfrecord")).take(5):
         feats = tf.train.Example.FromString(raw.numpy()).features.feature
@@ -176,7 +176,7 @@ def test_bad_input_is_one_line_exit_2_and_leaves_nothing_complete(tmp_path, big_
 
 @pytest.mark.parametrize("lower", [True, False])
 def test_fast_tokenizer_gives_the_reference_tokens(tiny_dir, big_corpus, lower):
-    from jobs.bert.fast_tokenization import line_tokenizer
+    from jobs.pretraining.fast_tokenization import line_tokenizer
 
     reference = FullTokenizer(str(tiny_dir / "vocab.txt"), lower)
     fast = line_tokenizer(reference)
@@ -204,7 +204,7 @@ def test_corpus_files_above_the_threshold_warns_with_the_tpuctl_data_command(tmp
     from types import SimpleNamespace
 
     from jobs.bert import pretrain
-    from jobs.runner import Runner
+    from jobs.runner.runner import Runner
     from jobs.spec import load
 
     from .conftest import pretrain_spec

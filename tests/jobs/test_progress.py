@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from jobs import progress
+from jobs.runner import progress
 
 
 def test_reader_round_trip_and_liveness(tmp_path):
@@ -40,7 +40,7 @@ def test_missing_malformed_and_newer_records(tmp_path):
 def test_the_first_step_past_a_resume_is_dated_once_per_process(tmp_path):
     """The supervisor ends a recovery (and tpuctl cost its waiting) at this time, however late it
     reads the record: the step time alone says only when the newest step was reached."""
-    from jobs.heartbeat import ProgressWriter
+    from jobs.runner.heartbeat import ProgressWriter
 
     first_run = ProgressWriter(str(tmp_path), 400, interval=3600)
     first_run.update(step=0, resumed_from_step=None)

@@ -89,7 +89,7 @@ def test_the_filter_drops_native_noise_and_passes_the_rest_through_in_order():
 
 
 def test_a_line_just_before_os_exit_is_not_lost():
-    """The job's immediate exit (jobs/preemption.py: os._exit(42)) drains the filter first."""
+    """The job's immediate exit (jobs/runner/preemption.py: os._exit(42)) drains the filter first."""
     code = ("import os, sys\n"
             "from jobs.quiet import drain, quiet_tensorflow\n"
             "quiet_tensorflow()\n"

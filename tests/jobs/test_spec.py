@@ -112,7 +112,7 @@ def test_missing_required_keys_and_files(tmp_path, bert_dir, data):
 
 
 def test_spec_and_progress_modules_import_no_tensorflow():
-    code = ("import sys, jobs.spec, jobs.progress, jobs.bert.tokenization, jobs.bert.config; "
+    code = ("import sys, jobs.spec, jobs.runner.progress, jobs.bert.tokenization, jobs.bert.config; "
             "print('tensorflow' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                          check=True).stdout.strip()

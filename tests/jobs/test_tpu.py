@@ -11,7 +11,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from jobs import distribute
+from jobs.runner import distribute
 
 from .conftest import finetune_spec, job_env, read_progress, run_job
 

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .bert.classifier import ClassifierJob
-from .bert.pretrain import PretrainJob
-from .bert.squad_job import SquadJob
-from .errors import ConfigError
-from .job import Job
-from .keras.job import KerasJob
+from ..bert.classifier import ClassifierJob
+from ..bert.pretrain import PretrainJob
+from ..bert.squad_job import SquadJob
+from ..errors import ConfigError
+from ..job import Job
+from ..keras.job import KerasJob
+from ..keras.spec import KerasSpec
+from ..spec.base import RunSpec
 from .runner import Runner
-from .spec import KerasSpec, RunSpec
 
 JOBS: dict[str, type[Job]] = {"bert-pretrain": PretrainJob, "bert-finetune": ClassifierJob,
                               "bert-squad": SquadJob, "keras": KerasJob}

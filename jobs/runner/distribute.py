@@ -44,8 +44,8 @@ from dataclasses import asdict, dataclass
 
 import tensorflow as tf
 
-from . import exitcodes
-from .errors import ConfigError
+from .. import exitcodes
+from ..errors import ConfigError
 
 
 @dataclass(frozen=True)

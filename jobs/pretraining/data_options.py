@@ -26,7 +26,7 @@ class DataOptions:
     @property
     def most_predictions(self) -> int:
         """The most positions a sequence of ``max_seq_length`` tokens gets masked (the budget of
-        ``jobs.bert.sampling.mask_tokens``): a larger ``max_predictions_per_seq`` only pads."""
+        ``jobs.pretraining.sampling.mask_tokens``): a larger ``max_predictions_per_seq`` only pads."""
         return max(1, round(self.max_seq_length * self.masked_lm_prob))
 
     def problem(self, flag: Callable[[str], str] = lambda name: f"--{name}") -> tuple[str, str] | None:

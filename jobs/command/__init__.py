@@ -22,7 +22,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 HOSTS = ("all", "first")
 # What every worker of a job: command attempt finds in its environment.

@@ -1,7 +1,7 @@
 """The parallel parts as an Apache Beam pipeline: every core here, or Dataflow for many GB.
 
 The parallel path is a pure function of (corpus, vocab, plan, part) per part
-(:func:`jobs.bert.pretraining_parallel.write_part`), so the pipeline is only
+(:func:`jobs.pretraining.parallel.write_part`), so the pipeline is only
 
     Create(parts not yet made) -> Reshuffle -> ParDo(make one part) -> ToList -> Map(manifest)
 
@@ -9,7 +9,7 @@ Each part reads its byte ranges and writes its shard through Beam's FileSystems 
 here, gs:// on Dataflow: nothing goes through the launching machine), through a ``.partial``
 name renamed when whole. A part whose shard already exists (an interrupted run) is counted, not
 made again. The shards are the multiprocessing path's, byte for byte, for the same parts and
-seed. The manifest (:class:`~jobs.bert.pretraining_parallel.Plan`) is written first without
+seed. The manifest (:class:`~jobs.pretraining.parallel.Plan`) is written first without
 counts and last, by the pipeline's final step, complete.
 
 Needs the ``beam`` extra (apache-beam); imported only for ``--runner beam|dataflow``.
@@ -27,7 +27,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from . import pretraining_parallel as par
+from . import parallel as par
 from . import records
 
 RAW = CompressionTypes.UNCOMPRESSED

@@ -4,7 +4,7 @@ A job says *what* to train (:class:`jobs.job.Job`: a model builder, a per-replic
 function, a loss with its metrics -- the model_fn / input_fn split); the runner does the rest,
 the same way on every machine:
 
-1. picks the strategy from the environment (:mod:`jobs.distribute`) and checks that the global
+1. picks the strategy from the environment (:mod:`jobs.runner.distribute`) and checks that the global
    batch splits evenly over the replicas, before any step;
 2. has the job build its model and optimizer inside ``strategy.scope()`` (a BERT job: its
    encoder and AdamW; ``job: keras``: the user's model and AdamW or the user's optimizer);
@@ -46,13 +46,14 @@ from collections.abc import Callable, Iterator, Sequence
 import keras
 import tensorflow as tf
 
-from . import checkpointing, distribute, epochs, exitcodes, hparams, summaries
+from .. import exitcodes
+from ..errors import ConfigError, report
+from ..job import Job, JobContext, log
+from ..spec.base import RunSpec
+from . import checkpointing, distribute, epochs, hparams, summaries
 from . import progress as progress_lib
-from .errors import ConfigError, report
 from .heartbeat import ProgressWriter
-from .job import Job, JobContext, log
 from .preemption import StopSignal
-from .spec import RunSpec
 from .summaries import ScalarWriter
 
 __all__ = ["Job", "Runner", "dropout_seed", "log", "loss_totals"]

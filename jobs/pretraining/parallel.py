@@ -1,10 +1,10 @@
 """Pretraining data at corpus scale: parts made in parallel, streamed to shards, in bounded memory.
 
-The original (and ``--exact``, :func:`jobs.bert.pretraining_data.create`) holds every instance of
+The original (and ``--exact``, :func:`jobs.pretraining.create.create`) holds every instance of
 every duplicate in memory and shuffles them at the end: about 6 KB per instance, 115 GB for a
 500 MB corpus masked ten times. Here:
 
-- the corpus is cut into ``parts`` by bytes (:mod:`jobs.bert.corpus_parts`), each a whole number
+- the corpus is cut into ``parts`` by bytes (:mod:`jobs.pretraining.corpus_parts`), each a whole number
   of documents; part ``p`` writes ``part-{p:05d}-of-{parts:05d}.tfrecord`` with its own random
   stream, seeded from ``(seed, p, pool)``, so the output is a function of (corpus, vocab, options,
   seed, parts) -- not of the number of worker processes or of timing;
@@ -39,12 +39,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import BinaryIO
 
+from ..bert.tokenization import FullTokenizer
 from ..errors import ConfigError
 from . import corpus_parts, records
 from .corpus_inputs import InputFile, check_not_empty, inspect_input  # noqa: F401 - part of this API
 from .fast_tokenization import line_tokenizer
 from .sampling import DataOptions, Instance, instances_from_document, to_features
-from .tokenization import FullTokenizer
 
 MANIFEST = "manifest.json"
 MANIFEST_VERSION = 1
@@ -110,7 +110,7 @@ class Plan:
 
 
 def file_sha256(path: str) -> str:
-    from .tokenization import read_bytes
+    from ..bert.tokenization import read_bytes
 
     return hashlib.sha256(read_bytes(path)).hexdigest()
 
@@ -141,7 +141,7 @@ def write_part(plan: Plan, part: int, vocab_file: str, out: BinaryIO, fast_token
                open_file: Callable[[str], BinaryIO] | None = None) -> int:
     """Part ``part``'s TFRecords into ``out``; returns how many. The bytes are a function of
     (corpus, vocab, plan, part) only: the multiprocessing path and the Beam pipeline
-    (:mod:`jobs.bert.pretraining_beam`) both call this, so their shards are the same."""
+    (:mod:`jobs.pretraining.beam`) both call this, so their shards are the same."""
     tokenizer = FullTokenizer(vocab_file, plan.do_lower_case)
     tokenize = line_tokenizer(tokenizer, fast_tokenizer)
     opts = plan.options

@@ -114,7 +114,7 @@ class StopSignal:
                 print(f"jobs: warning: {exc}", file=sys.stderr)
         sys.stderr.flush()
         sys.stdout.flush()
-        from .quiet import drain
+        from ..quiet import drain
 
         drain()  # what the start-up filter still holds reaches the log before the process ends
         os._exit(42)

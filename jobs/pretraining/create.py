@@ -16,9 +16,9 @@ interchangeable (same feature names, shapes and sampling):
   vocabulary token 10 %;
 - everything repeats ``dupe_factor`` times with fresh randomness, and the instances are shuffled.
 
-Command line: ``python -m jobs.bert.pretraining_data --input_file a.txt,b.txt --output_dir DIR
+Command line: ``python -m jobs.pretraining --input_file a.txt,b.txt --output_dir DIR
 --vocab_file vocab.txt [--workers N] [--parts N] [--exact] [--do_lower_case] ...``. By default
-the parallel, bounded-memory path of :mod:`jobs.bert.pretraining_parallel` runs; ``--exact``
+the parallel, bounded-memory path of :mod:`jobs.pretraining.parallel` runs; ``--exact``
 runs this module's single stream (the original's output, byte for byte). Both write a
 ``manifest.json`` and print one JSON line with the ``input_files`` glob.
 """
@@ -32,6 +32,8 @@ import random
 import sys
 from collections.abc import Iterable, Sequence
 
+from ..bert.tokenization import FullTokenizer, open_text, read_bytes
+from ..bert.vocab import too_large
 from ..errors import ArgumentParser, ConfigError, report
 from . import beam_options
 from .sampling import (
@@ -42,8 +44,6 @@ from .sampling import (
     mask_tokens,
     to_features,
 )
-from .tokenization import FullTokenizer, open_text, read_bytes
-from .vocab import too_large
 
 __all__ = ["FEATURES", "DataOptions", "Instance", "create", "create_instances", "expand_globs",
            "instances_from_document", "main", "mask_tokens", "read_documents", "to_features",
@@ -128,7 +128,7 @@ def expand_globs(patterns: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = ArgumentParser(prog="python -m jobs.bert.pretraining_data",
+    parser = ArgumentParser(prog="python -m jobs.pretraining",
                                      description="Create BERT pretraining TFRecords from text.")
     parser.add_argument("--input_file", required=True, help="comma-separated globs of text files")
     parser.add_argument("--output_dir", required=True)
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def make(args, opts: DataOptions):
     """Check the inputs (bad input fails here, before anything is written), then create."""
-    from . import pretraining_parallel as par
+    from . import parallel as par
 
     if args.workers < 1 or args.parts < 0 or args.num_shards < 1 or (args.pool_bytes or 1) < 1:
         raise ConfigError("--workers, --num_shards and --pool_bytes must be at least 1, --parts at least 0")
@@ -232,8 +232,8 @@ def make(args, opts: DataOptions):
 
 
 def _check_case(args, vocab: bytes) -> None:
-    from .casing import check as check_case
-    from .tokenization import vocab_lines
+    from ..bert.casing import check as check_case
+    from ..bert.tokenization import vocab_lines
 
     try:
         check_case(args.do_lower_case, os.path.dirname(os.path.abspath(args.vocab_file))
@@ -246,7 +246,7 @@ def _check_case(args, vocab: bytes) -> None:
 
 
 def _plan(args, opts: DataOptions, inputs, vocab_sha256: str):
-    from . import pretraining_parallel as par
+    from . import parallel as par
 
     total_bytes = sum(i.bytes for i in inputs)
     return par.Plan(inputs=inputs, vocab_sha256=vocab_sha256,
@@ -277,14 +277,14 @@ def _make_beam(args, opts: DataOptions):
         print(json.dumps({"runner": args.runner, "pipeline_options": pipeline_args}))
         raise SystemExit(0)
     try:
-        from . import pretraining_beam as pb
+        from . import beam as pb
     except ImportError as exc:
         raise ConfigError(f"--runner {args.runner} needs Apache Beam ({exc}): pip install "
                           "'tpuctl[beam]' in an environment without TensorFlow") from None
     files = pb.expand(args.input_file)
     if not files:
         raise ConfigError(f"--input_file {args.input_file} matches no file")
-    from . import pretraining_parallel as par
+    from . import parallel as par
 
     inputs = [par.inspect_input(f, pb.open_file) for f in files]
     par.check_not_empty(inputs, pb.open_file)
@@ -298,6 +298,3 @@ def _make_beam(args, opts: DataOptions):
     return pb.run(plan, args.vocab_file, args.output_dir, pipeline_args, args.runner, log,
                   fast_tokenizer=args.tokenizer == "auto")
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

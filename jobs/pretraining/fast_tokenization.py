@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .tokenization import UNK, FullTokenizer
+from ..bert.tokenization import UNK, FullTokenizer
 
 
 def line_tokenizer(reference: FullTokenizer, use_fast: bool = True) -> Callable[[str], list[str]]:

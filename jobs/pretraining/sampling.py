@@ -1,6 +1,6 @@
 """The sampling rules of create_pretraining_data.py for one document: pairs, truncation, masking,
-and the padded features. Shared by the exact single stream (:mod:`jobs.bert.pretraining_data`)
-and the parallel parts (:mod:`jobs.bert.pretraining_parallel`)."""
+and the padded features. Shared by the exact single stream (:mod:`jobs.pretraining.create`)
+and the parallel parts (:mod:`jobs.pretraining.parallel`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..bert.tokenization import CLS, MASK, SEP, FullTokenizer
 from .data_options import DataOptions
-from .tokenization import CLS, MASK, SEP, FullTokenizer
 
 FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
             "masked_lm_weights", "next_sentence_labels")

@@ -7,7 +7,7 @@ several model_dirs (a sweep's trials) then shows one session per run in the HPar
 table, parallel-coordinates and scatter views, with the eval scalars as its metrics (TensorBoard
 infers the hparams' domains and the metrics when no experiment config is written).
 
-Like :mod:`jobs.summaries`, this needs only TensorFlow: TensorFlow 2.21 no longer installs
+Like :mod:`jobs.runner.summaries`, this needs only TensorFlow: TensorFlow 2.21 no longer installs
 tensorboard (and ``jobs`` imports no ``google.*`` module), so the plugin's two small messages
 are encoded here by hand, field numbers as in tensorboard/plugins/hparams/plugin_data.proto.
 """

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import tensorflow as tf
 
-from .errors import ConfigError
-from .exitcodes import is_infrastructure_error
+from ..errors import ConfigError
+from ..exitcodes import is_infrastructure_error
 
 CHECKPOINT_NAME = "ckpt"
 _STEP_RE = re.compile(r"-(\d+)$")

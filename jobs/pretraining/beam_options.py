@@ -1,7 +1,7 @@
 """The Beam pipeline options of ``--runner beam|dataflow`` (pure: no Beam import, no I/O).
 
 One place decides what the pipeline is run with, so ``tpuctl data --dry-run`` shows exactly the
-options :mod:`jobs.bert.pretraining_beam` hands to Beam, and a test without Beam checks them.
+options :mod:`jobs.pretraining.beam` hands to Beam, and a test without Beam checks them.
 
 - ``beam``: Beam's in-process FnApiRunner (forced by the pipeline, never ``DirectRunner``,
   which may switch to the Prism runner and download its Go binary at run time), one SDK worker
