@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .cache import bucket_for, cache_dir, cache_spec, cached_names, cached_spec, uncache
 from .down import DownResult, delete_tpu, down
+from .recreate import recreate_tpu
 from .resources import (
            LOCAL_DEFAULT_ZONE,
            Found,
@@ -18,7 +19,8 @@ from .resources import (
            tpu_hourly,
            tpu_price,
 )
-from .up import UpResult, recreate_tpu, up
+from .result import UpResult
+from .up import up
 from .view import ClusterView, preempt, status
 
 __all__ = ["LOCAL_DEFAULT_ZONE", "ClusterView", "DownResult", "Found", "UpResult", "bucket_for", "cache_dir",
