@@ -1,8 +1,9 @@
 """Clusters: a host VM and a TPU, found by label, brought up, recreated, viewed and taken down.
 
-The pure decisions (``cidr``: which block is free; ``failover``: which zone next) sit beside the
-modules that apply them through the provider protocol (``up``, ``down``, ``view``), the local spec
-cache (``cache``) and the cost ledger every lifetime change is written to (``ledger``).
+The pure decisions (``cidr``: which block is free; ``failover``: which zone next; ``plan``: what
+``up`` will do) sit beside the modules that apply them through the provider protocol (``up`` and its
+steps ``survey``, ``apply``, ``rollback``, ``recreate``; ``down``, ``view``), the local spec cache
+(``cache``) and the cost ledger every lifetime change is written to (``ledger``).
 """
 
 from __future__ import annotations
