@@ -1,14 +1,16 @@
 """Clusters: a host VM and a TPU, found by label, brought up, recreated, viewed and taken down.
 
-The pure decisions (``cidr``: which block is free; ``failover``: which zone next) sit beside the
-modules that apply them through the provider protocol (``up``, ``down``, ``view``), the local spec
-cache (``cache``) and the cost ledger every lifetime change is written to (``ledger``).
+The pure decisions (``cidr``: which block is free; ``failover``: which zone next; ``plan``: what
+``up`` will do) sit beside the modules that apply them through the provider protocol (``up`` and its
+steps ``survey``, ``apply``, ``rollback``, ``recreate``; ``down``, ``view``), the local spec cache
+(``cache``) and the cost ledger every lifetime change is written to (``ledger``).
 """
 
 from __future__ import annotations
 
 from .cache import bucket_for, cache_dir, cache_spec, cached_names, cached_spec, uncache
 from .down import DownResult, delete_tpu, down
+from .recreate import recreate_tpu
 from .resources import (
            LOCAL_DEFAULT_ZONE,
            Found,
@@ -18,7 +20,8 @@ from .resources import (
            tpu_hourly,
            tpu_price,
 )
-from .up import UpResult, recreate_tpu, up
+from .result import UpResult
+from .up import up
 from .view import ClusterView, preempt, status
 
 __all__ = ["LOCAL_DEFAULT_ZONE", "ClusterView", "DownResult", "Found", "UpResult", "bucket_for", "cache_dir",

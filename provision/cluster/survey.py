@@ -1,0 +1,154 @@
+"""What ``up`` observes before it plans: the cluster's resources once deletions under way are over,
+and which (type, zone) can host it, with each zone's image and host machine type.
+
+Reads only: nothing here creates anything, so a refusal (no zone offers the type, no image fits)
+is a usage error before any resource exists.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..basics.errors import CloudError, UsageError
+from ..catalog import prices
+from ..catalog.zones import suggested_zone
+from ..cloud.base import (
+    ClusterSpec,
+    Provider,
+    QueuedRequest,
+    QueuedState,
+    TpuNode,
+    TpuState,
+    Vm,
+    VmState,
+)
+from ..cloud.capacity import Capacity
+from ..cloud.failures import Scope, failure
+from ..cloud.operations import Backoff, wait_until
+from . import capacity as capacity_plan
+from .candidates import Candidate, rank
+from .offers import Offers, ZoneFit, plan_zones
+from .plan import Existing, image_to_keep
+from .resources import Log
+
+
+def settled_tpu(provider: Provider, tpu: TpuNode | None, *, dry_run: bool, timeout: float, backoff: Backoff,
+                log: Log) -> TpuNode | None:
+    """The cluster's TPU, or None once one being deleted is gone (a dry run does not wait)."""
+    if tpu is not None and tpu.state == TpuState.DELETING:
+        log(f"TPU {tpu.name} in {tpu.zone} is being deleted; waiting for it to go before recreating")
+        if not dry_run:
+            wait_until(lambda: provider.get_tpu(tpu.zone, tpu.name) is None, timeout=timeout, backoff=backoff)
+        tpu = None
+    return tpu
+
+
+def settled_request(provider: Provider, req: QueuedRequest | None, *, dry_run: bool, timeout: float,
+                    backoff: Backoff, log: Log) -> QueuedRequest | None:
+    """The cluster's queued resource, or None once one being deleted is gone (a dry run does not wait)."""
+    if req is not None and req.state == QueuedState.DELETING:
+        log(f"queued resource {req.name} in {req.zone} is being deleted; waiting for it to go")
+        if not dry_run:
+            wait_until(lambda: provider.get_queued(req.zone, req.name) is None, timeout=timeout, backoff=backoff)
+        req = None
+    return req
+
+
+def settled_vm(provider: Provider, vm: Vm | None, *, dry_run: bool, timeout: float, backoff: Backoff,
+               log: Log) -> Vm | None:
+    """The cluster's host VM, or None once one being deleted is gone (a dry run does not wait)."""
+    if vm is not None and vm.state == VmState.STOPPING:
+        log(f"host VM {vm.name} in {vm.zone} is being deleted; waiting for it to go")
+        if not dry_run:
+            wait_until(lambda: provider.get_vm(vm.zone, vm.name) is None, timeout=timeout, backoff=backoff)
+        vm = None
+    return vm
+
+
+def offered(provider: Provider, spec: ClusterSpec, existing: Existing, zones: list[str], offers: Offers,
+            book: prices.PriceBook, *, keep_image: str | None, prefer: tuple[str, str] | None, log: Log
+            ) -> tuple[list[Candidate], dict[tuple[str, str], ZoneFit]]:
+    """Which (type, zone) to ask for, and what each zone offers: image, host machine type. Without a
+    TPU to make, no candidates: only the zones' host machine types, when a host VM is made."""
+    need_vm = existing.need_vm(spec)
+    if existing.need_tpu:
+        return ranked_candidates(provider, spec, zones, offers, book, need_vm=need_vm,
+                                 keep_image=image_to_keep(existing, keep_image), prefer=prefer, log=log)
+    if need_vm:
+        vm_fits = plan_zones(offers, spec, zones, tpu=False, vm=True, log=log)
+        return [], {(spec.accelerator_type, z): f for z, f in vm_fits.items()}
+    return [], {}
+
+
+def ranked_candidates(provider: Provider, spec: ClusterSpec, zones: list[str], offers: Offers, book: prices.PriceBook,
+                      *, need_vm: bool, keep_image: str | None, prefer: tuple[str, str] | None, log: Log
+                      ) -> tuple[list[Candidate], dict[tuple[str, str], ZoneFit]]:
+    """Every (type, zone) that can host the cluster, in the order to ask, with what each zone gives it.
+
+    One type keeps the zones in the order given (the failover order, as always); several are
+    ranked cheapest first per peak bf16 FLOP/s (or as listed with ``in_order``). A type no zone
+    offers, or that no zone has an image or host for, is left out (logged) when others remain; when
+    none remains, one line says why: nothing has been created.
+    """
+    types = spec.candidates
+    several = len(types) > 1
+    zones_of: dict[str, list[str]] = {}
+    fits: dict[tuple[str, str], ZoneFit] = {}
+    refused: list[UsageError] = []
+    for acc in types:
+        offered = [z for z in zones if _offered(offers, spec.with_type(acc.name), z, acc, need_vm, log)]
+        try:
+            if not offered:
+                capacity_plan.check_provider(provider, spec, acc)
+                raise UsageError(f"{acc.name} is not offered in {', '.join(zones)}",
+                                 hint=f"pick a zone that offers it ({capacity_plan.listing_command(acc)}), "
+                                      f"e.g. --zone {suggested_zone(acc.generation.name)}")
+            keep = keep_image if prefer is None or prefer[0] == acc.name else None
+            got = plan_zones(offers, spec.with_type(acc.name), offered, tpu=True, vm=need_vm, keep_image=keep,
+                             log=log)
+        except UsageError as exc:
+            if not several:
+                raise
+            log(f"{acc.name} is left out: {exc.message}")
+            refused.append(exc)
+            continue
+        zones_of[acc.name] = [z for z in offered if z in got]
+        fits.update({(acc.name, z): f for z, f in got.items()})
+    if not zones_of:
+        raise UsageError("none of " + ",".join(a.name for a in types) + " can be created in "
+                         + ", ".join(zones) + ": " + "; ".join(e.message for e in refused),
+                         hint=refused[0].hint if refused else "try other zones")
+    def price_for(cap: str) -> Any:
+        tier = prices.tier_of(Capacity(cap).interruptible, cap)
+
+        def price(acc: Any, zone: str) -> float | None:
+            p = book.tpu_price(acc, zone, tier)
+            return p.usd_per_hour if p.usd_per_hour > 0 else None
+        return price
+
+    order = tuple(c.value for c in spec.capacities)
+    cands = rank([a for a in types if a.name in zones_of], zones_of, price_for(order[0]),
+                 in_order=spec.in_order or not several, capacities=order, price_for=price_for,
+                 allows=lambda acc, zone, cap: capacity_plan.allowed(spec, fits[(acc.name, zone)].api, cap))
+    if not cands:
+        raise capacity_plan.nothing_to_ask(spec, zones, types)
+    skipped = capacity_plan.left_out(spec, {k: f.api for k, f in fits.items()})
+    if skipped:
+        log(f"left out (the Cloud TPU API has no such capacity): {', '.join(skipped)}")
+    if prefer is not None:
+        # its type and zone first within each capacity, the capacity order kept (stable sort)
+        cands.sort(key=lambda c: (order.index(c.capacity), (c.name, c.zone) != prefer))
+    return cands, fits
+
+
+def _offered(offers: Offers, spec: ClusterSpec, zone: str, acc: Any, need_vm: bool, log: Log) -> bool:
+    """Whether ``zone`` offers the type, as a Compute Engine machine type or a Cloud TPU API type
+    (``--api``); a zone not served to the project (403 "Location ... is not found or access is
+    unauthorized", a location policy) offers nothing."""
+    try:
+        return bool(offers.api(zone, acc, spec, vm=need_vm))
+    except CloudError as exc:
+        if failure(exc.kind, exc.message).scope in (Scope.ZONE, Scope.REGION):
+            log(f"zone {zone} is left out: {exc.message}")
+            return False
+        raise
