@@ -106,7 +106,7 @@ def tiny_bert(tmp_path_factory) -> Path:
 
 
 def pytest_terminal_summary(terminalreporter):
-    """Report the chaos scenarios (tests/chaos) as the reliability issue asks: how many ran and passed."""
+    """Report the chaos scenarios (tests/chaos) so a reader of the run sees how many ran and passed."""
     stats = terminalreporter.stats
     passed = [r for r in stats.get("passed", []) if r.nodeid.startswith("tests/chaos/") and r.when == "call"]
     failed = [r for r in stats.get("failed", []) if r.nodeid.startswith("tests/chaos/")]

@@ -21,7 +21,8 @@ def best(trials: Sequence[TrialRecord], goal: str) -> TrialRecord | None:
 
 def document(rec: SweepRecord, trials: Sequence[TrialRecord], *, controller: dict[str, Any] | None = None,
              alive: bool = False) -> dict[str, Any]:
-    """``tpuctl sweep status --json``: the shape issue #16 fixes, plus where the sweep lives."""
+    """``tpuctl sweep status --json``: the shape scripts read (each trial's
+    params, state, metric and cost; the best trial and its model_dir), plus where the sweep lives."""
     spec = rec.spec
     top = best(trials, spec["goal"])
     state = rec.state if rec.state != "starting" else "running"

@@ -9,7 +9,7 @@ provider with the production agent period (10 s) and a short threshold (20 s by 
 - ``finished``: a run whose job wrote its final progress record (idle since that write),
 - ``crashed``: a run whose job and supervisor died without a word (idle since its last heartbeat).
 
-``within_bound`` checks each against the issue's promise: at most the threshold plus 30 s.
+``within_bound`` checks each against docs/idle.md's promise: at most the threshold plus 30 s.
 
 The reference is what a laptop or cron job gets: ``down --idle --idle-for T`` every P minutes
 deletes a TPU that became idle at a uniformly random moment after T + U(0, P): T + P/2 on

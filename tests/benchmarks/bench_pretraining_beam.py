@@ -1,7 +1,7 @@
 """Pretraining data: Beam's in-process runner (``--runner beam``) beside the multiprocessing path.
 
-The issue's rule: the local default is Beam's runner only if it keeps up with the worker
-processes. Both run the same parts (8) of the same corpus (the tiny model's generated text at
+The rule for the local default: Beam's runner only if it keeps up with the worker processes.
+Both run the same parts (8) of the same corpus (the tiny model's generated text at
 ``BENCH_DATA_KB`` x 4, as in bench_pretraining_data) with every core, 1 and all workers, in the
 interpreter that has apache-beam (``BENCH_BEAM_PYTHON``, default ``.venv-beam/bin/python`` as
 ``make test-beam`` builds it): the same tokenizer and code for both. The shards must be equal.

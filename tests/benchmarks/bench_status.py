@@ -4,7 +4,8 @@ Both talk to the fake cloud on loopback (gcloud through `api_endpoint_overrides`
 docs/fakegcp.md sets it up), so what is compared is each tool's own start-up and work: the
 interpreter, the imports, the calls. tpuctl's answer is the larger one (the cluster's host VM
 and TPU VM, with state, range and price) but must come in at most 0.6x gcloud's time for its
-TPU alone (issue #11). The two are run alternately, so a busy machine slows both alike.
+TPU alone, so that status is the quicker way to look. The two are run alternately, so a busy
+machine slows both alike.
 
 Without gcloud on PATH the report gives tpuctl's times alone and says so.
 

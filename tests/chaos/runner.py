@@ -1,6 +1,6 @@
 """Run a control-plane chaos scenario against the fake cloud and check the invariants.
 
-Invariants (issue: reliability):
+Invariants (what a user relies on when a command is interrupted or the cloud misbehaves):
 - re-running an interrupted or failed command converges: `up` ends with the cluster READY,
   `down` with nothing left;
 - a command that fails leaves nothing billed behind that its error line does not name;

@@ -2,7 +2,7 @@
 
 One seed runs four scenarios in turn — upload, no-op re-stage, download, ``--delete`` — each
 through the installed ``tpuctl`` with a share of its requests faulted, and checks after each
-(issue #25 item 1):
+(a flaky network must never leave a bucket that looks staged but is not):
 
 - nothing visible in the bucket or the local tree is wrong or partial (every object or file
   is absent or byte-identical to a version that was staged; no partial file is visible);

@@ -1,4 +1,5 @@
-"""`tpuctl --help` and each command's help end with a one-line example (issue #26 item 4), and
+"""`tpuctl --help` and each command's help end with a one-line example (what a user copies
+first), and
 the examples work: every one parses against the command tree, and the cheap ones (the local
 provider, --dry-run) run in order, as the installed `tpuctl`, in the docs' example fixture,
 from a clean state: only the README tour's first command runs before them (the tiny BERT in

@@ -1,7 +1,7 @@
-"""What the docs name exists (issue #26 item 3): paths against the tree, `provision.x.y` and
-`jobs.x.y` against the modules, `make X` against the Makefile, `tpuctl CMD --opt` against the click
-command tree, job spec keys against the spec dataclasses, TPUCTL_* against the code. A failure
-names the file, line and name."""
+"""What the docs name exists, so a rename leaves no doc stale: paths against the tree,
+`provision.x.y` and `jobs.x.y` against the modules, `make X` against the Makefile, `tpuctl CMD
+--opt` against the click command tree, job spec keys against the spec dataclasses, TPUCTL_*
+against the code. A failure names the file, line and name."""
 
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def test_environment_variables_exist():
     ("`make tests`", ("make", False)),
 ])
 def test_a_stale_name_is_caught(tmp_path, text, expected):
-    """The checks can fail: the README's stale names of issue #26 (and typos) are reported."""
+    """The checks can fail: stale names the README once carried (and typos) are reported."""
     doc = tmp_path / "x.md"
     doc.write_text(f"see {text}\n")
     kind, exists = expected

@@ -1,7 +1,7 @@
 """What a newcomer meets: the installed ``tpuctl`` run as a subprocess with the mistakes people
 make on their first day. Each one is a single line on stderr that names the fix, exit code 2, and
 never a traceback (the console script calls ``main()`` without argv, a path ``main(argv)`` never
-took: issue 11 was a NameError there on every one of these)."""
+took: a NameError there once answered every one of these)."""
 
 from __future__ import annotations
 

@@ -102,7 +102,8 @@ def test_a_run_that_crashes_every_time_stops_at_max_failures(tiny_bert, tmp_path
 
 def test_a_job_that_says_its_input_cannot_work_ends_the_run_at_once(tiny_bert, tmp_path):
     """Exit 2 after the spec checks (here: a train file with a header and no examples, which only
-    the job reads) is not retried on a billed TPU, whatever --max-failures allows (issue 14)."""
+    the job reads) is not retried on a billed TPU, whatever --max-failures allows: each retry
+    would bill and fail the same way."""
     empty = tmp_path / "train.tsv"
     empty.write_text("text\tlabel\n")
     assert run_tpuctl_process("up", "lab").code == 0

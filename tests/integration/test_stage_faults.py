@@ -1,8 +1,8 @@
 """`tpuctl stage` (the installed command) through a fault-injecting proxy to fake-gcs-server.
 
 A few seeds of the staging chaos campaign (``python -m tests.chaos staging`` runs many, with
-larger trees), and the exact faults of issue #25 item 1: a reply lost after the last request
-of a resumable upload, sessions that are gone, retries that run out.
+larger trees), and the faults that once left a bucket partly staged: a reply lost after the
+last request of a resumable upload, sessions that are gone, retries that run out.
 """
 
 from __future__ import annotations

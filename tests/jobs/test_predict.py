@@ -1,5 +1,6 @@
 """A fine-tuned classifier labels new text: test_results.tsv / predictions.jsonl after training,
-a SavedModel for serving, and ``python -m jobs.bert.predict`` on it, all agreeing (issue #24)."""
+a SavedModel for serving, and ``python -m jobs.bert.predict`` on it, all agreeing, so
+the labels a user serves are the ones the run reported."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""TensorFlow's C++ start-up chatter stays out of the user's terminal (issue #26 item 5).
+"""TensorFlow's C++ start-up chatter stays out of the user's terminal: it buries the
+one line tpuctl prints about the run.
 
 The lines below are what TensorFlow 2.21 printed on this project's CPU-only machines when
 ``python -m jobs.bert.tiny`` ran (and ``make demo`` showed), whatever TF_CPP_MIN_LOG_LEVEL said;

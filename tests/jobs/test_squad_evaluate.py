@@ -1,4 +1,5 @@
-"""`python -m jobs.bert.squad evaluate` on malformed inputs (issue #25 item 5): one line naming
+"""`python -m jobs.bert.squad evaluate` on malformed inputs (a user's own dev file or
+predictions, often hand-edited): one line naming
 the file and the fix, exit 2, never a traceback and never a silent score; the v2.0 HasAns/NoAns
 split as evaluate-v2.0.py decides it; n-best probabilities independent of the Python version."""
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 
 def test_a_tpu_node_attempt_names_its_zone_and_project_for_the_resolver():
-    """A Node recreated in another zone of the region must still resolve (issue 14): the attempt
+    """A Node recreated in another zone of the region must still resolve (the job
+    looks its TPU up in the TPU's zone, not the host's): the attempt
     carries zone and project, and the host agent passes both on to the job."""
     from provision.cloud.base import Arch, TpuNode, TpuState
     from provision.host.agent import JOB_ENV_KEYS

@@ -243,7 +243,7 @@ def test_storage_hints_name_bucket_level_roles_not_storage_admin():
     assert role_for("compute.projects.setCommonInstanceMetadata") == "roles/compute.instanceAdmin.v1"
 
 
-# ---- issue #21 item 6: texts that were misread ------------------------------------------------------
+# ---- Google's texts that read like one failure and are another ------------------------------
 BARE_429 = {"error": {"code": 429, "message": "Resource has been exhausted (e.g. check quota).",
                       "status": "RESOURCE_EXHAUSTED"}}     # tests/corpus: genai-bare-429-python-genai-2065
 

@@ -78,7 +78,7 @@ def test_pending_tpu_waits_and_ready_tpu_starts_the_job():
 
 
 def test_a_spec_that_cannot_run_stops_at_once_whatever_the_failure_budget():
-    """Exit 2 on a billed TPU (issue 14): a retry cannot fix a spec, and each one bills."""
+    """Exit 2 on a billed TPU: a retry cannot fix a spec, and each one bills."""
     for failures, budget in ((0, 3), (0, 100), (2, 3)):
         d = decide(obs(job=JobPhase.EXITED, exit_code=2, failures=failures, max_failures=budget))
         assert (d.action, d.counts_as) == (Action.GIVE_UP, "failure")

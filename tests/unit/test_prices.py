@@ -2,8 +2,8 @@
 
 Expected figures are skypilot-org/skypilot-catalog ``catalogs/v8/gcp/vms.csv`` rows (commit
 006059e; built by SkyPilot from Google's Cloud Billing Catalog API): a TPU row gives the whole
-slice's ``Price`` (on demand) and ``SpotPrice`` for a zone. The issue (#21 item 3) quoted the same
-figures against tpuctl's old single-region table.
+slice's ``Price`` (on demand) and ``SpotPrice`` for a zone. Each region is checked on its own: a
+single-region table once priced every region alike.
 """
 
 from __future__ import annotations
