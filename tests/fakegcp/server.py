@@ -24,6 +24,7 @@ from . import (
     compute_net,
     compute_tpu,
     errors,
+    fields,
     firewalls,
     guest,
     metadata,
@@ -43,6 +44,7 @@ class Outcome:
     status: int
     body: Any
     error: ApiError | None = None
+    call: Any = None     # the logged Call (its response size is recorded when it is sent)
 
 
 class FakeCloud:
@@ -115,6 +117,8 @@ class FakeCloud:
                 try:
                     self._inject(store, route, req, grpc_method, auth)
                     result = route.handler(req)
+                    if not grpc_method and store.honour_fields:
+                        result = fields.apply(route.call, query, result)
                 finally:
                     store.pending_op_fault = None
             outcome = Outcome(200, result)
@@ -124,6 +128,7 @@ class FakeCloud:
             self._local.store = None
         with store.lock:
             call.status = outcome.status
+        outcome.call = call
         return outcome
 
     def _inject(self, store: Store, route: Route, req: Request, grpc_method: str | None, auth: str = "") -> None:
@@ -278,6 +283,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, outcome: Outcome) -> None:
         payload = json.dumps(outcome.body).encode()
+        if outcome.call is not None:
+            outcome.call.bytes = len(payload)
         self.send_response(outcome.status)
         self.send_header("Content-Type", "application/json; charset=UTF-8")
         self.send_header("Content-Length", str(len(payload)))

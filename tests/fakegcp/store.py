@@ -214,6 +214,7 @@ class Call:
     query: str = ""   # the query string, as sent (REST only)
     status: int = 0   # HTTP status returned (gRPC: the HTTP equivalent)
     auth: str = ""    # the Authorization header the call carried (REST only)
+    bytes: int = 0    # the size of the JSON answer sent (REST only)
 
 
 def rfc3339(ts: float) -> str:
@@ -240,6 +241,7 @@ class Store:
         self._seq = itertools.count(1)
         self._ids = itertools.count(1_000_000_000_000_000)  # x1000 below: 19 digits, fits int64
         self.calls: list[Call] = []
+        self.honour_fields = True     # POST /_admin/fields {"honour": false}: answer whole bodies
         self.call_counts: Counter[str] = Counter()
         # The OAuth token endpoint (POST /token): the access token it issues, and what it was sent.
         self.access_token = "ya29.fake-access-token"
