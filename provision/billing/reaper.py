@@ -300,7 +300,8 @@ def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None =
     result.price_source = book.describe()
     selector = {CLUSTER_LABEL: cluster} if cluster else None
     with ThreadPoolExecutor(3) as pool:
-        tpus_f = pool.submit(provider.list_tpus, zone, selector)
+        # the TPUs' lists carry their tpuctl metadata (the bucket): no read per cluster to find it
+        tpus_f = pool.submit(lambda: provider.list_tpus(zone, selector, metadata=True))
         vms_f = pool.submit(provider.list_vms, None, selector)
         queued_f = pool.submit(provider.list_queued, zone, selector)
         all_nodes = tpus_f.result()

@@ -415,9 +415,13 @@ class Vm:
     internal_ip: str | None = None
     external_ip: str | None = None
     created_at: float | None = None
+    # tpuctl's keys of its metadata (``tpuctl-bucket``...) as the list that found it carried
+    # them; None: not read (metadata_of reads them)
+    metadata: dict[str, str] | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        d.pop("metadata")
         d["state"] = self.state.value
         return d
 
@@ -457,6 +461,8 @@ class TpuNode(Labelled):
     api: str = "tpu"                    # "tpu" (Cloud TPU API node) or "compute" (Compute Engine)
     capacity: str = ""                  # "spot", "on-demand", "flex-start", "reservation" ("": from spot)
     machine_type: str | None = None     # Compute Engine: each worker's machine type
+    # tpuctl's keys of its metadata as the list that found it carried them; None: not read
+    metadata: dict[str, str] | None = field(default=None, repr=False)
 
     @property
     def interruptible(self) -> bool:
@@ -487,6 +493,7 @@ class TpuNode(Labelled):
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        d.pop("metadata")
         d["arch"] = self.arch.value
         d["state"] = self.state.value
         d["health"] = self.health.value
@@ -593,7 +600,9 @@ class Provider(Protocol):
     # Host VMs
     def create_vm(self, spec: ClusterSpec, zone: str) -> Operation: ...
     def get_vm(self, zone: str, name: str) -> Vm | None: ...
-    def list_vms(self, zone: str | None = None, labels: dict[str, str] | None = None) -> list[Vm]: ...
+    # ``metadata``: each Vm (TpuNode) also carries tpuctl's metadata keys, read from the list itself
+    def list_vms(self, zone: str | None = None, labels: dict[str, str] | None = None, *,
+                 metadata: bool = False) -> list[Vm]: ...
     def delete_vm(self, zone: str, name: str) -> Operation: ...
 
     # TPU nodes
@@ -603,7 +612,9 @@ class Provider(Protocol):
     def caveats(self, zone: str, accelerator_type: str) -> list[str]: ...
     def create_tpu(self, spec: ClusterSpec, zone: str, cidr: str | None) -> Operation: ...
     def get_tpu(self, zone: str, name: str) -> TpuNode | None: ...
-    def list_tpus(self, zone: str | None = None, labels: dict[str, str] | None = None) -> list[TpuNode]: ...
+    # ``near``: zones where a named cluster's TPU probably is (the local cache's), looked at first
+    def list_tpus(self, zone: str | None = None, labels: dict[str, str] | None = None, *,
+                  metadata: bool = False, near: tuple[str, ...] = ()) -> list[TpuNode]: ...
     def delete_tpu(self, zone: str, name: str) -> Operation: ...
 
     # What a zone offers, asked before anything is created: its TPU VM runtime images

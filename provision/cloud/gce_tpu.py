@@ -48,6 +48,7 @@ from ..catalog import compute_tpus
 from ..catalog.accelerators import parse as parse_accelerator
 from .base import Arch, ClusterSpec, Endpoint, Health, TpuNode, TpuState
 from .capacity import Capacity
+from .gcp_fields import tpuctl_keys
 
 Json = dict[str, Any]
 
@@ -290,7 +291,8 @@ def _node(name: str, zone: str, accelerator: str, state: TpuState, capacity: str
                    health_description=health_description, spot=capacity == Capacity.SPOT.value, version=image,
                    network=network, labels=labels, created_at=_timestamp(created),
                    endpoints=[Endpoint(_ip(w), TPU_PORT) for w in ordered], api="compute", capacity=capacity,
-                   machine_type=machine_type)
+                   machine_type=machine_type,
+                   metadata=tpuctl_keys(_metadata(ordered[0])) if ordered and "metadata" in ordered[0] else None)
 
 
 def node_from_instance(inst: Json) -> TpuNode | None:

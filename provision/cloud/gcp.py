@@ -40,9 +40,10 @@ from urllib.parse import urlparse
 
 from ..basics.errors import CloudError, NotAvailable, NotFound, TpuctlError, UsageError
 from ..basics.redact import redact
-from ..basics.validate import ROLE_LABEL
+from ..basics.validate import CLUSTER_LABEL, ROLE_LABEL
 from ..catalog.prices import PriceBook
 from . import gce_tpu
+from . import gcp_fields as fields
 from .base import (
     Arch,
     ClusterSpec,
@@ -280,7 +281,9 @@ class GcpProvider:
         return _agent_metadata(spec, role="host")
 
     @staticmethod
-    def _vm(inst: Json) -> Vm:
+    def _vm(inst: Json, with_metadata: bool = False) -> Vm:
+        """A VM as an instance's answer has it; ``with_metadata``: the answer carries its metadata,
+        whose tpuctl keys the Vm keeps (never the startup script)."""
         internal = external = None
         for iface in inst.get("networkInterfaces") or []:
             internal = internal or iface.get("networkIP") or None
@@ -289,7 +292,8 @@ class GcpProvider:
         machine = inst.get("machineType")
         return Vm(name=inst["name"], zone=_short(inst.get("zone") or ""), state=VmState.of(inst.get("status")),
                   machine_type=_short(machine) if machine else None, labels=dict(inst.get("labels") or {}),
-                  internal_ip=internal, external_ip=external, created_at=_timestamp(inst.get("creationTimestamp")))
+                  internal_ip=internal, external_ip=external, created_at=_timestamp(inst.get("creationTimestamp")),
+                  metadata=_tpuctl_metadata(inst) if with_metadata else None)
 
     def _instance(self, zone: str, name: str) -> Json:
         return self._call("compute.instances.get", "GET", f"{self._gce}/zones/{zone}/instances/{name}")
@@ -300,15 +304,20 @@ class GcpProvider:
         except NotFound:
             return None
 
-    def list_vms(self, zone: str | None = None, labels: dict[str, str] | None = None) -> list[Vm]:
+    def list_vms(self, zone: str | None = None, labels: dict[str, str] | None = None, *,
+                 metadata: bool = False) -> list[Vm]:
+        """The VMs whose labels match (a server-side filter), each with only what a Vm reads."""
         flt = " AND ".join(f'labels.{k} = "{v}"' for k, v in sorted((labels or {}).items()))
-        params = {"filter": flt} if flt else None
+        what = fields.VM_WITH_METADATA if metadata else fields.VM
+        params = {"filter": flt} if flt else {}
         if zone:
+            params["fields"] = fields.listed("items", what)
             items = self._pages("compute.instances.list", f"{self._gce}/zones/{zone}/instances", "items", params)
         else:
+            params["fields"] = fields.aggregated("instances", what)
             items = self._aggregated("compute.instances.aggregatedList", "instances", "instances", params)
         # a TPU VM on Compute Engine is an instance too (role tpu): list_tpus reads it as a TPU
-        return [v for v in (self._vm(i) for i in items)
+        return [v for v in (self._vm(i, metadata) for i in items)
                 if matches(v.labels, labels) and v.labels.get(ROLE_LABEL) != "tpu"]
 
     def delete_vm(self, zone: str, name: str) -> Operation:
@@ -462,7 +471,8 @@ class GcpProvider:
     def list_queued(self, zone: str | None = None, labels: dict[str, str] | None = None) -> list[QueuedRequest]:
         """Every queued resource (zone ``-``: of every zone, as ``gcloud compute tpus queued-resources
         list --zone=-`` lists them) whose node spec carries ``labels``."""
-        items = self._pages("tpu.v2.queuedResources.list", f"{self._loc(zone)}/queuedResources", "queuedResources")
+        items = self._pages("tpu.v2.queuedResources.list", f"{self._loc(zone)}/queuedResources", "queuedResources",
+                            {"fields": fields.tpu_listed("queuedResources", fields.QUEUED)})
         return [q for q in (self._queued(i) for i in items) if matches(q.labels, labels)]
 
     def get_queued(self, zone: str, name: str) -> QueuedRequest | None:
@@ -479,7 +489,7 @@ class GcpProvider:
         return Operation(name=f"tpu2:{op['name']}", zone=zone, verb="delete", kind="queued-resource", target=name)
 
     @staticmethod
-    def _node(n: Json, arch: Arch) -> TpuNode:
+    def _node(n: Json, arch: Arch, with_metadata: bool = False) -> TpuNode:
         """A node from its v2 view or, for a TPU Node, its v1 view (``tensorflowVersion``, ``network``)."""
         sched = n.get("schedulingConfig") or {}
         endpoints = [Endpoint(e.get("ipAddress") or "", int(e.get("port") or 8470))
@@ -493,9 +503,10 @@ class GcpProvider:
                        cidr_block=n.get("cidrBlock") or None, preemptible=bool(sched.get("preemptible")),
                        spot=bool(sched.get("spot")), version=version, network=_short(network) if network else None,
                        labels=dict(n.get("labels") or {}), endpoints=endpoints,
-                       created_at=_timestamp(n.get("createTime")))
+                       created_at=_timestamp(n.get("createTime")),
+                       metadata=fields.tpuctl_keys(dict(n.get("metadata") or {})) if with_metadata else None)
 
-    def _from_v2(self, n: Json) -> TpuNode:
+    def _from_v2(self, n: Json, with_metadata: bool = False) -> TpuNode:
         """A node from the v2 API; a TPU Node is read again from v1, its own API, when v1 answers."""
         arch = _api_arch(n, Arch.VM)
         if arch == Arch.NODE:
@@ -503,11 +514,13 @@ class GcpProvider:
                 n = self._call("tpu.v1.nodes.get", "GET", f"{self._tpu}/v1/{n['name']}")
             except (NotFound, CloudError):
                 pass    # v1 unavailable (403, 404, gone): the v2 view says what matters
-        return self._node(n, arch)
+        return self._node(n, arch, with_metadata)
 
-    def _get_v2(self, zone: str, name: str) -> Json | None:
+    def _get_v2(self, zone: str, name: str, what: str | None = None) -> Json | None:
+        """The node's v2 view (``what``: only those fields), None when there is none."""
         try:
-            return self._call("tpu.v2.nodes.get", "GET", f"{self._loc(zone)}/nodes/{name}")
+            return self._call("tpu.v2.nodes.get", "GET", f"{self._loc(zone)}/nodes/{name}",
+                              params={"fields": what} if what else None)
         except NotFound:
             return None
 
@@ -527,21 +540,63 @@ class GcpProvider:
                 return none
             raise
 
-    def _list_v2(self, zone: str | None = None) -> list[Json]:
-        return list(self._pages("tpu.v2.nodes.list", f"{self._loc(zone)}/nodes", "nodes"))
+    def _list_v2(self, zone: str | None = None, what: str = fields.NODE) -> list[Json]:
+        """Every node (of ``zone``, or all), each with only the fields ``what`` names."""
+        return list(self._pages("tpu.v2.nodes.list", f"{self._loc(zone)}/nodes", "nodes",
+                                {"fields": fields.tpu_listed("nodes", what)}))
 
-    def list_tpus(self, zone: str | None = None, labels: dict[str, str] | None = None) -> list[TpuNode]:
-        """Both kinds side by side: Cloud TPU API nodes and Compute Engine TPUs (read concurrently)."""
+    def list_tpus(self, zone: str | None = None, labels: dict[str, str] | None = None, *,
+                  metadata: bool = False, near: tuple[str, ...] = ()) -> list[TpuNode]:
+        """Both kinds side by side: Cloud TPU API nodes and Compute Engine TPUs (read concurrently).
+
+        The Cloud TPU API has no label filter: a named cluster's node is read where it is
+        (:meth:`_cluster_v2`), so ``status NAME`` costs the same whatever the project holds."""
+        cluster = (labels or {}).get(CLUSTER_LABEL)
+        what = fields.NODE_WITH_METADATA if metadata else fields.NODE
         with ThreadPoolExecutor(2) as reads:
             compute_f = reads.submit(self._compute.list, zone, labels)
-            v2 = self._tpu_api_view(lambda: self._list_v2(zone), [])
+            if cluster:
+                v2 = self._tpu_api_view(lambda: self._cluster_v2(cluster, zone, what, near), [])
+            else:
+                v2 = self._tpu_api_view(lambda: self._list_v2(zone, what), [])
             wanted = [n for n in v2 if matches(dict(n.get("labels") or {}), labels)]
             if sum(_api_arch(n, Arch.VM) == Arch.NODE for n in wanted) > 1:
                 with ThreadPoolExecutor(4) as pool:
-                    nodes = list(pool.map(self._from_v2, wanted))
+                    nodes = list(pool.map(lambda n: self._from_v2(n, metadata), wanted))
             else:
-                nodes = [self._from_v2(n) for n in wanted]
+                nodes = [self._from_v2(n, metadata) for n in wanted]
             return nodes + compute_f.result()
+
+    def _cluster_v2(self, cluster: str, zone: str | None, what: str, near: tuple[str, ...]) -> list[Json]:
+        """The v2 nodes labelled ``cluster``, without listing the project's: its node is named for
+        it, so it is read (``nodes.get``) in ``zone``, else in the zones ``near`` names (the local
+        cache's), else in the zones of the cluster's instances (its host VM: one label-filtered
+        Compute list). A node in none of those (moved by zone failover, a cluster without a host
+        VM) is found in a list of names and labels alone."""
+        def where() -> Iterator[str]:
+            if zone:
+                yield zone
+                return
+            yield from near
+            yield from (z for z in self._instance_zones(cluster) if z not in near)
+
+        for z in where():
+            node = self._get_v2(z, cluster, what)
+            if node is not None and dict(node.get("labels") or {}).get(CLUSTER_LABEL) == cluster:
+                return [node]
+        listed = self._pages("tpu.v2.nodes.list", f"{self._loc(zone)}/nodes", "nodes",
+                             {"fields": fields.tpu_listed("nodes", "name,labels")})
+        names = [str(n.get("name") or "") for n in listed
+                 if dict(n.get("labels") or {}).get(CLUSTER_LABEL) == cluster]
+        found = (self._get_v2(_zone_of(name), _short(name), what) for name in names)
+        return [n for n in found if n is not None]
+
+    def _instance_zones(self, cluster: str) -> list[str]:
+        """The zones of the cluster's Compute Engine instances (a server-side label filter)."""
+        items = self._aggregated("compute.instances.aggregatedList", "instances", "instances",
+                                 {"filter": f'labels.{CLUSTER_LABEL} = "{cluster}"',
+                                  "fields": fields.aggregated("instances", "zone")})
+        return list(dict.fromkeys(_short(str(i.get("zone") or "")) for i in items if i.get("zone")))
 
     def delete_tpu(self, zone: str, name: str) -> Operation:
         n = self._tpu_api_view(lambda: self._get_v2(zone, name), None)
@@ -622,13 +677,16 @@ class GcpProvider:
         """Every range on the network a TPU block must avoid; the reads run concurrently."""
         with ThreadPoolExecutor(6) as pool:
             network_f = pool.submit(self._network, spec.network)
-            subnets_f = pool.submit(lambda: list(self._aggregated("compute.subnetworks.aggregatedList",
-                                                                  "subnetworks", "subnetworks")))
+            subnets_f = pool.submit(lambda: list(self._aggregated(
+                "compute.subnetworks.aggregatedList", "subnetworks", "subnetworks",
+                {"fields": fields.aggregated("subnetworks", fields.SUBNET)})))
             routes_f = pool.submit(lambda: list(self._pages("compute.routes.list", f"{self._gce}/global/routes",
-                                                            "items")))
-            addresses_f = pool.submit(lambda: list(self._pages("compute.globalAddresses.list",
-                                                               f"{self._gce}/global/addresses", "items")))
-            tpus_f = pool.submit(self._list_v2)
+                                                            "items", {"fields": fields.listed("items", fields.ROUTE)})))
+            addresses_f = pool.submit(lambda: list(self._pages(
+                "compute.globalAddresses.list", f"{self._gce}/global/addresses", "items",
+                {"fields": fields.listed("items", fields.ADDRESS)})))
+            # the other nodes' blocks: names and ranges only, whatever else each node carries
+            tpus_f = pool.submit(self._list_v2, None, "name,cidrBlock")
             ranges_f = pool.submit(self._read_ranges)
             network = network_f.result()
             used = self._network_ranges(spec, network, subnets_f.result(), routes_f.result(),
@@ -690,7 +748,7 @@ class GcpProvider:
         return used
 
     def _project_metadata(self) -> Json:
-        proj = self._call("compute.projects.get", "GET", self._gce)
+        proj = self._call("compute.projects.get", "GET", self._gce, params={"fields": "commonInstanceMetadata"})
         return proj.get("commonInstanceMetadata") or {}
 
     def _read_ranges(self) -> tuple[dict[str, Any], str | None]:
@@ -769,8 +827,6 @@ class GcpProvider:
         compare-and-swap (``instances.setMetadata`` with the fingerprint read); the TPU VM's is
         ``nodes.patch`` of the whole map (the Cloud TPU API has no fingerprint). Writes only what
         differs; returns what was updated."""
-        from ..basics.validate import CLUSTER_LABEL
-
         updated = []
         for vm in self.list_vms(None, {CLUSTER_LABEL: cluster}):
             if self._update_vm_metadata(vm.zone, vm.name, key, update):
@@ -958,6 +1014,11 @@ def _add(used: list[Used], cidr: Any, source: str, kind: str) -> None:
         used.append(Used.of(cidr, source, kind))
     except ValueError:
         return
+
+
+def _tpuctl_metadata(inst: Json) -> dict[str, str]:
+    """tpuctl's keys of an instance's metadata (``metadata.items``), never its startup script."""
+    return fields.tpuctl_keys({str(i.get("key")): str(i.get("value", "")) for i in _items(inst.get("metadata"))})
 
 
 def _ranges_in(meta: Json) -> dict[str, Any]:

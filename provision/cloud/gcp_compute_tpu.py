@@ -26,6 +26,7 @@ from typing import Any
 from ..basics.errors import CloudError, NotFound
 from ..basics.validate import CLUSTER_LABEL, ROLE_LABEL
 from . import gce_tpu
+from . import gcp_fields as fields
 from .base import Arch, Operation, OperationError, TpuNode, TpuState, matches
 from .gcp_errors import compute_operation_failure
 
@@ -255,7 +256,7 @@ class ComputeTpus:
         cluster = (labels or {}).get(CLUSTER_LABEL)
         with ThreadPoolExecutor(3) as pool:
             inst_f = pool.submit(lambda: list(self._instances(zone, flt)))
-            migs_f = pool.submit(lambda: list(self._migs(zone)))
+            migs_f = pool.submit(lambda: list(self._migs(zone, cluster)))
             left_f = pool.submit(self._remnants, cluster, zone) if cluster else None
             instances, migs = inst_f.result(), migs_f.result()
             remnants = left_f.result() if left_f else []
@@ -281,17 +282,25 @@ class ComputeTpus:
         return out
 
     def _instances(self, zone: str | None, flt: str) -> Iterator[Json]:
+        """The TPU instances the filter selects, each with what gce_tpu reads of a worker."""
         if zone:
-            return self._pages("compute.instances.list", f"{self._gce}/zones/{zone}/instances", "items", {"filter": flt})
-        return self._aggregated("compute.instances.aggregatedList", "instances", "instances", {"filter": flt})
+            return self._pages("compute.instances.list", f"{self._gce}/zones/{zone}/instances", "items",
+                               {"filter": flt, "fields": fields.listed("items", fields.TPU_INSTANCE)})
+        return self._aggregated("compute.instances.aggregatedList", "instances", "instances",
+                                {"filter": flt, "fields": fields.aggregated("instances", fields.TPU_INSTANCE)})
 
-    def _migs(self, zone: str | None) -> Iterator[Json]:
-        flt = {"filter": f'description eq "{gce_tpu.DESCRIPTION_PREFIX}.*"'}
+    def _migs(self, zone: str | None, cluster: str | None = None) -> Iterator[Json]:
+        """tpuctl's slices (a MIG carries no labels: its description says it is tpuctl's), only
+        ``cluster``'s when one is named (its MIG is named for it)."""
+        flt = (f'name eq "{gce_tpu.resource_name(cluster)}"' if cluster
+               else f'description eq "{gce_tpu.DESCRIPTION_PREFIX}.*"')
         if zone:
             return self._pages("compute.instanceGroupManagers.list",
-                               f"{self._gce}/zones/{zone}/instanceGroupManagers", "items", flt)
+                               f"{self._gce}/zones/{zone}/instanceGroupManagers", "items",
+                               {"filter": flt, "fields": fields.listed("items", fields.MIG)})
         return self._aggregated("compute.instanceGroupManagers.aggregatedList", "instanceGroupManagers",
-                                "instanceGroupManagers", flt)
+                                "instanceGroupManagers",
+                                {"filter": flt, "fields": fields.aggregated("instanceGroupManagers", fields.MIG)})
 
     def _remnants(self, cluster: str, zone: str | None) -> list[TpuNode]:
         """A template or workload policy named for ``cluster`` (left by an ``up`` cut short): a

@@ -199,7 +199,9 @@ class LocalProvider:
         rec = self._read_live(self._vm_path(zone, name))
         return self._vm(rec) if rec else None
 
-    def list_vms(self, zone: str | None = None, labels: dict[str, str] | None = None) -> list[Vm]:
+    def list_vms(self, zone: str | None = None, labels: dict[str, str] | None = None, *,
+                 metadata: bool = False) -> list[Vm]:
+        """``metadata`` is left to metadata_of: it reads a file of this machine, no request."""
         out = []
         for path in self._list_records("vms", zone):
             rec = self._read_live(path)
@@ -299,7 +301,10 @@ class LocalProvider:
         rec = self._read_live(self._tpu_path(zone, name))
         return self._tpu(rec) if rec else None
 
-    def list_tpus(self, zone: str | None = None, labels: dict[str, str] | None = None) -> list[TpuNode]:
+    def list_tpus(self, zone: str | None = None, labels: dict[str, str] | None = None, *,
+                  metadata: bool = False, near: tuple[str, ...] = ()) -> list[TpuNode]:
+        """``metadata`` is left to metadata_of (a file of this machine, no request); ``near`` to the
+        directory listing, which costs the same."""
         out = []
         for path in self._list_records("tpus", zone):
             rec = self._read_live(path)

@@ -10,7 +10,9 @@ from typing import Any
 from ..basics import statefile
 from ..basics.config import home
 from ..basics.errors import TpuctlError
-from ..cloud.base import ClusterSpec, Provider, TpuNode, Vm
+from ..cloud.base import Arch, ClusterSpec, Provider, TpuNode, Vm
+
+BUCKET_KEY = "tpuctl-bucket"     # the metadata key that names a cluster's bucket (templates/host-startup.sh)
 
 
 def cache_dir(provider: Provider) -> Path:
@@ -39,21 +41,39 @@ def cached_names() -> list[str]:
     return sorted({p.stem for p in root.glob("*/*/*.json")})
 
 
+def cached_zones(provider: Provider, cluster: str) -> tuple[str, ...]:
+    """Where the cluster's TPU was when this machine last saw it (``up``): where to look first."""
+    zone = (cached_spec(provider, cluster) or {}).get("zone")
+    return (zone,) if isinstance(zone, str) and zone else ()
+
+
 def bucket_for(provider: Provider, cluster: str, *, hint: str | None = None, node: TpuNode | None = None,
                vm: Vm | None = None) -> tuple[str | None, str]:
-    """The cluster's bucket and where it was found: ``--bucket``, the local cache, metadata."""
+    """The cluster's bucket and where it was found: ``--bucket``, the local cache, metadata.
+
+    The metadata is the one the list that found ``node`` or ``vm`` carried (``list_tpus`` /
+    ``list_vms`` with ``metadata=True``: no request per cluster); only a resource read without
+    it costs a ``metadata_of`` read. A TPU VM's metadata answers for the cluster
+    (``point_hosts_at`` writes the bucket to the host VM and the TPU VM alike); a TPU Node has
+    none, so its host VM's is read.
+    """
     if hint:
         return hint, "--bucket"
     cached = cached_spec(provider, cluster)
     if cached and cached.get("bucket"):
         return cached["bucket"], "the local cluster cache"
-    for kind, res in (("vm", vm), ("tpu", node)):
+    for kind, res in (("tpu", node), ("vm", vm)):
         if res is None:
             continue
-        with contextlib.suppress(TpuctlError):
-            bucket = provider.metadata_of(kind, res.zone, res.name).get("tpuctl-bucket")
-            if bucket:
-                return bucket, f"the {'host VM' if kind == 'vm' else 'TPU'}'s tpuctl-bucket metadata"
+        meta = res.metadata
+        if meta is None:
+            with contextlib.suppress(TpuctlError):
+                meta = provider.metadata_of(kind, res.zone, res.name)
+        bucket = (meta or {}).get(BUCKET_KEY)
+        if bucket:
+            return bucket, f"the {'host VM' if kind == 'vm' else 'TPU'}'s tpuctl-bucket metadata"
+        if kind == "tpu" and res.metadata is not None and res.arch == Arch.VM:
+            break   # a TPU VM's metadata, as listed, answers for its host VM too: both get the bucket
     if provider.default_bucket:
         return provider.default_bucket, f"the {provider.name} provider's default bucket"
     return None, "unknown"

@@ -10,6 +10,7 @@ from ..basics.errors import CloudError, NotFound, UsageError
 from ..basics.validate import CLUSTER_LABEL
 from ..catalog import prices
 from ..cloud.base import Operation, Provider, QueuedRequest, TpuNode, Vm
+from .cache import cached_zones
 
 Log = Callable[[str], None]
 
@@ -65,7 +66,8 @@ def find(provider: Provider, name: str, zone: str | None = None) -> Found:
     selector = {CLUSTER_LABEL: name}
     with ThreadPoolExecutor(3) as pool:
         vms = pool.submit(provider.list_vms, zone, selector)
-        tpus = pool.submit(provider.list_tpus, zone, selector)
+        near = cached_zones(provider, name) if not zone else ()
+        tpus = pool.submit(lambda: provider.list_tpus(zone, selector, near=near))
         queued = pool.submit(provider.list_queued, zone, selector)
         return Found(vms=vms.result(), tpus=tpus.result(), queued=queued.result())
 

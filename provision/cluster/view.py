@@ -12,6 +12,7 @@ from ..basics.errors import NotFound, UnknownName, UsageError
 from ..basics.validate import CLUSTER_LABEL, format_duration
 from ..catalog import prices
 from ..cloud.base import Health, Provider, QueuedRequest, TpuNode, TpuState, Vm, VmState
+from .cache import cached_zones
 from .resources import find, tpu_price
 
 Log = Callable[[str], None]
@@ -123,7 +124,8 @@ def status(provider: Provider, *, name: str | None = None, zone: str | None = No
     selector = {CLUSTER_LABEL: name} if name else None
     with ThreadPoolExecutor(3) as pool:    # independent reads (Compute, TPU nodes, queued resources): at once
         vms_f = pool.submit(provider.list_vms, zone, selector)
-        tpus_f = pool.submit(provider.list_tpus, zone, selector)
+        near = cached_zones(provider, name) if name and not zone else ()
+        tpus_f = pool.submit(lambda: provider.list_tpus(zone, selector, near=near))
         queued_f = pool.submit(provider.list_queued, zone, selector)
         vms = [v for v in vms_f.result() if CLUSTER_LABEL in v.labels]
         tpus = [t for t in tpus_f.result() if CLUSTER_LABEL in t.labels]

@@ -57,6 +57,13 @@ def register(router: Router, cloud: FakeCloud) -> None:
                               f"{', '.join(vars(cloud.store.latencies))}") from None
         return vars(cloud.store.latencies)
 
+    @route("POST", "/fields")
+    def honour_fields(req: Request) -> Any:
+        """Whether the API answers honour ``fields`` (partial responses; tests/fakegcp/fields.py).
+        ``{"honour": false}`` answers every call with its whole body, as a baseline to compare with."""
+        cloud.store.honour_fields = bool(req.json().get("honour", True))
+        return {"honour": cloud.store.honour_fields}
+
     @route("POST", "/preempt")
     def preempt(req: Request) -> Any:
         b = req.json()

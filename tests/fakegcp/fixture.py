@@ -297,6 +297,10 @@ class FakeGCP:
     def clear_calls(self) -> None:
         self.admin("DELETE", "calls")
 
+    def honour_fields(self, honour: bool = True) -> None:
+        """Whether answers honour the ``fields`` parameter (False: whole bodies, whatever was asked)."""
+        self.admin("POST", "fields", {"honour": honour})
+
     def add_network(self, name: str, *, auto: bool = False, project: str | None = None) -> dict[str, Any]:
         return self.admin("POST", "networks", {"name": name, "autoCreateSubnetworks": auto,
                                                "project": project or self.project})

@@ -24,6 +24,7 @@ from . import (
     compute_net,
     compute_tpu,
     errors,
+    fields,
     firewalls,
     guest,
     metadata,
@@ -116,6 +117,8 @@ class FakeCloud:
                 try:
                     self._inject(store, route, req, grpc_method, auth)
                     result = route.handler(req)
+                    if not grpc_method and store.honour_fields:
+                        result = fields.apply(route.call, query, result)
                 finally:
                     store.pending_op_fault = None
             outcome = Outcome(200, result)

@@ -241,6 +241,7 @@ class Store:
         self._seq = itertools.count(1)
         self._ids = itertools.count(1_000_000_000_000_000)  # x1000 below: 19 digits, fits int64
         self.calls: list[Call] = []
+        self.honour_fields = True     # POST /_admin/fields {"honour": false}: answer whole bodies
         self.call_counts: Counter[str] = Counter()
         # The OAuth token endpoint (POST /token): the access token it issues, and what it was sent.
         self.access_token = "ya29.fake-access-token"
