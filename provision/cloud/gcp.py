@@ -42,7 +42,7 @@ from ..basics.errors import CloudError, NotAvailable, NotFound, TpuctlError, Usa
 from ..basics.redact import redact
 from ..basics.validate import ROLE_LABEL
 from ..catalog.prices import PriceBook
-from . import gce_tpu
+from . import gce_tpu, startup
 from .base import (
     Arch,
     ClusterSpec,
@@ -168,6 +168,7 @@ class GcpProvider:
         self._tpu = tpu_base()
         self._gce = f"{compute_base()}/projects/{project}"
         self._images: dict[str, str] = {}
+        self._staged: set[str] = set()     # buckets that hold this tpuctl's startup script
         # TPUs on Compute Engine (instances, and MIGs with a workload policy): provision/cloud/gcp_compute_tpu.py
         self._compute = ComputeTpus(project, self._gce, call=self._call, pages=self._pages,
                                     aggregated=self._aggregated, wait=self._wait_compute)
@@ -277,6 +278,7 @@ class GcpProvider:
 
     def host_metadata(self, spec: ClusterSpec) -> dict[str, str]:
         """The host's startup script pulls tpuctl from the bucket and runs the agent (no inbound ssh)."""
+        self._stage_startup(spec.bucket)
         return _agent_metadata(spec, role="host")
 
     @staticmethod
@@ -382,6 +384,7 @@ class GcpProvider:
 
     def tpu_metadata(self, spec: ClusterSpec) -> dict[str, str]:
         """Every TPU VM worker runs the same bootstrap, as a worker: it only runs attempts."""
+        self._stage_startup(spec.bucket)
         return _agent_metadata(spec, role="worker")
 
     def _v2_node(self, spec: ClusterSpec) -> Json:
@@ -761,7 +764,23 @@ class GcpProvider:
         The hosts' bootstrap waits on that key (templates/host-startup.sh); a cluster created without
         --bucket learns it when its first run starts. Returns what was updated.
         """
+        self._stage_startup(bucket)
         return self.update_host_metadata(spec.name, "tpuctl-bucket", lambda _current: bucket)
+
+    def _stage_startup(self, bucket: str | None) -> None:
+        """Put the startup script the bootstrap pins into ``bucket`` before any metadata names it
+        (once per bucket and process: a create sends the bootstrap to the VM and the TPU)."""
+        if not bucket:
+            return
+        with self._lock:
+            if bucket in self._staged:
+                return
+        from ..basics.config import Target
+        from .storage import open_bucket
+
+        startup.stage(open_bucket(bucket, Target(provider="gcp", project=self.project, zone=None)))
+        with self._lock:
+            self._staged.add(bucket)
 
     def update_host_metadata(self, cluster: str, key: str, update: Callable[[str | None], str]) -> list[str]:
         """Set ``key`` to ``update(its value)`` in the metadata of the cluster's host VM and of its
@@ -972,10 +991,9 @@ def _ranges_in(meta: Json) -> dict[str, Any]:
 
 
 def _agent_metadata(spec: ClusterSpec, role: str) -> dict[str, str]:
-    from ..basics.templates import templates_dir
-
-    meta = {"startup-script": (templates_dir() / "host-startup.sh").read_text(), "tpuctl-cluster": spec.name,
-            "tpuctl-role": role}
+    """The small bootstrap (the startup script itself is in the bucket, pinned by its sha256:
+    startup.py) and the values it and the agent read."""
+    meta = {"startup-script": startup.current().bootstrap, "tpuctl-cluster": spec.name, "tpuctl-role": role}
     if spec.bucket:
         meta["tpuctl-bucket"] = spec.bucket
     if spec.autodown_seconds and role == "host":
