@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -68,7 +69,42 @@ def test_node_architecture_up_and_down(fakegcp_env, tpuctl):
     assert "bert-node" not in ranges_metadata(fakegcp_env)
 
 
-def test_vm_architecture_with_spot_and_startup_script(fakegcp_env, tpuctl):
+def _listed_metadata(fake, zone: str) -> list[tuple[str, dict[str, str]]]:
+    """Each listed instance's and TPU node's metadata, from the list responses a user's
+    ``gcloud compute instances list`` and ``gcloud compute tpus tpu-vm list`` read."""
+    import urllib.request
+
+    out = []
+    for url, key in ((f"{fake.url}/compute/v1/projects/{PROJECT}/zones/{zone}/instances", "items"),
+                     (f"{fake.url}/v2/projects/{PROJECT}/locations/{zone}/nodes", "nodes")):
+        with urllib.request.urlopen(url, timeout=30) as resp:
+            for item in json.load(resp).get(key) or []:
+                meta = item.get("metadata") or {}
+                pairs = {i["key"]: i.get("value", "") for i in meta.get("items", [])} if "items" in meta else meta
+                out.append((f"{key} {item['name'].rsplit('/', 1)[-1]}", pairs))
+    return out
+
+
+def test_a_clusters_vm_and_tpu_carry_a_bootstrap_under_2kb_that_pins_the_script_up_staged(
+        fakegcp_env, gcs_env, gcs_bucket, tpuctl):
+    """Every listed VM and TPU VM used to carry the whole ~20 KB startup script; now its metadata is
+    a small bootstrap naming the script's sha256, and the script is in the cluster's bucket."""
+    from provision.cloud import startup
+
+    r = tpuctl("up", "small-meta", "--zone", "us-central1-b", "--arch", "vm", "--bucket", f"gs://{gcs_bucket}")
+    assert r.code == 0, r.err
+    listed = _listed_metadata(fakegcp_env, "us-central1-b")
+    assert [what for what, _ in listed] == ["items small-meta", "nodes small-meta"]   # the host VM, the TPU VM
+    for _, meta in listed:
+        assert sum(len(k) + len(v.encode()) for k, v in meta.items()) < 2048, meta
+        assert startup.current().sha256 in meta["startup-script"]
+    blob = gcs_env.client().bucket(gcs_bucket).get_blob(f"tpuctl/startup/{startup.current().sha256}.sh")
+    assert blob.download_as_bytes() == (Path(__file__).parents[2] / "templates" / "host-startup.sh").read_bytes()
+
+
+def test_vm_architecture_with_spot_and_startup_script(fakegcp_env, gcs_env, tpuctl):
+    if gcs_env.client().lookup_bucket("my-runs") is None:
+        gcs_env.create_bucket("my-runs")
     r = tpuctl("up", "bert-vm", "--zone", "us-central1-b", "--arch", "vm", "--spot", "--no-vm", "--json",
                "--bucket", "gs://my-runs", "--no-external-ips")
     assert r.code == 0, r.err
