@@ -278,7 +278,7 @@ class GcpProvider:
 
     def host_metadata(self, spec: ClusterSpec) -> dict[str, str]:
         """The host's startup script pulls tpuctl from the bucket and runs the agent (no inbound ssh)."""
-        self._stage_startup(spec.bucket)
+        self.stage_startup(spec.bucket)
         return _agent_metadata(spec, role="host")
 
     @staticmethod
@@ -384,7 +384,7 @@ class GcpProvider:
 
     def tpu_metadata(self, spec: ClusterSpec) -> dict[str, str]:
         """Every TPU VM worker runs the same bootstrap, as a worker: it only runs attempts."""
-        self._stage_startup(spec.bucket)
+        self.stage_startup(spec.bucket)
         return _agent_metadata(spec, role="worker")
 
     def _v2_node(self, spec: ClusterSpec) -> Json:
@@ -764,12 +764,13 @@ class GcpProvider:
         The hosts' bootstrap waits on that key (templates/host-startup.sh); a cluster created without
         --bucket learns it when its first run starts. Returns what was updated.
         """
-        self._stage_startup(bucket)
+        self.stage_startup(bucket)
         return self.update_host_metadata(spec.name, "tpuctl-bucket", lambda _current: bucket)
 
-    def _stage_startup(self, bucket: str | None) -> None:
+    def stage_startup(self, bucket: str | None) -> None:
         """Put the startup script the bootstrap pins into ``bucket`` before any metadata names it
-        (once per bucket and process: a create sends the bootstrap to the VM and the TPU)."""
+        (once per bucket and process: `up` stages before it creates anything, and each create,
+        a recreated TPU's too, makes sure again)."""
         if not bucket:
             return
         with self._lock:

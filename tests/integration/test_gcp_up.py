@@ -100,6 +100,10 @@ def test_a_clusters_vm_and_tpu_carry_a_bootstrap_under_2kb_that_pins_the_script_
         assert startup.current().sha256 in meta["startup-script"]
     blob = gcs_env.client().bucket(gcs_bucket).get_blob(f"tpuctl/startup/{startup.current().sha256}.sh")
     assert blob.download_as_bytes() == (Path(__file__).parents[2] / "templates" / "host-startup.sh").read_bytes()
+    # a bucket the script cannot go to is refused before anything is created
+    fakegcp_env.clear_calls()
+    r = tpuctl("up", "no-bucket", "--zone", "us-central1-b", "--arch", "vm", "--bucket", f"gs://{gcs_bucket}-gone")
+    assert r.code == 2 and "does not exist" in r.err and not created_anything(fakegcp_env)
 
 
 def test_vm_architecture_with_spot_and_startup_script(fakegcp_env, gcs_env, tpuctl):
