@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_tpuctl_process
+from tests.integration.reservations import range_reservations
 
 PROJECT = "tpuctl-test"
 
@@ -31,19 +32,6 @@ def created_anything(fake) -> bool:
                                        "tpu.v2.queuedResources.create"))
 
 
-def ranges_metadata(fake) -> dict:
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud import compute_v1
-
-    client = compute_v1.ProjectsClient(credentials=AnonymousCredentials(), transport="rest",
-                                       client_options={"api_endpoint": fake.url})
-    meta = client.get(project=PROJECT).common_instance_metadata
-    for item in meta.items or []:
-        if item.key == "tpuctl-tpu-ranges":
-            return json.loads(item.value)
-    return {}
-
-
 def test_node_architecture_up_and_down(fakegcp_env, tpuctl):
     fakegcp_env.allow_tpu_nodes()     # a project that kept TPU Node access
     r = tpuctl("up", "bert-node", "--zone", "us-central1-b", "--arch", "node", "--preemptible",
@@ -58,7 +46,7 @@ def test_node_architecture_up_and_down(fakegcp_env, tpuctl):
     assert doc["vm"]["state"] == "RUNNING" and doc["vm"]["labels"]["tpuctl-cluster"] == "bert-node"
     assert doc["tpu"]["endpoints"] and doc["tpu"]["endpoints"][0]["port"] == 8470
     # the choice of range is reserved where every tpuctl in the project sees it
-    assert ranges_metadata(fakegcp_env)["bert-node"]["cidr"] == "10.240.0.0/29"
+    assert range_reservations(fakegcp_env)["bert-node"]["cidr"] == "10.240.0.0/29"
     counts = fakegcp_env.call_counts()
     assert counts["tpu.v1.nodes.create"] == 1 and counts["compute.instances.insert"] == 1
 
@@ -66,7 +54,7 @@ def test_node_architecture_up_and_down(fakegcp_env, tpuctl):
     assert r.code == 0, r.err
     assert r.json()["deleted"] == ["TPU bert-node (us-central1-b)", "VM bert-node (us-central1-b)"]
     assert tpuctl("status", "--json").json()["clusters"] == []
-    assert "bert-node" not in ranges_metadata(fakegcp_env)
+    assert "bert-node" not in range_reservations(fakegcp_env)
 
 
 def _listed_metadata(fake, zone: str) -> list[tuple[str, dict[str, str]]]:
@@ -157,7 +145,7 @@ def test_concurrent_ups_get_disjoint_ranges(fakegcp_env):
     assert all(r.code == 0 for r in results), [r.err[-400:] for r in results if r.code]
     blocks = [r.json()["cidr"] for r in results]
     assert len(set(blocks)) == len(names), blocks
-    reserved = ranges_metadata(fakegcp_env)
+    reserved = range_reservations(fakegcp_env)
     assert sorted(reserved[n]["cidr"] for n in names) == sorted(blocks)
 
 
@@ -218,7 +206,7 @@ def test_failed_node_create_makes_no_host_vm(fakegcp_env, tpuctl):
     assert r.code == 1 and "roles/tpu.admin" in r.err
     assert "compute.instances.insert" not in fakegcp_env.call_counts()
     assert vms(fakegcp_env) == [] and _nodes(fakegcp_env) == []
-    assert "rb" not in ranges_metadata(fakegcp_env)
+    assert "rb" not in range_reservations(fakegcp_env)
 
 
 def test_disabled_api_names_the_api_to_enable(fakegcp_env, tpuctl):
@@ -236,7 +224,7 @@ def test_cidr_conflict_takes_the_next_block(fakegcp_env, tpuctl):
     assert r.code == 0, r.err
     assert r.json()["cidr"] != "10.240.0.0/29"
     assert "conflicts with something on the network" in r.err
-    assert ranges_metadata(fakegcp_env)["cc"]["cidr"] == r.json()["cidr"]
+    assert range_reservations(fakegcp_env)["cc"]["cidr"] == r.json()["cidr"]
 
 
 def test_used_ranges_include_subnets_routes_and_peerings(fakegcp_env, tpuctl):
