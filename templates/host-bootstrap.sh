@@ -19,7 +19,9 @@ say() { echo "tpuctl bootstrap: $*" >&2; }
 # get URL FILE CURL-ARGS...: the HTTP status (000: no answer)
 get() { curl -sS -o "$2" -w '%{http_code}' --max-time 330 "${@:3}" "$1" 2>/dev/null; }
 md() { get "$MD/$1" "$2" -H Metadata-Flavor:Google; }
-command -v curl >/dev/null || { say "no curl on this image: install curl into the image"; exit 1; }
+# an image without curl: apt-get installs it (waiting up to 300 s for an apt run under way)
+command -v curl >/dev/null || { apt-get -qy update; DEBIAN_FRONTEND=noninteractive apt-get -qy -o \
+  DPkg::Lock::Timeout=300 install curl; } >&2 || { say "no curl, and apt-get cannot install it"; exit 1; }
 while :; do
   c=$(md instance/attributes/tpuctl-bucket "$W/b")
   if [ "$c" = 200 ]; then
