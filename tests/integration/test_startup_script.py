@@ -7,7 +7,9 @@ console script records the argv it was started with. Shims on PATH record every 
 and stand in for apt-get (the real one never runs here) and, for the python3-venv cases, for a
 python3 whose ``-m venv`` fails as Debian's and Ubuntu's do without python3-venv.
 
-Covered: the happy path and the bootstrap status it writes; hostile metadata values (a cluster name
+Covered: the metadata's bootstrap (templates/host-bootstrap.sh) fetching the script from the bucket
+and running it only with the sha256 it pins (a replaced script refused, a missing one given up after
+bounded tries); the happy path and the bootstrap status it writes; hostile metadata values (a cluster name
 with ``; touch``, ``$(...)``, backticks, newlines; a bucket with ``$(...)``; a wheel path that
 escapes its directory) never run anything; python3-venv installed with apt when venv fails,
 through a busy apt lock; every failure (apt, pip, the bucket, an agent that keeps dying) stops the
