@@ -180,11 +180,21 @@ def redact(text: str) -> str:
         return text
     if not isinstance(text, str):
         text = str(text)
+    return _redact_with(text, _current_secrets())
+
+
+def _current_secrets() -> list[str]:
+    """The exact secrets to scrub now: those of the credential files in use and of the
+    credential objects remembered (longest first, so a secret containing another goes whole)."""
     try:
         _load_file_secrets()
     except Exception:  # noqa: BLE001, S110 - scrubbing must never be the thing that fails
         pass
-    for secret in _live_secrets():
+    return _live_secrets()
+
+
+def _redact_with(text: str, secrets: list[str]) -> str:
+    for secret in secrets:
         if secret in text:
             text = text.replace(secret, "<redacted>")
     for pattern, repl in _PATTERNS:
@@ -193,11 +203,27 @@ def redact(text: str) -> str:
 
 
 def redact_data(data: Any) -> Any:
-    """``redact`` every string in a JSON-like structure (keys included)."""
-    if isinstance(data, str):
-        return redact(data) if len(data) >= _MIN_SECRET else data
-    if isinstance(data, dict):
-        return {redact_data(k) if isinstance(k, str) else k: redact_data(v) for k, v in data.items()}
-    if isinstance(data, (list, tuple)):
-        return [redact_data(v) for v in data]
-    return data
+    """``redact`` every string in a JSON-like structure (keys included), each string on its own as
+    :func:`redact` would; the secrets are gathered once for the whole document, not per string
+    (a fleet's ``status --json`` holds tens of thousands of strings)."""
+    secrets = _current_secrets()
+    memo: dict[str, str] = {}
+
+    def one(text: str) -> str:
+        if len(text) < _MIN_SECRET or not text:
+            return text
+        out = memo.get(text)
+        if out is None:
+            out = memo[text] = _redact_with(text, secrets)
+        return out
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, str):
+            return one(value)
+        if isinstance(value, dict):
+            return {one(k) if isinstance(k, str) else k: walk(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [walk(v) for v in value]
+        return value
+
+    return walk(data)

@@ -459,16 +459,29 @@ def live_nodes(provider: Any) -> tuple[list[dict[str, Any]] | None, str | None]:
     return [{**node_fields(n), "cluster": n.labels[CLUSTER_LABEL]} for n in nodes], None
 
 
+def group_by_cluster(items: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Items (live nodes, run index entries) by their ``cluster``, in their order, indexed once: a
+    fleet's cost report looks up every cluster's, and a scan per cluster would be quadratic."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for item in items:
+        out.setdefault(item.get("cluster") or "", []).append(item)
+    return out
+
+
 def cluster_cost(provider: Any, target: Any, cluster: str, live: list[dict[str, Any]] | None, *,
-                 now: float, run_ids: set[str] | None = None) -> ClusterCost:
-    """Ledger (local and bucket), run records and what exists now, accounted for one cluster."""
+                 now: float, run_ids: set[str] | None = None,
+                 known: list[dict[str, Any]] | None = None) -> ClusterCost:
+    """Ledger (local and bucket), run records and what exists now, accounted for one cluster.
+    ``live`` may hold other clusters' nodes too; ``known``: this cluster's run index entries, read
+    from the index when None."""
     from ..cloud.storage import open_bucket
     from ..runs import store as runs
     from ..runs.pace import summary
 
     notes: list[str] = []
     events = read_local(provider.name, provider.project, cluster)
-    entries = [e for e in runs.known_runs(cluster) if e.get("provider") == provider.name]
+    entries = [e for e in (runs.known_runs(cluster) if known is None else known)
+               if e.get("provider") == provider.name and e.get("cluster") == cluster]
     if provider.name != "local":
         from ..cluster import bucket_for
 

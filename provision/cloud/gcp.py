@@ -42,7 +42,7 @@ from ..basics.errors import CloudError, NotAvailable, NotFound, TpuctlError, Usa
 from ..basics.redact import redact
 from ..basics.validate import CLUSTER_LABEL, ROLE_LABEL
 from ..catalog.prices import PriceBook
-from . import gce_tpu
+from . import gce_tpu, range_claims, startup
 from . import gcp_fields as fields
 from .base import (
     Arch,
@@ -169,6 +169,7 @@ class GcpProvider:
         self._tpu = tpu_base()
         self._gce = f"{compute_base()}/projects/{project}"
         self._images: dict[str, str] = {}
+        self._staged: set[str] = set()     # buckets that hold this tpuctl's startup script
         # TPUs on Compute Engine (instances, and MIGs with a workload policy): provision/cloud/gcp_compute_tpu.py
         self._compute = ComputeTpus(project, self._gce, call=self._call, pages=self._pages,
                                     aggregated=self._aggregated, wait=self._wait_compute)
@@ -278,6 +279,7 @@ class GcpProvider:
 
     def host_metadata(self, spec: ClusterSpec) -> dict[str, str]:
         """The host's startup script pulls tpuctl from the bucket and runs the agent (no inbound ssh)."""
+        self.stage_startup(spec.bucket)
         return _agent_metadata(spec, role="host")
 
     @staticmethod
@@ -391,6 +393,7 @@ class GcpProvider:
 
     def tpu_metadata(self, spec: ClusterSpec) -> dict[str, str]:
         """Every TPU VM worker runs the same bootstrap, as a worker: it only runs attempts."""
+        self.stage_startup(spec.bucket)
         return _agent_metadata(spec, role="worker")
 
     def _v2_node(self, spec: ClusterSpec) -> Json:
@@ -675,7 +678,7 @@ class GcpProvider:
     # ---- network: ranges in use and the reservations every tpuctl sees -----------------------------
     def used_ranges(self, spec: ClusterSpec) -> list[Used]:
         """Every range on the network a TPU block must avoid; the reads run concurrently."""
-        with ThreadPoolExecutor(6) as pool:
+        with ThreadPoolExecutor(7) as pool:
             network_f = pool.submit(self._network, spec.network)
             subnets_f = pool.submit(lambda: list(self._aggregated(
                 "compute.subnetworks.aggregatedList", "subnetworks", "subnetworks",
@@ -688,6 +691,7 @@ class GcpProvider:
             # the other nodes' blocks: names and ranges only, whatever else each node carries
             tpus_f = pool.submit(self._list_v2, None, "name,cidrBlock")
             ranges_f = pool.submit(self._read_ranges)
+            claims_f = pool.submit(self._claims)
             network = network_f.result()
             used = self._network_ranges(spec, network, subnets_f.result(), routes_f.result(),
                                         addresses_f.result())
@@ -698,6 +702,9 @@ class GcpProvider:
             for cluster, rec in ranges_f.result()[0].items():
                 if cluster != spec.name and isinstance(rec, dict) and rec.get("network") == spec.network:
                     _add(used, rec.get("cidr"), f"range reserved by tpuctl cluster {cluster}", "reservation")
+            for claim in claims_f.result():
+                if claim.cluster != spec.name and claim.network == spec.network:
+                    _add(used, claim.cidr, f"range reserved by tpuctl cluster {claim.cluster}", "reservation")
         return used
 
     def _network(self, name: str) -> Json:
@@ -788,29 +795,98 @@ class GcpProvider:
         raise CloudError("could not update the TPU range reservations: too much contention", kind="transient",
                          hint="retry in a minute")
 
+    # A TPU range reservation is a claim of the cluster's own (range_claims.py): created once,
+    # read back with every other claim in one filtered list, the earliest holding an overlap.
+    def _claims(self) -> list[range_claims.Claim]:
+        items = self._pages("compute.instanceTemplates.list", f"{self._gce}/global/instanceTemplates", "items",
+                            {"filter": range_claims.LIST_FILTER})
+        return range_claims.parse_all(list(items))
+
+    def _claim_of(self, cluster: str) -> range_claims.Claim | None:
+        try:
+            res = self._call("compute.instanceTemplates.get", "GET",
+                             f"{self._gce}/global/instanceTemplates/{range_claims.resource_name(cluster)}")
+        except NotFound:
+            return None
+        claim = range_claims.parse(res)
+        return claim if claim is not None and claim.cluster == cluster else None
+
+    def _create_claim(self, spec: ClusterSpec, block: str) -> bool:
+        """Create the cluster's claim; False if a claim of that name exists already (a concurrent
+        ``up`` of the same cluster, or a claim being deleted)."""
+        body: Json = {
+            "name": range_claims.resource_name(spec.name),
+            "description": range_claims.description(spec.name, block, spec.network, spec.zone),
+            "properties": {
+                "machineType": range_claims.MACHINE_TYPE,
+                "labels": {"tpuctl-range-of": spec.name},
+                "networkInterfaces": [{"network": f"projects/{self.project}/global/networks/{spec.network}"}],
+                "disks": [{"boot": True, "autoDelete": True, "initializeParams": {
+                    "sourceImage": "projects/debian-cloud/global/images/family/debian-12"}}],
+            },
+        }
+        try:
+            op = self._call("compute.instanceTemplates.insert", "POST", f"{self._gce}/global/instanceTemplates",
+                            body=body)
+        except CloudError as exc:
+            if exc.kind == "conflict" or "already exists" in exc.message:
+                return False
+            raise
+        res = op if op.get("status") == "DONE" else self._wait_compute("global", op["name"])
+        if res.get("error") or res.get("httpErrorStatusCode"):
+            code, message = compute_operation_failure(res)
+            if code == 6 or "already exists" in message:       # ALREADY_EXISTS
+                return False
+            raise CloudError(f"could not reserve TPU range {block}: {message}", kind="transient",
+                             hint="retry in a minute")
+        return True
+
+    def _delete_claim(self, cluster: str) -> None:
+        try:
+            op = self._call("compute.instanceTemplates.delete", "DELETE",
+                            f"{self._gce}/global/instanceTemplates/{range_claims.resource_name(cluster)}")
+        except NotFound:
+            return
+        if op.get("status") != "DONE":
+            self._wait_compute("global", op["name"])
+
     def reserved_range(self, spec: ClusterSpec) -> str | None:
-        rec = self._read_ranges()[0].get(spec.name)
+        claim = self._claim_of(spec.name)
+        if claim is not None:
+            return claim.cidr
+        rec = self._read_ranges()[0].get(spec.name)     # a reservation made before claims
         return rec["cidr"] if isinstance(rec, dict) and rec.get("cidr") else None
 
     def reserve_range(self, spec: ClusterSpec, block: str) -> bool:
-        net = ipaddress.ip_network(block)
-
-        def claim(cur: dict[str, Any]) -> dict[str, Any] | None:
-            for cluster, rec in cur.items():
-                if (cluster != spec.name and isinstance(rec, dict) and rec.get("network") == spec.network
-                        and ipaddress.ip_network(rec["cidr"]).overlaps(net)):
-                    return None
-            cur[spec.name] = {"cidr": block, "network": spec.network, "zone": spec.zone, "at": int(time.time())}
-            return cur
-
-        return self._write_ranges(claim)
+        """Claim ``block`` for the cluster; False if another cluster holds an overlapping block
+        (a reservation in the old project-metadata value, or an earlier claim)."""
+        block = str(ipaddress.ip_network(block))
+        legacy = self._read_ranges()[0]
+        if range_claims.legacy_holder(spec.name, block, spec.network, legacy):
+            return False
+        mine = self._claim_of(spec.name)
+        if mine is not None and (mine.cidr != block or mine.network != spec.network):
+            self._delete_claim(spec.name)          # the cluster moves to another block
+            mine = None
+        if mine is None and not self._create_claim(spec, block):
+            mine = self._claim_of(spec.name)           # made at the same moment by another tpuctl
+            if mine is None or mine.cidr != block or mine.network != spec.network:
+                return False
+        claims = self._claims()
+        mine = next((c for c in claims if c.cluster == spec.name), None) or self._claim_of(spec.name)
+        if mine is None:
+            return False
+        if range_claims.holder(mine, claims) is not None:
+            self._delete_claim(spec.name)          # an earlier claim holds it: pick again
+            return False
+        if spec.name in legacy:
+            self._write_ranges(lambda cur: {k: v for k, v in cur.items() if k != spec.name})
+        return True
 
     def release_range(self, cluster: str) -> None:
-        def drop(cur: dict[str, Any]) -> dict[str, Any]:
-            cur.pop(cluster, None)
-            return cur
-
-        self._write_ranges(drop)
+        self._delete_claim(cluster)
+        if cluster in self._read_ranges()[0]:
+            self._write_ranges(lambda cur: {k: v for k, v in cur.items() if k != cluster})
 
     # ---- telling hosts where their work is, and what they may run ------------------------------
     def point_hosts_at(self, spec: ClusterSpec, bucket: str) -> list[str]:
@@ -819,7 +895,24 @@ class GcpProvider:
         The hosts' bootstrap waits on that key (templates/host-startup.sh); a cluster created without
         --bucket learns it when its first run starts. Returns what was updated.
         """
+        self.stage_startup(bucket)
         return self.update_host_metadata(spec.name, "tpuctl-bucket", lambda _current: bucket)
+
+    def stage_startup(self, bucket: str | None) -> None:
+        """Put the startup script the bootstrap pins into ``bucket`` before any metadata names it
+        (once per bucket and process: `up` stages before it creates anything, and each create,
+        a recreated TPU's too, makes sure again)."""
+        if not bucket:
+            return
+        with self._lock:
+            if bucket in self._staged:
+                return
+        from ..basics.config import Target
+        from .storage import open_bucket
+
+        startup.stage(open_bucket(bucket, Target(provider="gcp", project=self.project, zone=None)))
+        with self._lock:
+            self._staged.add(bucket)
 
     def update_host_metadata(self, cluster: str, key: str, update: Callable[[str | None], str]) -> list[str]:
         """Set ``key`` to ``update(its value)`` in the metadata of the cluster's host VM and of its
@@ -884,8 +977,11 @@ class GcpProvider:
         return True
 
     def reservations(self) -> dict[str, dict[str, Any]]:
-        """Every cluster's range reservation: {cluster: {cidr, network, zone, at}}."""
-        return dict(self._read_ranges()[0])
+        """Every cluster's range reservation: {cluster: {cidr, network, zone, at}} (its claim, or
+        its entry in the old project-metadata value)."""
+        out = {k: v for k, v in self._read_ranges()[0].items() if isinstance(v, dict)}
+        out.update({c.cluster: c.record() for c in self._claims()})
+        return out
 
     # ---- firewall: what lets a pod slice's workers reach each other ------------------------------
     def firewall_rules(self, network: str) -> list[FirewallRule]:
@@ -1033,10 +1129,9 @@ def _ranges_in(meta: Json) -> dict[str, Any]:
 
 
 def _agent_metadata(spec: ClusterSpec, role: str) -> dict[str, str]:
-    from ..basics.templates import templates_dir
-
-    meta = {"startup-script": (templates_dir() / "host-startup.sh").read_text(), "tpuctl-cluster": spec.name,
-            "tpuctl-role": role}
+    """The small bootstrap (the startup script itself is in the bucket, pinned by its sha256:
+    startup.py) and the values it and the agent read."""
+    meta = {"startup-script": startup.current().bootstrap, "tpuctl-cluster": spec.name, "tpuctl-role": role}
     if spec.bucket:
         meta["tpuctl-bucket"] = spec.bucket
     if spec.autodown_seconds and role == "host":

@@ -267,7 +267,8 @@ def _reserve(provider: Provider, spec: ClusterSpec, block: str, attempt: Attempt
             return block
         log(f"range {block} was just claimed by another tpuctl; taking the next free block")
         used = provider.used_ranges(spec)
-        block = str(cidrs.allocate(spec.accelerator.node_cidr_prefix, used, range_pool(provider), skip=skip % 2))
+        block = str(cidrs.allocate(spec.accelerator.node_cidr_prefix, used, range_pool(provider),
+                                   skip=cidrs.spread(spec.name, skip)))
     raise CloudError("could not reserve a TPU range: other tpuctl runs keep claiming the same blocks",
                      kind="conflict", hint="retry in a minute")
 

@@ -82,6 +82,17 @@ def first_free(prefix: int, used: Sequence[Used], pool: IPv4Network = DEFAULT_PO
     raise NoFreeBlock(f"no free /{prefix} left in {pool}")
 
 
+def spread(cluster: str, attempt: int, width: int = 16) -> int:
+    """Which free block (``skip``) a cluster tries after losing a race for one, the ``attempt``-th
+    time: a fixed pseudo-random choice among the first ``width`` free blocks, different for each
+    cluster and attempt. Clusters that all lost the same block then try different ones, instead of
+    all the next one (one winner per round: n rounds for n concurrent ``up``)."""
+    import hashlib
+
+    digest = hashlib.sha256(f"{cluster}/{attempt}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") % width
+
+
 def conflicts(block: IPv4Network, used: Sequence[Used]) -> list[Used]:
     return [u for u in relevant(used) if u.network.overlaps(block)]
 

@@ -71,7 +71,10 @@ def command(target: str | None, provider: str | None, project: str | None, as_js
         reports = [costs.cluster_cost(prov, tgt, run_entry["cluster"], live, now=now, run_ids={target})]
     else:
         names = [target] if target else clusters
-        reports = [costs.cluster_cost(prov, tgt, name, live, now=now) for name in names]
+        live_of = costs.group_by_cluster(live or [])
+        runs_of = costs.group_by_cluster(runs.known_runs())
+        reports = [costs.cluster_cost(prov, tgt, name, None if live is None else live_of.get(name, []), now=now,
+                                      known=runs_of.get(name, [])) for name in names]
     book = prov.price_book()
     types = {(lt.accelerator_type, lt.zone) for r in reports for lt in r.lives} or {("v2-8", None)}
     price_rows = costs.price_rows(types, book)

@@ -43,7 +43,10 @@ def command(name: str | None, zone: str | None, provider: str | None, project: s
     target = resolve_target(provider, project, zone)
     acting_on(target, "status", zone=zone or "all")
     prov = open_provider(target)
-    views = cluster.status(prov, name=name, zone=zone, run_lookup=lambda c: run_summary(c, target))
+    from ..runs import store as runs
+
+    latest = runs.latest_by_cluster()
+    views = cluster.status(prov, name=name, zone=zone, run_lookup=lambda c: run_summary(latest.get(c), target))
     if name and not views:
         from ..basics.errors import UnknownName
 
@@ -115,15 +118,14 @@ def _run_row(r: dict) -> list:
             r["failures"], f"{r['steps_lost']} steps, {format_duration(r['seconds_lost'])}"]
 
 
-def run_summary(cluster_name: str, target) -> dict | None:
-    """The latest run of a cluster this machine started, as its record in the bucket says."""
+def run_summary(entry: dict | None, target) -> dict | None:
+    """The latest run of a cluster this machine started (``entry``: its index entry, None when
+    there is none), as its record in the bucket says."""
     from ..basics.errors import TpuctlError
     from ..cluster import bootstrap
-    from ..runs import store as runs
     from ..runs import training
     from ..runs.pace import summary
 
-    entry = runs.latest_for(cluster_name)
     if entry is None or entry.get("provider") != target.provider:
         return None
     try:

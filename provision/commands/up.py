@@ -144,8 +144,10 @@ def command(name: str, zone: str | None, accelerator_type: str, in_order: bool, 
         say(DEFAULT_ACCOUNT_NOTE.format(what=_runs_as(no_vm=no_vm, arch=arch)))
     prov = open_provider(target)
     grant = target.provider == "gcp" and arch == "node" and bool(bucket)
-    if grant:
+    if grant or (target.provider == "gcp" and bucket and not dry_run):
         _check_bucket(bucket, target)      # before anything is created
+    if bucket and not dry_run and hasattr(prov, "stage_startup"):
+        prov.stage_startup(bucket)         # what the hosts' bootstrap fetches, before their metadata names the bucket
     firewall_note = _firewall(prov, spec, create=create_firewall_rule, dry_run=dry_run)
     try:
         result = cluster.up(prov, spec, dry_run=dry_run, keep_on_failure=keep_on_failure, timeout=wait_s, log=say)

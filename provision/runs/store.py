@@ -299,6 +299,17 @@ def latest_for(cluster: str) -> dict[str, Any] | None:
     return runs[-1] if runs else None
 
 
+def latest_by_cluster() -> dict[str, dict[str, Any]]:
+    """Each cluster's latest run started on this machine, from one read of the run index (a
+    fleet's status asks for every cluster's: one :func:`latest_for` each would read it per cluster)."""
+    out: dict[str, dict[str, Any]] = {}
+    for entry in known_runs():
+        cluster = entry.get("cluster")
+        if isinstance(cluster, str):
+            out[cluster] = entry          # known_runs is oldest first: the last one wins
+    return out
+
+
 def resolve_run(ref: str) -> dict[str, Any]:
     """A run id, or a cluster name meaning its latest run."""
     entry = statefile.read_json(_index_path(_checked_ref(ref)))

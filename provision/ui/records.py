@@ -61,12 +61,12 @@ class Records:
 
     def _clusters(self) -> dict[str, Any]:
         from ..cluster.view import status
-        from ..runs.store import latest_for
+        from ..runs.store import latest_by_cluster
 
         if self.provider is None:
             return {"error": "no provider", "items": []}
         try:
-            views = status(self.provider, run_lookup=latest_for)
+            views = status(self.provider, run_lookup=latest_by_cluster().get)
         except Exception as exc:  # noqa: BLE001 - the page says why, and shows the rest
             from ..basics.errors import TpuctlError
             from ..basics.redact import redact

@@ -87,15 +87,9 @@ def _label(resource: dict) -> str | None:
 
 
 def _ranges(fake: Any) -> dict:
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud import compute_v1
+    from tests.integration.reservations import range_reservations
 
-    client = compute_v1.ProjectsClient(credentials=AnonymousCredentials(), transport="rest",
-                                       client_options={"api_endpoint": fake.url})
-    for item in client.get(project="tpuctl-test").common_instance_metadata.items or []:
-        if item.key == "tpuctl-tpu-ranges":
-            return json.loads(item.value)
-    return {}
+    return range_reservations(fake)
 
 
 def _apply_faults(fake: Any, sc: Scenario) -> None:

@@ -1,4 +1,6 @@
-"""templates/host-startup.sh for real, in a clean Debian 12 userland without python3-venv.
+"""templates/host-startup.sh for real, in a clean Debian 12 userland without python3-venv, started
+as a VM starts it: by the bootstrap its metadata carries (templates/host-bootstrap.sh), which
+fetches the script from the stub bucket and checks its sha256.
 
 ``make test-bootstrap`` builds (once, cached) a debootstrap minbase of Debian 12 with python3,
 curl and CA certificates and nothing more (tests/debian12_rootfs.sh), and runs this module as
@@ -13,7 +15,7 @@ the Debian mirror the rootfs came from.
   dependencies (pre-downloaded from PyPI into a wheelhouse, passed as an image's pip mirror would
   be: ``TPUCTL_PIP_ARGS``), writes ``bootstrap/worker-0.json`` ``ok`` and starts the real
   ``tpuctl agent``, which reads the cluster's ``current.json`` from the stub bucket.
-- failed: with curl purged too, the script installs curl and python3-venv, then a wheel whose
+- failed: with curl purged too, the bootstrap installs curl, the script python3-venv, then a wheel whose
   dependency does not exist fails pip; the script writes ``failed`` with pip's error in the log
   tail and exits 1, in bounded time.
 """
@@ -23,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -31,10 +32,11 @@ from pathlib import Path
 
 import pytest
 
+from provision.cloud import startup
 from tests.integration.bootstrap_stub import Stub, objects, pin_of, status_name, stub_wheel
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "templates" / "host-startup.sh"
+STARTUP = startup.current()   # the bootstrap in metadata and the script it fetches from the bucket
 ROOTFS = os.environ.get("TPUCTL_BOOTSTRAP_ROOTFS", "")
 WHEELHOUSE = Path(os.environ.get("TPUCTL_BOOTSTRAP_WHEELS")
                   or Path.home() / ".cache" / "tpuctl" / "bootstrap-wheels")
@@ -94,7 +96,8 @@ def debian12(tmp_path: Path, wheel_dir: Path):
         if resolv.is_symlink():
             resolv.unlink()
         resolv.write_text(Path("/etc/resolv.conf").read_text())
-        shutil.copy(SCRIPT, root / "tmp" / "host-startup.sh")
+        # what a VM's metadata carries: the bootstrap, which fetches the script from the bucket
+        (root / "tmp" / "host-bootstrap.sh").write_text(STARTUP.bootstrap)
         yield root
     finally:
         for m in reversed(mounted):
@@ -109,7 +112,7 @@ def _start(root: Path, stub: Stub, **env_extra: str) -> subprocess.Popen:
            "TPUCTL_PIP_ARGS": "--no-index --find-links /wheels",
            # what the agent talks to once it runs: the same stub bucket
            "STORAGE_EMULATOR_HOST": stub.url, "TPUCTL_CREDENTIALS": "anonymous", **env_extra}
-    return subprocess.Popen(["chroot", str(root), "/bin/bash", "/tmp/host-startup.sh"], env=env,
+    return subprocess.Popen(["chroot", str(root), "/bin/bash", "/tmp/host-bootstrap.sh"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
@@ -127,7 +130,7 @@ def _installed(root: Path, package: str) -> bool:
 
 
 def test_bare_debian12_installs_python3_venv_and_tpuctl_and_starts_the_agent(tmp_path, tpuctl_wheel):
-    bucket = objects("my-runs", wheel=tpuctl_wheel.read_bytes())
+    bucket = {**objects("my-runs", wheel=tpuctl_wheel.read_bytes()), f"my-runs/{STARTUP.object_name}": STARTUP.script}
     stub = Stub({"tpuctl-cluster": "bert-lab", "tpuctl-role": "worker", "tpuctl-bucket": "gs://my-runs",
                  "agent-worker-number": "0", "tpuctl-pin": pin_of(tpuctl_wheel.read_bytes())}, bucket)
     current = ("GET", "my-runs/tpuctl/clusters/bert-lab/current.json")
@@ -161,7 +164,8 @@ def test_bare_debian12_installs_python3_venv_and_tpuctl_and_starts_the_agent(tmp
 def test_bare_debian12_with_a_wheel_that_cannot_install_reports_failed_and_stops(tmp_path, tpuctl_wheel):
     broken = stub_wheel(requires=("tpuctl-no-such-dependency>=99",))
     stub = Stub({"tpuctl-cluster": "bert-lab", "tpuctl-role": "worker", "tpuctl-bucket": "gs://my-runs",
-                 "agent-worker-number": "0", "tpuctl-pin": pin_of(broken)}, objects("my-runs", wheel=broken))
+                 "agent-worker-number": "0", "tpuctl-pin": pin_of(broken)},
+                {**objects("my-runs", wheel=broken), f"my-runs/{STARTUP.object_name}": STARTUP.script})
     with debian12(tmp_path, WHEELHOUSE) as root:
         _sh("chroot", str(root), "dpkg", "--purge", "curl")      # an image even barer: no curl either
         assert not (root / "usr" / "bin" / "curl").exists()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from provision.cloud import startup
 from tests.fakegcp import catalog, discovery
 
 PROJECT = "tpuctl-test"
@@ -40,9 +41,10 @@ def _meta(inst: dict) -> dict:
     ("v5p-8", "us-east5-c", "ct5p-hightpu-4t", "ubuntu-accel-2204-amd64-tpu-v5e-v5p-v6e"),
     ("tpu7x-8", "us-central1-c", "tpu7x-standard-4t", "ubuntu-accel-2404-amd64-tpu-tpu7x"),
 ])
-def test_up_with_default_options_makes_a_compute_engine_tpu_vm(fakegcp_env, tpuctl, accelerator, zone, machine,
-                                                               family):
-    r = tpuctl("up", "ce", "--zone", zone, "-a", accelerator, "--bucket", "gs://runs", "--json")
+def test_up_with_default_options_makes_a_compute_engine_tpu_vm(fakegcp_env, gcs_env, tpuctl, accelerator, zone,
+                                                               machine, family):
+    bucket = gcs_env.create_bucket()
+    r = tpuctl("up", "ce", "--zone", zone, "-a", accelerator, "--bucket", f"gs://{bucket}", "--json")
     assert r.code == 0, r.err
     doc = r.json()
     assert doc["api"] == "compute" and doc["tpu"]["state"] == "READY" and doc["tpu"]["api"] == "compute"
@@ -57,8 +59,11 @@ def test_up_with_default_options_makes_a_compute_engine_tpu_vm(fakegcp_env, tpuc
     assert tpu["disks"][0]["source"]
     assert tpu["labels"] == {"tpuctl-cluster": "ce", "tpuctl-role": "tpu"}
     meta = _meta(tpu)
-    assert meta["tpuctl-role"] == "worker" and meta["tpuctl-bucket"] == "gs://runs" and meta["tpuctl-worker-number"] == "0"
-    assert meta["startup-script"].startswith("#!/bin/bash")
+    assert meta["tpuctl-role"] == "worker" and meta["tpuctl-bucket"] == f"gs://{bucket}" and meta["tpuctl-worker-number"] == "0"
+    # the small bootstrap, pinning the startup script that `up` put in the bucket
+    assert meta["startup-script"].startswith("#!/bin/bash") and len(meta["startup-script"]) < 2048
+    assert gcs_env.client().bucket(bucket).get_blob(startup.current().object_name).download_as_bytes() == \
+        startup.current().script
     # the host VM is a VM, the TPU a TPU: status shows one cluster with both
     st = tpuctl("status", "ce", "--json").json()["clusters"][0]
     assert st["tpu"]["api"] == "compute" and st["vm"]["name"] == "ce"

@@ -24,12 +24,12 @@ import shutil
 import signal
 import subprocess
 import time
-import urllib.request
 
 import pytest
 
 from tests.conftest import REPO, TPUCTL_BIN, run_tpuctl_process
 from tests.fakegcp import clients
+from tests.integration.reservations import range_reservations
 
 ZONE = "us-central1-b"
 RUNTIME = "tpu-vm-tf-2.16.1-pjrt"
@@ -72,22 +72,13 @@ def state_of(fake, name: str) -> str | None:
     return q["state"]["state"] if q else None
 
 
-def ranges(fake) -> dict:
-    with urllib.request.urlopen(f"{fake.url}/compute/v1/projects/{PROJECT}", timeout=10) as resp:
-        meta = json.load(resp).get("commonInstanceMetadata") or {}
-    for item in meta.get("items") or []:
-        if item.get("key") == "tpuctl-tpu-ranges":
-            return json.loads(item["value"])
-    return {}
-
-
 def left_of(fake, name: str) -> list[str]:
     """Everything of cluster ``name`` still in the cloud: nodes, VMs, queued resources, range reservation."""
     res = fake.resources()
     left = [f"node {n['name']}" for n in res["nodes"] if n["name"].endswith(f"/{name}")]
     left += [f"instance {i['name']}" for i in res["instances"] if i["name"] == name]
     left += [f"queued resource {q['name']}" for q in res["queuedResources"] if q["name"].endswith(f"/{name}")]
-    left += [f"range reservation {name}"] if name in ranges(fake) else []
+    left += [f"range reservation {name}"] if name in range_reservations(fake) else []
     return left
 
 

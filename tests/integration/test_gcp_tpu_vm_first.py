@@ -96,9 +96,9 @@ def test_tpu_node_refused_in_one_line_naming_arch_vm_and_nothing_left(fakegcp_en
     # its range reservation was released
     status = run_tpuctl_process("status", "--json")
     assert status.code == 0 and status.json()["clusters"] == []
-    from tests.integration.test_gcp_up import ranges_metadata
+    from tests.integration.reservations import range_reservations
 
-    assert "old" not in ranges_metadata(fake)
+    assert "old" not in range_reservations(fake)
 
 
 def test_tpu_node_created_when_the_project_kept_node_access(fakegcp_env):

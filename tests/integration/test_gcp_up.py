@@ -8,10 +8,12 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
 from tests.conftest import run_tpuctl_process
+from tests.integration.reservations import range_reservations
 
 PROJECT = "tpuctl-test"
 
@@ -30,19 +32,6 @@ def created_anything(fake) -> bool:
                                        "tpu.v2.queuedResources.create"))
 
 
-def ranges_metadata(fake) -> dict:
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud import compute_v1
-
-    client = compute_v1.ProjectsClient(credentials=AnonymousCredentials(), transport="rest",
-                                       client_options={"api_endpoint": fake.url})
-    meta = client.get(project=PROJECT).common_instance_metadata
-    for item in meta.items or []:
-        if item.key == "tpuctl-tpu-ranges":
-            return json.loads(item.value)
-    return {}
-
-
 def test_node_architecture_up_and_down(fakegcp_env, tpuctl):
     fakegcp_env.allow_tpu_nodes()     # a project that kept TPU Node access
     r = tpuctl("up", "bert-node", "--zone", "us-central1-b", "--arch", "node", "--preemptible",
@@ -57,7 +46,7 @@ def test_node_architecture_up_and_down(fakegcp_env, tpuctl):
     assert doc["vm"]["state"] == "RUNNING" and doc["vm"]["labels"]["tpuctl-cluster"] == "bert-node"
     assert doc["tpu"]["endpoints"] and doc["tpu"]["endpoints"][0]["port"] == 8470
     # the choice of range is reserved where every tpuctl in the project sees it
-    assert ranges_metadata(fakegcp_env)["bert-node"]["cidr"] == "10.240.0.0/29"
+    assert range_reservations(fakegcp_env)["bert-node"]["cidr"] == "10.240.0.0/29"
     counts = fakegcp_env.call_counts()
     assert counts["tpu.v1.nodes.create"] == 1 and counts["compute.instances.insert"] == 1
 
@@ -65,10 +54,49 @@ def test_node_architecture_up_and_down(fakegcp_env, tpuctl):
     assert r.code == 0, r.err
     assert r.json()["deleted"] == ["TPU bert-node (us-central1-b)", "VM bert-node (us-central1-b)"]
     assert tpuctl("status", "--json").json()["clusters"] == []
-    assert "bert-node" not in ranges_metadata(fakegcp_env)
+    assert "bert-node" not in range_reservations(fakegcp_env)
 
 
-def test_vm_architecture_with_spot_and_startup_script(fakegcp_env, tpuctl):
+def _listed_metadata(fake, zone: str) -> list[tuple[str, dict[str, str]]]:
+    """Each listed instance's and TPU node's metadata, from the list responses a user's
+    ``gcloud compute instances list`` and ``gcloud compute tpus tpu-vm list`` read."""
+    import urllib.request
+
+    out = []
+    for url, key in ((f"{fake.url}/compute/v1/projects/{PROJECT}/zones/{zone}/instances", "items"),
+                     (f"{fake.url}/v2/projects/{PROJECT}/locations/{zone}/nodes", "nodes")):
+        with urllib.request.urlopen(url, timeout=30) as resp:
+            for item in json.load(resp).get(key) or []:
+                meta = item.get("metadata") or {}
+                pairs = {i["key"]: i.get("value", "") for i in meta.get("items", [])} if "items" in meta else meta
+                out.append((f"{key} {item['name'].rsplit('/', 1)[-1]}", pairs))
+    return out
+
+
+def test_a_clusters_vm_and_tpu_carry_a_bootstrap_under_2kb_that_pins_the_script_up_staged(
+        fakegcp_env, gcs_env, gcs_bucket, tpuctl):
+    """Every listed VM and TPU VM used to carry the whole ~20 KB startup script; now its metadata is
+    a small bootstrap naming the script's sha256, and the script is in the cluster's bucket."""
+    from provision.cloud import startup
+
+    r = tpuctl("up", "small-meta", "--zone", "us-central1-b", "--arch", "vm", "--bucket", f"gs://{gcs_bucket}")
+    assert r.code == 0, r.err
+    listed = _listed_metadata(fakegcp_env, "us-central1-b")
+    assert [what for what, _ in listed] == ["items small-meta", "nodes small-meta"]   # the host VM, the TPU VM
+    for _, meta in listed:
+        assert sum(len(k) + len(v.encode()) for k, v in meta.items()) < 2048, meta
+        assert startup.current().sha256 in meta["startup-script"]
+    blob = gcs_env.client().bucket(gcs_bucket).get_blob(f"tpuctl/startup/{startup.current().sha256}.sh")
+    assert blob.download_as_bytes() == (Path(__file__).parents[2] / "templates" / "host-startup.sh").read_bytes()
+    # a bucket the script cannot go to is refused before anything is created
+    fakegcp_env.clear_calls()
+    r = tpuctl("up", "no-bucket", "--zone", "us-central1-b", "--arch", "vm", "--bucket", f"gs://{gcs_bucket}-gone")
+    assert r.code == 2 and "does not exist" in r.err and not created_anything(fakegcp_env)
+
+
+def test_vm_architecture_with_spot_and_startup_script(fakegcp_env, gcs_env, tpuctl):
+    if gcs_env.client().lookup_bucket("my-runs") is None:
+        gcs_env.create_bucket("my-runs")
     r = tpuctl("up", "bert-vm", "--zone", "us-central1-b", "--arch", "vm", "--spot", "--no-vm", "--json",
                "--bucket", "gs://my-runs", "--no-external-ips")
     assert r.code == 0, r.err
@@ -117,7 +145,7 @@ def test_concurrent_ups_get_disjoint_ranges(fakegcp_env):
     assert all(r.code == 0 for r in results), [r.err[-400:] for r in results if r.code]
     blocks = [r.json()["cidr"] for r in results]
     assert len(set(blocks)) == len(names), blocks
-    reserved = ranges_metadata(fakegcp_env)
+    reserved = range_reservations(fakegcp_env)
     assert sorted(reserved[n]["cidr"] for n in names) == sorted(blocks)
 
 
@@ -178,7 +206,7 @@ def test_failed_node_create_makes_no_host_vm(fakegcp_env, tpuctl):
     assert r.code == 1 and "roles/tpu.admin" in r.err
     assert "compute.instances.insert" not in fakegcp_env.call_counts()
     assert vms(fakegcp_env) == [] and _nodes(fakegcp_env) == []
-    assert "rb" not in ranges_metadata(fakegcp_env)
+    assert "rb" not in range_reservations(fakegcp_env)
 
 
 def test_disabled_api_names_the_api_to_enable(fakegcp_env, tpuctl):
@@ -196,7 +224,7 @@ def test_cidr_conflict_takes_the_next_block(fakegcp_env, tpuctl):
     assert r.code == 0, r.err
     assert r.json()["cidr"] != "10.240.0.0/29"
     assert "conflicts with something on the network" in r.err
-    assert ranges_metadata(fakegcp_env)["cc"]["cidr"] == r.json()["cidr"]
+    assert range_reservations(fakegcp_env)["cc"]["cidr"] == r.json()["cidr"]
 
 
 def test_used_ranges_include_subnets_routes_and_peerings(fakegcp_env, tpuctl):

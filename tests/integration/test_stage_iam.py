@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import json
 import threading
+from email import message_from_bytes
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import unquote
 
 import pytest
 
+from provision.cloud.storage import crc
 from provision.cloud.storage.base import OBJECT_ROLE
 from provision.cloud.storage.gcs import GcsBucket, make_client
 
@@ -25,6 +28,7 @@ class IamStub:
         self.policy = {"version": 1, "etag": "e1",
                        "bindings": [{"role": "roles/storage.legacyBucketOwner", "members": ["projectOwner:p"]}]}
         self.requests: list[tuple[str, str, dict | None]] = []
+        self.objects: dict[str, dict] = {}   # object name -> its resource
         self.conflicts = 0  # PUTs to answer as if someone else changed the policy first
         stub = self
 
@@ -42,12 +46,29 @@ class IamStub:
 
             def do_GET(self):
                 stub.requests.append(("GET", self.path, None))
-                if self.path.startswith("/storage/v1/b/iam-bucket/iam"):
+                name = unquote(self.path.split("?")[0].partition("/storage/v1/b/iam-bucket/o/")[2])
+                if name in stub.objects:
+                    self._reply(200, stub.objects[name])
+                elif name:
+                    self._reply(404, {"error": {"code": 404, "message": "No such object: iam-bucket/" + name}})
+                elif self.path.startswith("/storage/v1/b/iam-bucket/iam"):
                     self._reply(200, {"kind": "storage#policy", **stub.policy})
                 elif self.path.startswith("/storage/v1/b/iam-bucket"):
                     self._reply(200, {"name": "iam-bucket"})
                 else:
                     self._reply(404, {"error": {"code": 404, "message": "Not Found"}})
+
+            def do_POST(self):
+                """A multipart object upload (`up --bucket` stages the hosts' startup script)."""
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                stub.requests.append(("POST", self.path, None))
+                msg = message_from_bytes(f"Content-Type: {self.headers['Content-Type']}\r\n\r\n".encode() + body)
+                meta_part, data_part = msg.get_payload()
+                name, data = json.loads(meta_part.get_payload())["name"], data_part.get_payload(decode=True)
+                stub.objects[name] = {"kind": "storage#object", "bucket": "iam-bucket", "name": name,
+                                      "size": str(len(data)), "generation": "1", "metageneration": "1",
+                                      "crc32c": crc.to_b64(crc.value(data))}
+                self._reply(200, stub.objects[name])
 
             def do_PUT(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))

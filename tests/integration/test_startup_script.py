@@ -7,7 +7,9 @@ console script records the argv it was started with. Shims on PATH record every 
 and stand in for apt-get (the real one never runs here) and, for the python3-venv cases, for a
 python3 whose ``-m venv`` fails as Debian's and Ubuntu's do without python3-venv.
 
-Covered: the happy path and the bootstrap status it writes; hostile metadata values (a cluster name
+Covered: the metadata's bootstrap (templates/host-bootstrap.sh) fetching the script from the bucket
+and running it only with the sha256 it pins (a replaced script refused, a missing one given up after
+bounded tries); the happy path and the bootstrap status it writes; hostile metadata values (a cluster name
 with ``; touch``, ``$(...)``, backticks, newlines; a bucket with ``$(...)``; a wheel path that
 escapes its directory) never run anything; python3-venv installed with apt when venv fails,
 through a busy apt lock; every failure (apt, pip, the bucket, an agent that keeps dying) stops the
@@ -26,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from provision.cloud import startup
 from tests.integration.bootstrap_stub import (
     RUN,
     TOKEN,
@@ -39,6 +42,7 @@ from tests.integration.bootstrap_stub import (
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "templates" / "host-startup.sh"
+STARTUP = startup.current()       # what tpuctl writes: the bootstrap in metadata, the script in the bucket
 STATUS = status_name()
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None or shutil.which("curl") is None,
@@ -72,7 +76,7 @@ exec "$REAL_PYTHON" "$@"
 """
 
 
-def _run(tmp_path: Path, stub: Stub, timeout: float = 60, no_ensurepip: bool = False,
+def _run(tmp_path: Path, stub: Stub, timeout: float = 60, no_ensurepip: bool = False, script: Path = SCRIPT,
          **env_extra: str) -> tuple[int | None, str, Path]:
     pwned = tmp_path / "pwned"
     shim_dir = tmp_path / "bin"
@@ -104,7 +108,7 @@ def _run(tmp_path: Path, stub: Stub, timeout: float = 60, no_ensurepip: bool = F
            "REAL_PYTHON": base}
     env.update(env_extra)
     env = {k: v for k, v in env.items() if v is not None}
-    proc = subprocess.Popen(["bash", str(SCRIPT)], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(["bash", str(script)], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         out, _ = proc.communicate(timeout=timeout)
@@ -158,6 +162,60 @@ def test_bootstrap_installs_the_wheel_starts_the_agent_and_reports_ok(tmp_path):
     assert ok["host"] and ok["time"].endswith("Z") and ok["started"] <= ok["time"]
     assert any("installing tpuctl-0.0.1-py3-none-any.whl" in line for line in ok["log_tail"])
     _no_secrets(stub, out, (tmp_path / "bootstrap.log").read_text())
+
+
+def _bootstrap(tmp_path: Path) -> Path:
+    """The startup-script metadata value tpuctl writes, as the guest agent would run it."""
+    path = tmp_path / "metadata-startup-script"
+    path.write_text(STARTUP.bootstrap)
+    return path
+
+
+def _staged(objs: dict[str, bytes], script: bytes | None = None, bucket: str = "my-runs") -> dict[str, bytes]:
+    """The bucket with tpuctl's startup script where the bootstrap looks for it (``script``: what
+    a bucket writer put there instead)."""
+    return {**objs, f"{bucket}/{STARTUP.object_name}": STARTUP.script if script is None else script}
+
+
+def test_the_metadata_bootstrap_fetches_verifies_and_runs_the_startup_script(tmp_path):
+    stub = Stub(_good_attributes(**{"startup-script": STARTUP.bootstrap}), _staged(objects("my-runs")))
+    try:
+        code, out, curl_log = _run(tmp_path, stub, timeout=240, script=_bootstrap(tmp_path))
+    finally:
+        stub.close()
+    assert code == 0, out
+    assert stub.storage_requests[0] == ("GET", f"my-runs/tpuctl/startup/{STARTUP.sha256}.sh")
+    assert _agent_argv(tmp_path) == [["agent", "--cluster", "bert-lab", "--bucket", "gs://my-runs", "--project",
+                                      "my-proj-1", "--worker", "0", "--role", "worker"]]
+    assert [s["state"] for s in stub.statuses(STATUS)] == ["installing", "ok"], out
+    # the script was read with the VM's token, which never appeared on a command line
+    assert set(stub.storage_auth) == {f"Bearer {TOKEN}"} and TOKEN not in curl_log.read_text()
+    _no_secrets(stub, out)
+
+
+def test_a_startup_script_a_bucket_writer_replaced_is_refused_and_nothing_runs(tmp_path):
+    replaced = b'#!/bin/bash\ntouch "$PWNED"\n'
+    stub = Stub(_good_attributes(), _staged(objects("my-runs"), script=replaced))
+    try:
+        code, out, _ = _run(tmp_path, stub, timeout=30, script=_bootstrap(tmp_path))
+    finally:
+        stub.close()
+    assert code == 1, out
+    assert f"not the {STARTUP.sha256} pinned here: not running it" in out
+    assert not (tmp_path / "pwned").exists() and not (tmp_path / "argv.jsonl").exists()
+    assert not (tmp_path / "venv").exists() and not stub.uploads
+    assert stub.storage_requests == [("GET", f"my-runs/tpuctl/startup/{STARTUP.sha256}.sh")]
+
+
+def test_a_startup_script_missing_from_the_bucket_stops_the_bootstrap_after_bounded_tries(tmp_path):
+    stub = Stub(_good_attributes(), objects("my-runs"))
+    try:
+        code, out, _ = _run(tmp_path, stub, timeout=30, script=_bootstrap(tmp_path))
+    finally:
+        stub.close()
+    assert code == 1, out
+    assert f"cannot read gs://my-runs/tpuctl/startup/{STARTUP.sha256}.sh (HTTP 404): not starting" in out
+    assert len(stub.storage_requests) == 3 and not (tmp_path / "argv.jsonl").exists()
 
 
 def test_the_host_vm_is_named_by_its_host_name_and_defaults_to_the_host_role(tmp_path):
@@ -222,11 +280,13 @@ def test_hostile_project_id_is_refused(tmp_path):
     assert not (tmp_path / "pwned").exists()
 
 
+@pytest.mark.parametrize("first", ["bootstrap", "script"])
 @pytest.mark.parametrize("bucket", ["gs://b$(touch $PWNED)", "gs://my-runs\n`touch $PWNED`"])
-def test_a_hostile_bucket_is_ignored_and_the_host_keeps_waiting(tmp_path, bucket):
-    stub = Stub(_good_attributes(**{"tpuctl-bucket": bucket}), objects("my-runs"))
+def test_a_hostile_bucket_is_ignored_and_the_host_keeps_waiting(tmp_path, bucket, first):
+    stub = Stub(_good_attributes(**{"tpuctl-bucket": bucket}), _staged(objects("my-runs")))
+    script = _bootstrap(tmp_path) if first == "bootstrap" else SCRIPT
     try:
-        code, out, _ = _run(tmp_path, stub, timeout=1.5)
+        code, out, _ = _run(tmp_path, stub, timeout=1.5, script=script)
     finally:
         stub.close()
     assert code is None, out          # still waiting for a valid tpuctl-bucket

@@ -87,7 +87,7 @@ def installed(request, dist, tmp_path_factory) -> Installed:
 def test_the_wheel_ships_the_templates_and_the_code_not_the_tests(dist):
     with zipfile.ZipFile(_one(dist, "*.whl")) as whl:
         names = set(whl.namelist())
-    assert "provision/templates/host-startup.sh" in names
+    assert "provision/templates/host-startup.sh" in names and "provision/templates/host-bootstrap.sh" in names
     missing = [n for n in [f"provision/templates/{t}" for t in TEMPLATES] + _sources() if n not in names]
     assert not missing, f"the wheel lacks {missing}"
     assert not [n for n in names if n.startswith("tests/")], "the fake cloud and the tests are test-only"
@@ -133,14 +133,20 @@ def test_local_up_train_dry_run_down(installed, tiny_bert):
 
 
 def test_gcp_up_down_against_the_fake_cloud(installed, fakegcp):
-    """`up` on Google Cloud sends the host's startup script (templates/host-startup.sh) as VM
-    metadata: a wheel without it ended `internal error: FileNotFoundError`."""
+    """`up` on Google Cloud sends the host's bootstrap (templates/host-bootstrap.sh, pinning the
+    sha256 of templates/host-startup.sh) as VM metadata: a wheel without them ended `internal error:
+    FileNotFoundError`."""
     r = installed.tpuctl("up", "lab", "--zone", "us-central1-b", "--accelerator-type", "v2-8", "--preemptible",
                          **fakegcp.env())
     assert r.returncode == 0, (installed.kind, r.stderr[-2000:])
     scripts = {item["key"]: item["value"] for vm in fakegcp.resources()["instances"]
                for item in vm.get("metadata", {}).get("items", [])}
-    assert scripts["startup-script"] == (REPO / "templates" / "host-startup.sh").read_text()
+    import hashlib
+
+    from provision.cloud import startup
+
+    assert scripts["startup-script"] == startup.current().bootstrap
+    assert hashlib.sha256((REPO / "templates" / "host-startup.sh").read_bytes()).hexdigest() in scripts["startup-script"]
     r = installed.tpuctl("down", "lab", **fakegcp.env())
     assert r.returncode == 0, (installed.kind, r.stderr[-2000:])
     assert not fakegcp.resources()["instances"] and not fakegcp.resources()["nodes"]

@@ -91,3 +91,12 @@ def test_first_free_is_really_the_first(used, prefix):
         if block is not None and cand == block:
             break
         assert any(cand.overlaps(u.network) for u in in_use), f"{cand} was free but not chosen"
+
+
+def test_spread_sends_clusters_that_lost_a_race_to_different_blocks():
+    """After a lost race each cluster tries its own pseudo-random one of the first free blocks
+    (fixed per cluster and attempt), so 20 losers do not all try the same next one."""
+    picks = [cidr.spread(f"conc-{i}", 0) for i in range(20)]
+    assert all(0 <= p < 16 for p in picks) and len(set(picks)) >= 8
+    assert picks == [cidr.spread(f"conc-{i}", 0) for i in range(20)]
+    assert [cidr.spread("conc-0", a) for a in range(8)] != [picks[0]] * 8

@@ -89,6 +89,34 @@ def test_json_documents_are_scrubbed_string_by_string_and_stay_json():
     assert "ya29.abc" not in json.dumps(out) and JWT not in json.dumps(out)
 
 
+def test_secrets_nested_deep_in_a_large_document_are_scrubbed_as_each_string_alone_would_be():
+    """One pass gathers the secrets for the whole document (a fleet's status); every string, key
+    or value, at any depth, still comes out exactly as ``redact`` makes it on its own."""
+    class Creds:
+        token = "opaque-fleet-token-0123456789"
+
+    creds = Creds()
+    r.remember_credentials(creds)
+    deep: object = {f"echo {creds.token}": f"Authorization: Bearer {creds.token}"}
+    for level in range(12):
+        deep = {"level": level, "items": [deep, f"?X-Goog-Signature=sig{level}abcdef"]}
+    doc = {"clusters": [{"name": f"c{i:05d}", "zone": "us-central1-b", "run": {"said": f"ok {i}"}}
+                        for i in range(2000)] + [{"name": "last", "run": deep}], "token": creds.token}
+
+    def alone(value):
+        if isinstance(value, dict):
+            return {alone(k): alone(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [alone(v) for v in value]
+        return r.redact(value) if isinstance(value, str) and len(value) >= 8 else value
+
+    out = r.redact_data(doc)
+    text = json.dumps(out)
+    assert "opaque-fleet-token" not in text and "sig11abcdef" not in text and "sig0abcdef" not in text
+    assert out == alone(doc)
+    assert out["clusters"][1999] == {"name": "c01999", "zone": "us-central1-b", "run": {"said": "ok 1999"}}
+
+
 def test_tpuctl_debug_prints_the_traceback_scrubbed(tpuctl, monkeypatch):
     """TPUCTL_DEBUG=1 shows the traceback of an unexpected error, and it quotes values: a URL
     with its password, a token in the exception's message; neither may reach the terminal."""
