@@ -65,7 +65,7 @@ def test_fields_trim_the_answers_over_the_wire(fakegcp_env):
     listed = [i for scope in trimmed["items"].values() for i in scope.get("instances", [])]
     assert len(listed) == 2 and all(set(i) == {"name", "labels"} for i in listed)
     assert "startup-script" in json.dumps(whole) and "startup-script" not in json.dumps(trimmed)
-    assert size * 20 < whole_size
+    assert size * 10 < whole_size                     # names and labels only, of whole VM bodies
     nodes = f"/v2/projects/{PROJECT}/locations/-/nodes"
     status, doc, _ = _get(fakegcp, nodes + "?fields=nodes(name,state),nextPageToken,unreachable")
     assert status == 200 and [set(n) for n in doc["nodes"]] == [{"name", "state"}] * 2

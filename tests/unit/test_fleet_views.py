@@ -48,10 +48,10 @@ class Listed:
     def __init__(self, vms: list[Vm], tpus: list[TpuNode], queued: list[QueuedRequest]) -> None:
         self.vms, self.tpus, self.queued = vms, tpus, queued
 
-    def list_vms(self, zone, selector):
+    def list_vms(self, zone, selector, *, metadata=False):
         return self.vms
 
-    def list_tpus(self, zone, selector):
+    def list_tpus(self, zone, selector, *, metadata=False, near=()):
         return self.tpus
 
     def list_queued(self, zone, selector):
