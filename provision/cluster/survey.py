@@ -7,6 +7,7 @@ is a usage error before any resource exists.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..basics.errors import CloudError, UsageError
@@ -32,37 +33,40 @@ from .plan import Existing, image_to_keep
 from .resources import Log
 
 
+def _settled(thing: Any, going: bool, what: str, gone: Callable[[], bool], *, dry_run: bool, timeout: float,
+             backoff: Backoff, log: Log, then: str = "") -> Any:
+    """``thing``, or None once it was being deleted and is gone (a dry run does not wait)."""
+    if thing is None or not going:
+        return thing
+    log(f"{what} {thing.name} in {thing.zone} is being deleted; waiting for it to go{then}")
+    if not dry_run:
+        wait_until(gone, timeout=timeout, backoff=backoff)
+    return None
+
+
 def settled_tpu(provider: Provider, tpu: TpuNode | None, *, dry_run: bool, timeout: float, backoff: Backoff,
                 log: Log) -> TpuNode | None:
-    """The cluster's TPU, or None once one being deleted is gone (a dry run does not wait)."""
-    if tpu is not None and tpu.state == TpuState.DELETING:
-        log(f"TPU {tpu.name} in {tpu.zone} is being deleted; waiting for it to go before recreating")
-        if not dry_run:
-            wait_until(lambda: provider.get_tpu(tpu.zone, tpu.name) is None, timeout=timeout, backoff=backoff)
-        tpu = None
-    return tpu
+    """The cluster's TPU, or None once one being deleted is gone: it is recreated after."""
+    going = tpu is not None and tpu.state == TpuState.DELETING
+    return _settled(tpu, going, "TPU", lambda: provider.get_tpu(tpu.zone, tpu.name) is None,  # type: ignore[union-attr]
+                    dry_run=dry_run, timeout=timeout, backoff=backoff, log=log, then=" before recreating")
 
 
 def settled_request(provider: Provider, req: QueuedRequest | None, *, dry_run: bool, timeout: float,
                     backoff: Backoff, log: Log) -> QueuedRequest | None:
-    """The cluster's queued resource, or None once one being deleted is gone (a dry run does not wait)."""
-    if req is not None and req.state == QueuedState.DELETING:
-        log(f"queued resource {req.name} in {req.zone} is being deleted; waiting for it to go")
-        if not dry_run:
-            wait_until(lambda: provider.get_queued(req.zone, req.name) is None, timeout=timeout, backoff=backoff)
-        req = None
-    return req
+    """The cluster's queued resource, or None once one being deleted is gone."""
+    going = req is not None and req.state == QueuedState.DELETING
+    return _settled(req, going, "queued resource",
+                    lambda: provider.get_queued(req.zone, req.name) is None,  # type: ignore[union-attr]
+                    dry_run=dry_run, timeout=timeout, backoff=backoff, log=log)
 
 
 def settled_vm(provider: Provider, vm: Vm | None, *, dry_run: bool, timeout: float, backoff: Backoff,
                log: Log) -> Vm | None:
-    """The cluster's host VM, or None once one being deleted is gone (a dry run does not wait)."""
-    if vm is not None and vm.state == VmState.STOPPING:
-        log(f"host VM {vm.name} in {vm.zone} is being deleted; waiting for it to go")
-        if not dry_run:
-            wait_until(lambda: provider.get_vm(vm.zone, vm.name) is None, timeout=timeout, backoff=backoff)
-        vm = None
-    return vm
+    """The cluster's host VM, or None once one being deleted is gone."""
+    going = vm is not None and vm.state == VmState.STOPPING
+    return _settled(vm, going, "host VM", lambda: provider.get_vm(vm.zone, vm.name) is None,  # type: ignore[union-attr]
+                    dry_run=dry_run, timeout=timeout, backoff=backoff, log=log)
 
 
 def offered(provider: Provider, spec: ClusterSpec, existing: Existing, zones: list[str], offers: Offers,

@@ -193,13 +193,19 @@ def test_the_metadata_bootstrap_fetches_verifies_and_runs_the_startup_script(tmp
     _no_secrets(stub, out)
 
 
-def test_a_startup_script_a_bucket_writer_replaced_is_refused_and_nothing_runs(tmp_path):
-    replaced = b'#!/bin/bash\ntouch "$PWNED"\n'
-    stub = Stub(_good_attributes(), _staged(objects("my-runs"), script=replaced))
+def _bootstrap_once(tmp_path, bucket_objects):
+    """The bootstrap run once against a stub whose bucket holds ``bucket_objects``: (code, out, stub)."""
+    stub = Stub(_good_attributes(), bucket_objects)
     try:
         code, out, _ = _run(tmp_path, stub, timeout=30, script=_bootstrap(tmp_path))
     finally:
         stub.close()
+    return code, out, stub
+
+
+def test_a_startup_script_a_bucket_writer_replaced_is_refused_and_nothing_runs(tmp_path):
+    replaced = b'#!/bin/bash\ntouch "$PWNED"\n'
+    code, out, stub = _bootstrap_once(tmp_path, _staged(objects("my-runs"), script=replaced))
     assert code == 1, out
     assert f"not the {STARTUP.sha256} pinned here: not running it" in out
     assert not (tmp_path / "pwned").exists() and not (tmp_path / "argv.jsonl").exists()
@@ -208,11 +214,7 @@ def test_a_startup_script_a_bucket_writer_replaced_is_refused_and_nothing_runs(t
 
 
 def test_a_startup_script_missing_from_the_bucket_stops_the_bootstrap_after_bounded_tries(tmp_path):
-    stub = Stub(_good_attributes(), objects("my-runs"))
-    try:
-        code, out, _ = _run(tmp_path, stub, timeout=30, script=_bootstrap(tmp_path))
-    finally:
-        stub.close()
+    code, out, stub = _bootstrap_once(tmp_path, objects("my-runs"))
     assert code == 1, out
     assert f"cannot read gs://my-runs/tpuctl/startup/{STARTUP.sha256}.sh (HTTP 404): not starting" in out
     assert len(stub.storage_requests) == 3 and not (tmp_path / "argv.jsonl").exists()

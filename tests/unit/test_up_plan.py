@@ -12,18 +12,8 @@ import pytest
 
 from provision.basics.errors import UsageError
 from provision.catalog.accelerators import parse
-from provision.cloud.base import (
-    DEFAULT_POOL,
-    Arch,
-    ClusterSpec,
-    QueuedRequest,
-    QueuedState,
-    TpuNode,
-    TpuState,
-    Used,
-    Vm,
-    VmState,
-)
+from provision.cloud import base
+from provision.cloud.base import DEFAULT_POOL, Arch, ClusterSpec, TpuNode, TpuState, Vm
 from provision.cluster import plan
 from provision.cluster.candidates import Candidate
 from provision.cluster.offers import ZoneFit
@@ -78,7 +68,7 @@ def test_a_new_tpu_node_takes_the_first_free_range_and_knows_the_reservation_it_
                        arch="node", preemptible=True)
     cands = (Candidate(parse("v2-8"), "us-central1-b"),)
     got = make(spec, cands=cands, reserved=lambda: None,
-               used=lambda: [Used.of("10.240.0.0/29", "another cluster's TPU")])
+               used=lambda: [base.Used.of("10.240.0.0/29", "another cluster's TPU")])
     assert got.needs_range
     assert (got.block, got.had) == ("10.240.0.8/29", None)
     assert got.planned[0] == "TPU lab v2-8 in us-central1-b with range 10.240.0.8/29"
@@ -95,7 +85,7 @@ def test_a_users_block_that_conflicts_is_refused_before_anything_is_made():
                        cidr="10.240.0.0/29")
     with pytest.raises(UsageError):
         make(spec, cands=(Candidate(parse("v2-8"), "us-central1-b"),), reserved=lambda: None,
-             used=lambda: [Used.of("10.240.0.0/28", "a subnetwork")])
+             used=lambda: [base.Used.of("10.240.0.0/28", "a subnetwork")])
 
 
 def test_a_preempted_tpu_is_replaced_in_its_zone_first_with_its_image_and_range():
@@ -130,9 +120,9 @@ def test_a_live_tpu_is_adopted_in_its_zone_and_one_of_another_type_or_tier_is_re
 def test_a_tpu_nodes_host_keeps_it_in_the_hosts_region():
     spec = ClusterSpec(name="lab", accelerator_type="v2-8", zones=("us-central1-a", "europe-west4-a", "us-central1-b"),
                        provider="gcp", arch="node")
-    host = Vm("lab", "us-central1-b", VmState.RUNNING, "e2-standard-4")
+    host = Vm("lab", "us-central1-b", base.VmState.RUNNING, "e2-standard-4")
     assert plan.zone_order(spec, plan.Existing(vm=host)) == ["us-central1-b", "us-central1-a"]
-    far = Vm("lab", "asia-east1-c", VmState.RUNNING)
+    far = Vm("lab", "asia-east1-c", base.VmState.RUNNING)
     with pytest.raises(UsageError, match="outside the zones given"):
         plan.zone_order(spec, plan.Existing(vm=far))
 
@@ -140,7 +130,7 @@ def test_a_tpu_nodes_host_keeps_it_in_the_hosts_region():
 def test_a_live_queued_request_is_waited_for_first_and_the_spot_tier_is_said():
     spec = ClusterSpec(name="lab", accelerator_type="v5litepod-8", zones=("us-west4-a", "us-east1-c"),
                        provider="gcp", spot=True, queued=True, machine_type=None)
-    req = QueuedRequest("lab", "us-east1-c", QueuedState.WAITING_FOR_RESOURCES, "v5litepod-8", spot=True)
+    req = base.QueuedRequest("lab", "us-east1-c", base.QueuedState.WAITING_FOR_RESOURCES, "v5litepod-8", spot=True)
     adopted, prefer = plan.adopt_request(spec, req, None)
     assert prefer == ("v5litepod-8", "us-east1-c")
     existing = plan.Existing(request=req)
