@@ -21,13 +21,9 @@ TEMPLATES = REPO / "templates"
 
 
 @pytest.fixture(scope="session")
-def tiny_dir(tmp_path_factory) -> Path:
-    """``python -m jobs.bert.tiny`` output, generated once per session."""
-    out = tmp_path_factory.mktemp("tiny") / "bert"
-    proc = subprocess.run([sys.executable, "-m", "jobs.bert.tiny", str(out)], cwd=REPO,
-                          capture_output=True, text=True, timeout=120, check=False)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return out
+def tiny_dir(tiny_bert) -> Path:
+    """``python -m jobs.bert.tiny`` output: the session's one copy (tests/conftest.py)."""
+    return tiny_bert
 
 
 def _from_template(name: str, path: Path, values: dict) -> Path:
