@@ -68,6 +68,44 @@ def run_job(spec: Path, *sets: str, env: dict | None = None, timeout: float = 18
                           timeout=timeout, check=False)
 
 
+@pytest.fixture
+def job_here(monkeypatch, capfd):
+    """Run a spec through ``python -m jobs``'s ``main()`` in this worker's process: TensorFlow
+    starts once per worker, not once per job. For tests of what one job does on one replica (its
+    exit code, lines, outputs); runs that are killed, signalled, resumed or split over logical
+    replicas (set once per process) stay subprocesses (``run_job``, ``start_job``)."""
+    from jobs.__main__ import main
+
+    monkeypatch.chdir(REPO)
+    # as job_env(): with TF_CPP_MIN_LOG_LEVEL set, main() leaves stderr unfiltered (jobs.quiet)
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
+    monkeypatch.setenv("TPUCTL_DEVICE", "cpu")
+    monkeypatch.delenv("TPUCTL_CPU_REPLICAS", raising=False)
+
+    def run(spec: Path, *sets: str) -> subprocess.CompletedProcess:
+        argv = ["run", str(spec)]
+        for item in sets:
+            argv += ["--set", item]
+        capfd.readouterr()
+        try:
+            code = main(argv)
+        finally:
+            _reset_keras()
+        out, err = capfd.readouterr()
+        return subprocess.CompletedProcess([sys.executable, "-m", "jobs", *argv], code, out, err)
+
+    return run
+
+
+def _reset_keras() -> None:
+    """What a job leaves in the process for the next one: Keras' layer names and dtype policy."""
+    if "keras" in sys.modules:
+        import keras
+
+        keras.backend.clear_session()
+        keras.mixed_precision.set_global_policy("float32")
+
+
 def start_job(spec: Path, *sets: str, env: dict | None = None,
               via_tpuctl: bool = False) -> subprocess.Popen:
     args = ["-m", "provision", "job", "run"] if via_tpuctl else ["-m", "jobs", "run"]

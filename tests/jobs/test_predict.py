@@ -154,21 +154,21 @@ def test_predictions_savedmodel_and_checkpoint_agree(tmp_path, tiny_dir):
     ("text\tlabel\ngood film\tmeh\n", ("has label(s) 'meh' not in labels (neg, pos); add them "
                                       "with --set labels=...")),
 ])
-def test_a_bad_test_file_stops_before_any_step(tmp_path, tiny_dir, content, message):
+def test_a_bad_test_file_stops_before_any_step(tmp_path, tiny_dir, content, message, job_here):
     test = tmp_path / "test.tsv"
     test.write_text(content)
     spec = finetune_spec(tmp_path, tiny_dir, num_train_steps=10, test_file=str(test))
-    proc = run_job(spec)
+    proc = job_here(spec)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert _error_lines(proc.stderr) == [f"tpuctl: error: {test} {message}"]
     assert checkpoint_steps(tmp_path / "run") == []
 
 
-def test_predict_only_needs_a_fine_tuned_checkpoint(tmp_path, tiny_dir):
+def test_predict_only_needs_a_fine_tuned_checkpoint(tmp_path, tiny_dir, job_here):
     """The pretrained checkpoint has no classifier head: one line, exit 2, before any step."""
     test = _test_file(tmp_path, tiny_dir, lines=3)
     spec = finetune_spec(tmp_path, tiny_dir, num_train_steps=0, test_file=str(test))
-    proc = run_job(spec)
+    proc = job_here(spec)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert _error_lines(proc.stderr) == [
         (f"tpuctl: error: checkpoint {tiny_dir / 'bert_model.ckpt'} has no output_weights: it is "
