@@ -45,7 +45,7 @@ def _error_lines(stderr: str) -> list[str]:
             if line.startswith("tpuctl: error:")]
 
 
-def test_predictions_savedmodel_and_checkpoint_agree(tmp_path, tiny_dir):
+def test_predictions_savedmodel_and_checkpoint_agree(tmp_path, tiny_dir, job_here):
     """Two replicas and a predict batch of 10 (fitted to 10 over 2 replicas; 37 lines pad to
     40): every line gets exactly one row, in order, and the job's probabilities, the
     SavedModel's and a Keras model restored from the final checkpoint agree to 1e-5."""
@@ -128,7 +128,7 @@ def test_predictions_savedmodel_and_checkpoint_agree(tmp_path, tiny_dir):
     proc.send_signal(signal.SIGTERM)
     output = proc.communicate(timeout=120)[0]
     assert proc.returncode == 42, output[-3000:]
-    again = run_job(predict_only)
+    again = job_here(predict_only)  # the retry, in this process
     assert again.returncode == 0, again.stderr[-3000:]
     assert "predict only, labels ['neg', 'pos'], 160 dev examples, 37 test examples" in again.stderr
     assert (tmp_path / "p" / "test_results.tsv").read_text() == \
