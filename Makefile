@@ -22,14 +22,14 @@ demo: $(STAMP)
 # beam-marked tests need apache-beam, which cannot live beside TensorFlow: `make test-beam` runs them;
 # package-marked ones install venvs from the registry: `make test-package`
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadgroup -m "not beam and not long and not package and not frameworks and not browser" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n 2 --dist loadgroup --durations=30 -m "not beam and not long and not package and not frameworks and not browser" $(PYTEST_ARGS)
 
 # The long checks (a second chaos seed, exact resumption of each job, evaluations across a stop,
 # XLA, the emulated v2-32 e2e, evaluation and prediction on 32-core slices, two sweep e2es that the
 # sweep chaos seeds repeat): `make test` leaves
 # them out to stay within 15 minutes on 2 cores; .ci/run runs them.
 test-long: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadgroup -m "long and not beam and not frameworks and not browser" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n 2 --dist loadgroup --durations=30 -m "long and not beam and not frameworks and not browser" $(PYTEST_ARGS)
 
 # tpuctl ui in a real headless browser (tests/e2e/test_ui_browser.py): Debian's chromium and its
 # chromedriver, installed here when missing (root, apt reachable: CI); Selenium is pointed at

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.made_once import made_once, source_key
+
 REPO = Path(__file__).resolve().parent.parent
 
 pytest_plugins = ["tests.fakegcp.pytest_plugin", "tests.gcs_fixture"]
@@ -96,13 +98,16 @@ def tpuctl_process():
 @pytest.fixture(scope="session")
 def tiny_bert(tmp_path_factory) -> Path:
     """A tiny original-format BERT directory (2 layers) with a corpus and a learnable TSV task."""
-    out = tmp_path_factory.mktemp("tiny") / "bert"
-    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}  # as a newcomer runs it
-    proc = subprocess.run([sys.executable, "-m", "jobs.bert.tiny", str(out)], check=True, capture_output=True,
-                          cwd=REPO, env=env)
-    # what the newcomer's terminal got (tests/jobs/test_quiet.py reads it)
-    (out.parent / "tiny.stderr").write_bytes(proc.stderr)
-    return out
+    def make(work: Path) -> None:
+        env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}  # as a newcomer runs it
+        proc = subprocess.run([sys.executable, "-m", "jobs.bert.tiny", str(work / "bert")], check=True,
+                              capture_output=True, cwd=REPO, env=env)
+        # what the newcomer's terminal got (tests/jobs/test_quiet.py reads it)
+        (work / "tiny.stderr").write_bytes(proc.stderr)
+
+    # made once per change of the job side (tests/made_once.py), copied for this session
+    made = made_once("tiny-bert", source_key([REPO / "jobs"]), make, tmp_path_factory.mktemp("tiny") / "made")
+    return made / "bert"
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -21,13 +21,9 @@ TEMPLATES = REPO / "templates"
 
 
 @pytest.fixture(scope="session")
-def tiny_dir(tmp_path_factory) -> Path:
-    """``python -m jobs.bert.tiny`` output, generated once per session."""
-    out = tmp_path_factory.mktemp("tiny") / "bert"
-    proc = subprocess.run([sys.executable, "-m", "jobs.bert.tiny", str(out)], cwd=REPO,
-                          capture_output=True, text=True, timeout=120, check=False)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return out
+def tiny_dir(tiny_bert) -> Path:
+    """``python -m jobs.bert.tiny`` output: the session's one copy (tests/conftest.py)."""
+    return tiny_bert
 
 
 def _from_template(name: str, path: Path, values: dict) -> Path:
@@ -70,6 +66,44 @@ def run_job(spec: Path, *sets: str, env: dict | None = None, timeout: float = 18
         argv += ["--set", item]
     return subprocess.run(argv, cwd=REPO, env=env or job_env(), capture_output=True, text=True,
                           timeout=timeout, check=False)
+
+
+@pytest.fixture
+def job_here(monkeypatch, capfd):
+    """Run a spec through ``python -m jobs``'s ``main()`` in this worker's process: TensorFlow
+    starts once per worker, not once per job. For tests of what one job does on one replica (its
+    exit code, lines, outputs); runs that are killed, signalled, resumed or split over logical
+    replicas (set once per process) stay subprocesses (``run_job``, ``start_job``)."""
+    from jobs.__main__ import main
+
+    monkeypatch.chdir(REPO)
+    # as job_env(): with TF_CPP_MIN_LOG_LEVEL set, main() leaves stderr unfiltered (jobs.quiet)
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
+    monkeypatch.setenv("TPUCTL_DEVICE", "cpu")
+    monkeypatch.delenv("TPUCTL_CPU_REPLICAS", raising=False)
+
+    def run(spec: Path, *sets: str) -> subprocess.CompletedProcess:
+        argv = ["run", str(spec)]
+        for item in sets:
+            argv += ["--set", item]
+        capfd.readouterr()
+        try:
+            code = main(argv)
+        finally:
+            _reset_keras()
+        out, err = capfd.readouterr()
+        return subprocess.CompletedProcess([sys.executable, "-m", "jobs", *argv], code, out, err)
+
+    return run
+
+
+def _reset_keras() -> None:
+    """What a job leaves in the process for the next one: Keras' layer names and dtype policy."""
+    if "keras" in sys.modules:
+        import keras
+
+        keras.backend.clear_session()
+        keras.mixed_precision.set_global_policy("float32")
 
 
 def start_job(spec: Path, *sets: str, env: dict | None = None,

@@ -54,10 +54,10 @@ def test_bf16_heads_work_eagerly_and_match_the_graph(bfloat16_policy):
 
 
 @pytest.mark.slow
-def test_a_bfloat16_spec_trains(tmp_path, tiny_dir):
+def test_a_bfloat16_spec_trains(tmp_path, tiny_dir, job_here):
     spec = pretrain_spec(tmp_path, tiny_dir, num_train_steps=30, save_checkpoints_steps=30,
                          steps_per_execution=10, precision="bfloat16", export_bert_dir=False)
-    proc = run_job(spec)
+    proc = job_here(spec)
     assert proc.returncode == 0, proc.stderr[-3000:]
     record = read_progress(tmp_path / "pretrain")
     assert record["device"]["precision"] == "bfloat16" and record["step"] == 30

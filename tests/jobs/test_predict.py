@@ -46,7 +46,7 @@ def _error_lines(stderr: str) -> list[str]:
             if line.startswith("tpuctl: error:")]
 
 
-def test_predictions_savedmodel_and_checkpoint_agree(tmp_path, tiny_dir):
+def test_predictions_savedmodel_and_checkpoint_agree(tmp_path, tiny_dir, job_here):
     """Two replicas and a predict batch of 10 (fitted to 10 over 2 replicas; 37 lines pad to
     40): every line gets exactly one row, in order, and the job's probabilities, the
     SavedModel's and a Keras model restored from the final checkpoint agree to 1e-5."""
@@ -129,7 +129,7 @@ def test_predictions_savedmodel_and_checkpoint_agree(tmp_path, tiny_dir):
     proc.send_signal(signal.SIGTERM)
     output = proc.communicate(timeout=120)[0]
     assert proc.returncode == 42, output[-3000:]
-    again = run_job(predict_only)
+    again = job_here(predict_only)  # the retry, in this process
     assert again.returncode == 0, again.stderr[-3000:]
     assert "predict only, labels ['neg', 'pos'], 160 dev examples, 37 test examples" in again.stderr
     assert (tmp_path / "p" / "test_results.tsv").read_text() == \
@@ -155,21 +155,21 @@ def test_predictions_savedmodel_and_checkpoint_agree(tmp_path, tiny_dir):
     ("text\tlabel\ngood film\tmeh\n", ("has label(s) 'meh' not in labels (neg, pos); add them "
                                       "with --set labels=...")),
 ])
-def test_a_bad_test_file_stops_before_any_step(tmp_path, tiny_dir, content, message):
+def test_a_bad_test_file_stops_before_any_step(tmp_path, tiny_dir, content, message, job_here):
     test = tmp_path / "test.tsv"
     test.write_text(content)
     spec = finetune_spec(tmp_path, tiny_dir, num_train_steps=10, test_file=str(test))
-    proc = run_job(spec)
+    proc = job_here(spec)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert _error_lines(proc.stderr) == [f"tpuctl: error: {test} {message}"]
     assert checkpoint_steps(tmp_path / "run") == []
 
 
-def test_predict_only_needs_a_fine_tuned_checkpoint(tmp_path, tiny_dir):
+def test_predict_only_needs_a_fine_tuned_checkpoint(tmp_path, tiny_dir, job_here):
     """The pretrained checkpoint has no classifier head: one line, exit 2, before any step."""
     test = _test_file(tmp_path, tiny_dir, lines=3)
     spec = finetune_spec(tmp_path, tiny_dir, num_train_steps=0, test_file=str(test))
-    proc = run_job(spec)
+    proc = job_here(spec)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert _error_lines(proc.stderr) == [
         (f"tpuctl: error: checkpoint {tiny_dir / 'bert_model.ckpt'} has no output_weights: it is "

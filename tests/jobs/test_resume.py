@@ -13,7 +13,6 @@ from .conftest import (
     job_env,
     newest_in_state,
     read_progress,
-    run_job,
     start_job,
     wait_for,
 )
@@ -26,7 +25,7 @@ TOTAL = 400
 LONG = {"num_train_steps": TOTAL, "save_checkpoints_steps": 25, "steps_per_execution": 25}
 
 
-def test_sigkill_after_a_checkpoint_resumes_from_it_and_finishes(tmp_path, tiny_dir):
+def test_sigkill_after_a_checkpoint_resumes_from_it_and_finishes(tmp_path, tiny_dir, job_here):
     spec = finetune_spec(tmp_path, tiny_dir, **LONG)
     model_dir = tmp_path / "run"
     proc = start_job(spec)
@@ -39,7 +38,7 @@ def test_sigkill_after_a_checkpoint_resumes_from_it_and_finishes(tmp_path, tiny_
     assert 25 <= killed_at < TOTAL
     assert read_progress(model_dir)["status"] == "running"  # a killed job cannot say goodbye
 
-    again = run_job(spec)
+    again = job_here(spec)  # the resume, in this process: the killed job was a process of its own
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"resumed from {model_dir / f'ckpt-{killed_at}'} (step {killed_at})" in again.stderr
     assert "initialized" not in again.stderr  # init_checkpoint only when nothing to resume
@@ -51,7 +50,7 @@ def test_sigkill_after_a_checkpoint_resumes_from_it_and_finishes(tmp_path, tiny_
     assert f"step {killed_at + 25}/{TOTAL}" in first_loop  # continued, did not start at 0
 
 
-def test_truncated_newest_checkpoint_falls_back_to_the_previous_one(tmp_path, tiny_dir):
+def test_truncated_newest_checkpoint_falls_back_to_the_previous_one(tmp_path, tiny_dir, job_here):
     spec = finetune_spec(tmp_path, tiny_dir, **LONG)
     model_dir = tmp_path / "run"
     proc = start_job(spec)
@@ -64,7 +63,7 @@ def test_truncated_newest_checkpoint_falls_back_to_the_previous_one(tmp_path, ti
     data = model_dir / f"ckpt-{newest}.data-00000-of-00001"
     data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])  # cut mid-upload
 
-    again = run_job(spec)
+    again = job_here(spec)  # the resume, in this process: the killed job was a process of its own
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"checkpoint {model_dir / f'ckpt-{newest}'} does not restore" in again.stderr
     assert f"resumed from {model_dir / f'ckpt-{previous}'} (step {previous})" in again.stderr

@@ -27,8 +27,8 @@ def squad_spec(tmp_path: Path, tiny: Path, **overrides) -> Path:
         "predict_file": str(tiny / "squad" / "dev-v1.1.json"), **overrides})
 
 
-def test_tiny_squad_reaches_f1_80_and_reports_the_f1_of_its_predictions(tmp_path, tiny_dir):
-    proc = run_job(squad_spec(tmp_path, tiny_dir, eval_every_steps=100))
+def test_tiny_squad_reaches_f1_80_and_reports_the_f1_of_its_predictions(tmp_path, tiny_dir, job_here):
+    proc = job_here(squad_spec(tmp_path, tiny_dir, eval_every_steps=100))
     assert proc.returncode == 0, proc.stderr[-3000:]
     model_dir = tmp_path / "squad"
     results = json.loads((model_dir / "eval_results.json").read_text())
@@ -72,7 +72,7 @@ def test_tiny_squad_reaches_f1_80_and_reports_the_f1_of_its_predictions(tmp_path
     # Predict only (do_train: false) from the export: the very predictions.json the end of
     # training wrote; and the SavedModel's span logits agree with the checkpoint's model.
     (tmp_path / "p").mkdir()
-    again = run_job(squad_spec(tmp_path / "p", tiny_dir, do_train=False, train_file=None,
+    again = job_here(squad_spec(tmp_path / "p", tiny_dir, do_train=False, train_file=None,
                                init_checkpoint=str(model_dir / "export")))
     assert again.returncode == 0, again.stderr[-3000:]
     assert "predict only" in again.stderr
@@ -149,7 +149,7 @@ def test_killed_and_stopped_squad_run_ends_with_the_weights_of_a_straight_one(tm
     assert [k for k in want if not np.array_equal(want[k], got[k])] == []
 
 
-def test_squad_v2_job_writes_null_odds_and_the_official_v2_metrics(tmp_path, tiny_dir):
+def test_squad_v2_job_writes_null_odds_and_the_official_v2_metrics(tmp_path, tiny_dir, job_here):
     """A v2.0 file (every third question made unanswerable): the job trains on [CLS] for those,
     writes null_odds.json, and reports HasAns/NoAns as evaluate-v2.0.py does."""
     def to_v2(name):
@@ -167,9 +167,9 @@ def test_squad_v2_job_writes_null_odds_and_the_official_v2_metrics(tmp_path, tin
     train, dev = to_v2("train-v1.1.json"), to_v2("dev-v1.1.json")
     spec = squad_spec(tmp_path, tiny_dir, train_file=str(train), predict_file=str(dev),
                       num_train_steps=20)
-    refused = run_job(spec)
+    refused = job_here(spec)
     assert refused.returncode == 2 and "version_2_with_negative=true" in refused.stderr
-    proc = run_job(spec, "version_2_with_negative=true")
+    proc = job_here(spec, "version_2_with_negative=true")
     assert proc.returncode == 0, proc.stderr[-3000:]
     model_dir = tmp_path / "squad"
     results = json.loads((model_dir / "eval_results.json").read_text())

@@ -15,7 +15,8 @@ from .test_squad_training import squad_spec
 pytestmark = [pytest.mark.tf, pytest.mark.slow]
 
 
-def test_four_replicas_train_the_one_replica_model_and_evaluate_an_unsplittable_batch(tmp_path, tiny_dir):
+def test_four_replicas_train_the_one_replica_model_and_evaluate_an_unsplittable_batch(tmp_path, tiny_dir,
+                                                                                     job_here):
     """The tiny pretraining spec on 1 and on 4 replicas: the masked-LM loss divides by the
     global batch's weights, so the weights agree to float noise (far below another seed's
     distance, and below the original per-replica normalisation's); eval_batch_size 6 does not
@@ -30,7 +31,8 @@ def test_four_replicas_train_the_one_replica_model_and_evaluate_an_unsplittable_
         spec = pretrain_spec(tmp_path / name, tiny_dir, num_train_steps=steps, save_checkpoints_steps=steps,
                              steps_per_execution=steps, eval_batch_size=6, max_eval_steps=1,
                              export_bert_dir=False)
-        proc = run_job(spec, *sets, env=job_env(**env))
+        # one replica in this process; logical replicas are set once per process: a job's own
+        proc = job_here(spec, *sets) if not env else run_job(spec, *sets, env=job_env(**env))
         assert proc.returncode == 0, proc.stderr[-3000:]
         progress[name] = read_progress(tmp_path / name / "pretrain")
     assert progress["four"]["device"]["count"] == 4

@@ -22,9 +22,9 @@ pytestmark = [pytest.mark.tf, pytest.mark.slow]
 FINETUNE_ACCURACY = 0.95  # dev accuracy the tiny model must reach on the sentiment task
 
 
-def test_pretraining_loss_falls_and_the_export_loads_back(tmp_path, tiny_dir):
+def test_pretraining_loss_falls_and_the_export_loads_back(tmp_path, tiny_dir, job_here):
     spec = pretrain_spec(tmp_path, tiny_dir, eval_every_steps=60)
-    proc = run_job(spec)
+    proc = job_here(spec)
     assert proc.returncode == 0, proc.stderr[-3000:]
     model_dir = tmp_path / "pretrain"
     losses = loss_lines(proc.stderr)
@@ -79,9 +79,9 @@ def test_pretraining_loss_falls_and_the_export_loads_back(tmp_path, tiny_dir):
     assert np.abs(out["sequence_output"].numpy() - seq_ref).max() < 1e-4
 
 
-def test_finetuning_reaches_the_stated_accuracy(tmp_path, tiny_dir):
+def test_finetuning_reaches_the_stated_accuracy(tmp_path, tiny_dir, job_here):
     spec = finetune_spec(tmp_path, tiny_dir)
-    proc = run_job(spec)
+    proc = job_here(spec)
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads((tmp_path / "run" / "eval_results.json").read_text())
     assert results["eval_examples"] == 160  # every dev example counted once (160 = 10 x 16)
@@ -116,13 +116,13 @@ def test_multi_replica_path_and_batch_size_check(tmp_path, tiny_dir):
     assert record["examples_per_sec"] > 0
 
 
-def test_finetuning_starts_from_our_own_pretraining_checkpoint(tmp_path, tiny_dir):
+def test_finetuning_starts_from_our_own_pretraining_checkpoint(tmp_path, tiny_dir, job_here):
     """init_checkpoint may name a runner checkpoint (object-based, original names inside)."""
-    pre = run_job(pretrain_spec(tmp_path, tiny_dir, num_train_steps=20, save_checkpoints_steps=20,
+    pre = job_here(pretrain_spec(tmp_path, tiny_dir, num_train_steps=20, save_checkpoints_steps=20,
                                 export_bert_dir=False))
     assert pre.returncode == 0, pre.stderr[-3000:]
     spec = finetune_spec(tmp_path, tiny_dir, num_train_steps=20, save_checkpoints_steps=20,
                          init_checkpoint=str(tmp_path / "pretrain"))
-    proc = run_job(spec)
+    proc = job_here(spec)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"initialized 39 variables from {tmp_path / 'pretrain' / 'ckpt-20'}" in proc.stderr
