@@ -1,8 +1,8 @@
 """A fleet of tpuctl clusters put straight into the fake cloud: the benchmark's and the fleet test's.
 
 Each cluster is what ``tpuctl up NAME --arch vm`` leaves on GCP: a host VM and a TPU VM, labelled
-``tpuctl-cluster``/``tpuctl-role``, whose metadata carries what ``up`` writes today (the whole
-startup script, ``tpuctl-cluster``, ``tpuctl-role``, ``tpuctl-bucket``). They are spread over five
+``tpuctl-cluster``/``tpuctl-role``, whose metadata carries what ``up`` writes today (the startup
+script's bootstrap, ``tpuctl-cluster``, ``tpuctl-role``, ``tpuctl-bucket``). They are spread over five
 zones in three regions, and which cluster is what is a function of its index, so the same ``n``
 always builds the same fleet:
 
@@ -31,7 +31,6 @@ from provision.cloud.base import ClusterSpec
 from provision.cloud.gcp import HOST_IMAGE, SCOPES
 from provision.runs.store import RunRecord, current_name
 
-REPO = Path(__file__).resolve().parent.parent
 ZONES = ("us-central1-b", "us-central1-c", "us-central1-f", "europe-west4-a", "asia-east1-c")
 ACCELERATOR = "v2-8"
 RUNTIME = "tpu-vm-tf-2.15.0-pjrt"
@@ -64,8 +63,12 @@ def member(i: int, now: float) -> Member:
 
 
 def startup_script() -> str:
-    """The startup script ``up`` puts in every host VM's and TPU VM's metadata on main today."""
-    return (REPO / "templates" / "host-startup.sh").read_text()
+    """The ``startup-script`` metadata value ``up`` writes on every host VM and TPU VM: the small
+    bootstrap that fetches the pinned script (provision/cloud/startup.py). The BEFORE table of
+    docs/scale.md was measured with the whole script there, as ``up`` wrote it then."""
+    from provision.cloud import startup
+
+    return startup.current().bootstrap
 
 
 def _metadata(m: Member, role: str, script: str) -> dict[str, str]:
