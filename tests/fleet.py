@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -122,22 +123,41 @@ def build(fake: Any, gcs_url: str, home: Path, n: int, *, now: float | None = No
         fake.bulk(instances=[{"zone": m.zone, "body": host_body(m, script), "created": m.created} for m in part],
                   nodes=[{"zone": m.zone, "nodeId": m.name, "body": tpu_body(m, fake.project, script),
                           "state": m.state, "created": m.created} for m in part])
-    _gcs(gcs_url, "POST", f"/storage/v1/b?project={fake.project}", json.dumps({"name": BUCKET}).encode())
-    for m in members:
-        if m.training:
-            rec = run_record(m, fake.project, now)
-            _upload(gcs_url, current_name(m.name), {"run_id": rec.run_id})
-            _upload(gcs_url, f"{rec.prefix}/run.json", rec.to_dict())
-        if m.cached:
-            _cache(home, fake.project, m)
+    runs_and_caches(gcs_url, home, fake.project, members, now)
     return members
 
 
-def _cache(home: Path, project: str, m: Member) -> None:
+def ensure_bucket(gcs_url: str, project: str) -> None:
+    """The fleet's bucket in fake-gcs-server (made once: a second create is a conflict)."""
+    import urllib.error
+
+    try:
+        _gcs(gcs_url, "POST", f"/storage/v1/b?project={project}", json.dumps({"name": BUCKET}).encode())
+    except urllib.error.HTTPError as exc:
+        if exc.code != 409:
+            raise
+
+
+def runs_and_caches(gcs_url: str, home: Path, project: str, members: list[Member], now: float, *,
+                    spec_of: Callable[[str], ClusterSpec | None] = lambda name: None) -> None:
+    """The training members' run records in the bucket, and the local cache of the cached ones
+    (``spec_of``: the cluster's spec when it is not this module's TPU API one)."""
+    ensure_bucket(gcs_url, project)
+    for m in members:
+        if m.training:
+            rec = run_record(m, project, now)
+            _upload(gcs_url, current_name(m.name), {"run_id": rec.run_id})
+            _upload(gcs_url, f"{rec.prefix}/run.json", rec.to_dict())
+        if m.cached:
+            _cache(home, project, m, spec_of(m.name))
+
+
+def _cache(home: Path, project: str, m: Member, spec: ClusterSpec | None = None) -> None:
     """The cluster cache ``up`` writes (provision/cluster/cache.py ``cache_spec``)."""
-    spec = ClusterSpec(name=m.name, accelerator_type=ACCELERATOR, zones=(m.zone,), provider="gcp", project=project,
-                       preemptible=True, machine_type=HOST_MACHINE, runtime_version=RUNTIME, bucket=f"gs://{BUCKET}")
-    data = {**spec.to_dict(), "zone": m.zone, "cidr": None, "updated_at": m.created}
+    spec = spec or ClusterSpec(name=m.name, accelerator_type=ACCELERATOR, zones=(m.zone,), provider="gcp",
+                               project=project, preemptible=True, machine_type=HOST_MACHINE,
+                               runtime_version=RUNTIME, bucket=f"gs://{BUCKET}")
+    data = {**spec.to_dict(), "zone": spec.zone, "cidr": None, "updated_at": m.created}
     path = home / "clusters" / "gcp" / project / f"{m.name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data))
