@@ -35,7 +35,7 @@ class ClusterInstances:
         if mine:
             try:
                 kept.set_result(self._read(cluster))
-            except BaseException as exc:
+            except BaseException as exc:  # noqa: BLE001 - handed to every waiting reader, then raised
                 with self._lock:
                     self._kept.pop(cluster, None)      # a failed read is not kept: the next reader asks again
                 kept.set_exception(exc)
