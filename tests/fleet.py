@@ -1,8 +1,8 @@
 """A fleet of tpuctl clusters put straight into the fake cloud: the benchmark's and the fleet test's.
 
 Each cluster is what ``tpuctl up NAME --arch vm`` leaves on GCP: a host VM and a TPU VM, labelled
-``tpuctl-cluster``/``tpuctl-role``, whose metadata carries what ``up`` writes today (the whole
-startup script, ``tpuctl-cluster``, ``tpuctl-role``, ``tpuctl-bucket``). They are spread over five
+``tpuctl-cluster``/``tpuctl-role``, whose metadata carries what ``up`` writes today (the startup
+script's bootstrap, ``tpuctl-cluster``, ``tpuctl-role``, ``tpuctl-bucket``). They are spread over five
 zones in three regions, and which cluster is what is a function of its index, so the same ``n``
 always builds the same fleet:
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,6 @@ from provision.cloud.base import ClusterSpec
 from provision.cloud.gcp import HOST_IMAGE, SCOPES
 from provision.runs.store import RunRecord, current_name
 
-REPO = Path(__file__).resolve().parent.parent
 ZONES = ("us-central1-b", "us-central1-c", "us-central1-f", "europe-west4-a", "asia-east1-c")
 ACCELERATOR = "v2-8"
 RUNTIME = "tpu-vm-tf-2.15.0-pjrt"
@@ -64,8 +64,12 @@ def member(i: int, now: float) -> Member:
 
 
 def startup_script() -> str:
-    """The startup script ``up`` puts in every host VM's and TPU VM's metadata on main today."""
-    return (REPO / "templates" / "host-startup.sh").read_text()
+    """The ``startup-script`` metadata value ``up`` writes on every host VM and TPU VM: the small
+    bootstrap that fetches the pinned script (provision/cloud/startup.py). The BEFORE table of
+    docs/scale.md was measured with the whole script there, as ``up`` wrote it then."""
+    from provision.cloud import startup
+
+    return startup.current().bootstrap
 
 
 def _metadata(m: Member, role: str, script: str) -> dict[str, str]:
@@ -119,22 +123,41 @@ def build(fake: Any, gcs_url: str, home: Path, n: int, *, now: float | None = No
         fake.bulk(instances=[{"zone": m.zone, "body": host_body(m, script), "created": m.created} for m in part],
                   nodes=[{"zone": m.zone, "nodeId": m.name, "body": tpu_body(m, fake.project, script),
                           "state": m.state, "created": m.created} for m in part])
-    _gcs(gcs_url, "POST", f"/storage/v1/b?project={fake.project}", json.dumps({"name": BUCKET}).encode())
-    for m in members:
-        if m.training:
-            rec = run_record(m, fake.project, now)
-            _upload(gcs_url, current_name(m.name), {"run_id": rec.run_id})
-            _upload(gcs_url, f"{rec.prefix}/run.json", rec.to_dict())
-        if m.cached:
-            _cache(home, fake.project, m)
+    runs_and_caches(gcs_url, home, fake.project, members, now)
     return members
 
 
-def _cache(home: Path, project: str, m: Member) -> None:
+def ensure_bucket(gcs_url: str, project: str) -> None:
+    """The fleet's bucket in fake-gcs-server (made once: a second create is a conflict)."""
+    import urllib.error
+
+    try:
+        _gcs(gcs_url, "POST", f"/storage/v1/b?project={project}", json.dumps({"name": BUCKET}).encode())
+    except urllib.error.HTTPError as exc:
+        if exc.code != 409:
+            raise
+
+
+def runs_and_caches(gcs_url: str, home: Path, project: str, members: list[Member], now: float, *,
+                    spec_of: Callable[[str], ClusterSpec | None] = lambda name: None) -> None:
+    """The training members' run records in the bucket, and the local cache of the cached ones
+    (``spec_of``: the cluster's spec when it is not this module's TPU API one)."""
+    ensure_bucket(gcs_url, project)
+    for m in members:
+        if m.training:
+            rec = run_record(m, project, now)
+            _upload(gcs_url, current_name(m.name), {"run_id": rec.run_id})
+            _upload(gcs_url, f"{rec.prefix}/run.json", rec.to_dict())
+        if m.cached:
+            _cache(home, project, m, spec_of(m.name))
+
+
+def _cache(home: Path, project: str, m: Member, spec: ClusterSpec | None = None) -> None:
     """The cluster cache ``up`` writes (provision/cluster/cache.py ``cache_spec``)."""
-    spec = ClusterSpec(name=m.name, accelerator_type=ACCELERATOR, zones=(m.zone,), provider="gcp", project=project,
-                       preemptible=True, machine_type=HOST_MACHINE, runtime_version=RUNTIME, bucket=f"gs://{BUCKET}")
-    data = {**spec.to_dict(), "zone": m.zone, "cidr": None, "updated_at": m.created}
+    spec = spec or ClusterSpec(name=m.name, accelerator_type=ACCELERATOR, zones=(m.zone,), provider="gcp",
+                               project=project, preemptible=True, machine_type=HOST_MACHINE,
+                               runtime_version=RUNTIME, bucket=f"gs://{BUCKET}")
+    data = {**spec.to_dict(), "zone": spec.zone, "cidr": None, "updated_at": m.created}
     path = home / "clusters" / "gcp" / project / f"{m.name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data))

@@ -470,10 +470,11 @@ def group_by_cluster(items: Iterable[dict[str, Any]]) -> dict[str, list[dict[str
 
 def cluster_cost(provider: Any, target: Any, cluster: str, live: list[dict[str, Any]] | None, *,
                  now: float, run_ids: set[str] | None = None,
-                 known: list[dict[str, Any]] | None = None) -> ClusterCost:
+                 known: list[dict[str, Any]] | None = None, ledgers: Any = None) -> ClusterCost:
     """Ledger (local and bucket), run records and what exists now, accounted for one cluster.
     ``live`` may hold other clusters' nodes too; ``known``: this cluster's run index entries, read
-    from the index when None."""
+    from the index when None; ``ledgers``: a fleet's :class:`~provision.cluster.ledger.BucketLedgers`
+    (None: the cluster's ledger folder is listed)."""
     from ..cloud.storage import open_bucket
     from ..runs import store as runs
     from ..runs.pace import summary
@@ -491,7 +492,9 @@ def cluster_cost(provider: Any, target: Any, cluster: str, live: list[dict[str, 
             buckets.add(b)
         for url in sorted(buckets):
             try:
-                events = merge(events, read_bucket(open_bucket(url, target), cluster))
+                found = (ledgers.read(url, cluster) if ledgers is not None
+                         else read_bucket(open_bucket(url, target), cluster))
+                events = merge(events, found)
             except Exception as exc:  # noqa: BLE001
                 notes.append(f"ledger in {url} unreadable ({type(exc).__name__})")
     all_spans = []

@@ -224,8 +224,26 @@ class ReapResult:
 
 # ---- finding a cluster's run ---------------------------------------------------------------------
 
-def find_run(provider: Provider, target: Any, cluster: str, bucket_url: str | None) -> tuple[RunView | None, str | None]:
-    """The cluster's newest run as a :class:`RunView`, and where it was found.
+def clusters_with_runs(target: Any, bucket_url: str) -> set[str] | None:
+    """The clusters whose run pointer (``current.json``) is in the bucket, from one listing of its
+    clusters' folder (a page per thousand objects): a fleet's reaper then reads the pointers that
+    exist instead of asking for every cluster's. None when the bucket cannot be listed (each
+    pointer is read, as before)."""
+    from ..cloud.storage import open_bucket
+    from ..runs import store as runs
+
+    prefix = runs.CLUSTERS_PREFIX + "/"
+    try:
+        names = [o.name for o in open_bucket(bucket_url, target).list(prefix)]
+    except TpuctlError:
+        return None
+    return {n[len(prefix):].split("/", 1)[0] for n in names if n == runs.current_name(n[len(prefix):].split("/", 1)[0])}
+
+
+def find_run(provider: Provider, target: Any, cluster: str, bucket_url: str | None, *,
+             pointers: set[str] | None = None) -> tuple[RunView | None, str | None]:
+    """The cluster's newest run as a :class:`RunView`, and where it was found; ``pointers``: the
+    clusters :func:`clusters_with_runs` found a run pointer of in ``bucket_url`` (None: read it).
 
     Raises :class:`TpuctlError` when run records exist but cannot be read.
     """
@@ -239,7 +257,7 @@ def find_run(provider: Provider, target: Any, cluster: str, bucket_url: str | No
     if entries:
         latest = entries[-1]
         candidates.append((latest["bucket"], latest["run_id"], "this machine's run index"))
-    if bucket_url:
+    if bucket_url and (pointers is None or cluster in pointers):
         bucket = open_bucket(bucket_url, target)
         try:
             import json
@@ -325,10 +343,11 @@ def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None =
         if node.keep:
             report.verdict = judge(node, None, now=time.time(), idle_for=idle_for)
             return report
-        b, _source = bucket_for(provider, name, hint=bucket, node=node, vm=vm_of.get(name))
+        b = buckets[id(node)]
         report.bucket = b
         try:
-            report.run, report.run_source = find_run(provider, target, name, b)
+            report.run, report.run_source = find_run(provider, target, name, b,
+                                                     pointers=pointers.get(b) if b else None)
         except Exception as exc:  # noqa: BLE001 - never delete what we cannot see is idle
             why = exc.one_line() if isinstance(exc, TpuctlError) else f"{type(exc).__name__}: {exc}"
             report.verdict = Verdict(False, f"its run records cannot be read ({why[:200]}); kept")
@@ -356,8 +375,17 @@ def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None =
                                      report.verdict.idle_since)
         return report
 
+    buckets: dict[int, str | None] = {}
+    pointers: dict[str, set[str] | None] = {}
     if nodes:
         with ThreadPoolExecutor(min(8, len(nodes))) as pool:
+            judged = [n for n in nodes if not n.keep]
+            for n, b in zip(judged, pool.map(lambda n: bucket_for(provider, n.cluster or n.name, hint=bucket, node=n,
+                                                                  vm=vm_of.get(n.cluster or n.name))[0], judged)):
+                buckets[id(n)] = b
+            if len(judged) > 1:     # one listing per bucket instead of a read per cluster
+                listed = list(dict.fromkeys(b for b in buckets.values() if b))
+                pointers = dict(zip(listed, pool.map(lambda b: clusters_with_runs(target, b), listed)))
             result.nodes = list(pool.map(examine, nodes))
     result.nodes.sort(key=lambda r: (r.cluster, r.node.zone, r.node.name))
 

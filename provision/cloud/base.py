@@ -13,7 +13,7 @@ import enum
 import ipaddress
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from ..basics import validate
@@ -492,8 +492,11 @@ class TpuNode(Labelled):
             return None
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d.pop("metadata")
+        # asdict's field by field, without its generic recursion (a fleet's status --json has
+        # thousands of nodes) and without the metadata
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "metadata"}
+        d["labels"] = dict(self.labels)
+        d["endpoints"] = [asdict(e) for e in self.endpoints]
         d["arch"] = self.arch.value
         d["state"] = self.state.value
         d["health"] = self.health.value

@@ -63,6 +63,7 @@ from .base import (
     parse_pool,
 )
 from .failures import Kind
+from .gcp_cluster_reads import ClusterInstances
 from .gcp_compute_tpu import ComputeTpus
 from .gcp_errors import compute_operation_failure, failure_of, queued_failure
 from .gcp_rest import SCOPES, Rest, compute_base, tpu_base
@@ -171,8 +172,10 @@ class GcpProvider:
         self._images: dict[str, str] = {}
         self._staged: set[str] = set()     # buckets that hold this tpuctl's startup script
         # TPUs on Compute Engine (instances, and MIGs with a workload policy): provision/cloud/gcp_compute_tpu.py
+        self._cluster_instances = ClusterInstances(self._read_cluster_instances)
         self._compute = ComputeTpus(project, self._gce, call=self._call, pages=self._pages,
-                                    aggregated=self._aggregated, wait=self._wait_compute)
+                                    aggregated=self._aggregated, wait=self._wait_compute,
+                                    cluster_instances=self._cluster_instances.of)
 
     # ---- credentials and the session ----------------------------------------------------------
     def _credentials(self) -> Any:
@@ -209,6 +212,8 @@ class GcpProvider:
               body: Json | None = None, timeout: float = CALL_TIMEOUT) -> Json:
         """One API call (``what`` names it, e.g. ``tpu.v2.nodes.get``), retried while transient."""
         session = self._session()
+        if method != "GET":
+            self._cluster_instances.forget()    # what was read of a cluster may change now
         started = time.monotonic()
         attempt = 0
         while True:
@@ -312,7 +317,9 @@ class GcpProvider:
         flt = " AND ".join(f'labels.{k} = "{v}"' for k, v in sorted((labels or {}).items()))
         what = fields.VM_WITH_METADATA if metadata else fields.VM
         params = {"filter": flt} if flt else {}
-        if zone:
+        if zone is None and labels and set(labels) == {CLUSTER_LABEL}:
+            items = iter(self._cluster_instances.of(labels[CLUSTER_LABEL]))    # one list for status NAME's readers
+        elif zone:
             params["fields"] = fields.listed("items", what)
             items = self._pages("compute.instances.list", f"{self._gce}/zones/{zone}/instances", "items", params)
         else:
@@ -559,7 +566,8 @@ class GcpProvider:
         with ThreadPoolExecutor(2) as reads:
             compute_f = reads.submit(self._compute.list, zone, labels)
             if cluster:
-                v2 = self._tpu_api_view(lambda: self._cluster_v2(cluster, zone, what, near), [])
+                v2 = self._tpu_api_view(lambda: self._cluster_v2(cluster, zone, what, near,
+                                                                 on_compute=lambda: bool(compute_f.result())), [])
             else:
                 v2 = self._tpu_api_view(lambda: self._list_v2(zone, what), [])
             wanted = [n for n in v2 if matches(dict(n.get("labels") or {}), labels)]
@@ -570,12 +578,14 @@ class GcpProvider:
                 nodes = [self._from_v2(n, metadata) for n in wanted]
             return nodes + compute_f.result()
 
-    def _cluster_v2(self, cluster: str, zone: str | None, what: str, near: tuple[str, ...]) -> list[Json]:
+    def _cluster_v2(self, cluster: str, zone: str | None, what: str, near: tuple[str, ...],
+                    on_compute: Callable[[], bool] = lambda: False) -> list[Json]:
         """The v2 nodes labelled ``cluster``, without listing the project's: its node is named for
         it, so it is read (``nodes.get``) in ``zone``, else in the zones ``near`` names (the local
         cache's), else in the zones of the cluster's instances (its host VM: one label-filtered
         Compute list). A node in none of those (moved by zone failover, a cluster without a host
-        VM) is found in a list of names and labels alone."""
+        VM) is found in a list of names and labels alone, unless the cluster's TPU is on Compute
+        Engine (``on_compute``: read at the same time), where a cluster has only the one."""
         def where() -> Iterator[str]:
             if zone:
                 yield zone
@@ -587,6 +597,8 @@ class GcpProvider:
             node = self._get_v2(z, cluster, what)
             if node is not None and dict(node.get("labels") or {}).get(CLUSTER_LABEL) == cluster:
                 return [node]
+        if on_compute():
+            return []
         listed = self._pages("tpu.v2.nodes.list", f"{self._loc(zone)}/nodes", "nodes",
                              {"fields": fields.tpu_listed("nodes", "name,labels")})
         names = [str(n.get("name") or "") for n in listed
@@ -595,11 +607,16 @@ class GcpProvider:
         return [n for n in found if n is not None]
 
     def _instance_zones(self, cluster: str) -> list[str]:
-        """The zones of the cluster's Compute Engine instances (a server-side label filter)."""
-        items = self._aggregated("compute.instances.aggregatedList", "instances", "instances",
-                                 {"filter": f'labels.{CLUSTER_LABEL} = "{cluster}"',
-                                  "fields": fields.aggregated("instances", "zone")})
+        """The zones of the cluster's Compute Engine instances."""
+        items = self._cluster_instances.of(cluster)
         return list(dict.fromkeys(_short(str(i.get("zone") or "")) for i in items if i.get("zone")))
+
+    def _read_cluster_instances(self, cluster: str) -> list[Json]:
+        """Every instance labelled ``cluster`` (a server-side label filter), with what each of
+        its readers reads: a host VM's fields and metadata, a TPU worker's (gcp_cluster_reads)."""
+        return list(self._aggregated("compute.instances.aggregatedList", "instances", "instances",
+                                     {"filter": f'labels.{CLUSTER_LABEL} = "{cluster}"',
+                                      "fields": fields.aggregated("instances", fields.TPU_INSTANCE)}))
 
     def delete_tpu(self, zone: str, name: str) -> Operation:
         n = self._tpu_api_view(lambda: self._get_v2(zone, name), None)

@@ -53,12 +53,14 @@ class ComputeTpus:
     provider's retried, classified calls."""
 
     def __init__(self, project: str, base: str, *, call: Call, pages: Callable[..., Iterator[Json]],
-                 aggregated: Callable[..., Iterator[Json]], wait: Callable[[str, str], Json]) -> None:
+                 aggregated: Callable[..., Iterator[Json]], wait: Callable[[str, str], Json],
+                 cluster_instances: Callable[[str], list[Json]] | None = None) -> None:
         self.project = project
         self._gce = base
         self._call = call
         self._pages = pages
         self._aggregated = aggregated
+        self._cluster_instances = cluster_instances
         self._wait = wait
 
     # ---- create ---------------------------------------------------------------------------------
@@ -224,7 +226,8 @@ class ComputeTpus:
             return None
         workers = list(self._pages("compute.instances.list", f"{self._gce}/zones/{zone}/instances", "items",
                                    {"filter": f'labels.{gce_tpu.SLICE_LABEL} = "{name}"'}))
-        return gce_tpu.node_from_slice(mig, workers, waiting=self._waiting(zone, mig))
+        return gce_tpu.node_from_slice(mig, workers, waiting=gce_tpu.may_be_waiting(mig, workers)
+                                       and self._waiting(zone, mig))
 
     def worker_instances(self, zone: str, cluster: str) -> list[Json]:
         """The instances of the cluster's Compute Engine TPU in worker order ([] when there is none)."""
@@ -255,7 +258,7 @@ class ComputeTpus:
         flt = " AND ".join(f'labels.{k} = "{v}"' for k, v in sorted({**(labels or {}), ROLE_LABEL: "tpu"}.items()))
         cluster = (labels or {}).get(CLUSTER_LABEL)
         with ThreadPoolExecutor(3) as pool:
-            inst_f = pool.submit(lambda: list(self._instances(zone, flt)))
+            inst_f = pool.submit(lambda: list(self._instances(zone, flt, labels)))
             migs_f = pool.submit(lambda: list(self._migs(zone, cluster)))
             left_f = pool.submit(self._remnants, cluster, zone) if cluster else None
             instances, migs = inst_f.result(), migs_f.result()
@@ -273,16 +276,21 @@ class ComputeTpus:
         seen_slices = set()
         for mig in migs:
             mzone = _short(mig.get("zone"))
-            node = gce_tpu.node_from_slice(mig, members.get((mzone, str(mig.get("name"))), []),
-                                           waiting=self._waiting(mzone, mig))
+            workers = members.get((mzone, str(mig.get("name"))), [])
+            waiting = gce_tpu.may_be_waiting(mig, workers) and self._waiting(mzone, mig)
+            node = gce_tpu.node_from_slice(mig, workers, waiting=waiting)
             if node is not None and matches(node.labels, labels):
                 out.append(node)
                 seen_slices.add(node.name)
         out.extend(n for n in remnants if n.name not in seen_slices and not any(o.name == n.name for o in out))
         return out
 
-    def _instances(self, zone: str | None, flt: str) -> Iterator[Json]:
-        """The TPU instances the filter selects, each with what gce_tpu reads of a worker."""
+    def _instances(self, zone: str | None, flt: str, labels: dict[str, str] | None) -> Iterator[Json]:
+        """The TPU instances the filter selects, each with what gce_tpu reads of a worker; a
+        named cluster's from the provider's one list of its instances (gcp_cluster_reads)."""
+        if zone is None and labels and set(labels) == {CLUSTER_LABEL} and self._cluster_instances:
+            return (i for i in self._cluster_instances(labels[CLUSTER_LABEL])
+                    if (i.get("labels") or {}).get(ROLE_LABEL) == "tpu")
         if zone:
             return self._pages("compute.instances.list", f"{self._gce}/zones/{zone}/instances", "items",
                                {"filter": flt, "fields": fields.listed("items", fields.TPU_INSTANCE)})

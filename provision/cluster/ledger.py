@@ -112,6 +112,45 @@ def read_bucket(bucket: Any, cluster: str) -> list[dict[str, Any]]:
     return out
 
 
+class BucketLedgers:
+    """The ledger objects of every cluster in a bucket, from one listing of its clusters' folder
+    (a page per thousand objects), for a fleet's ``cost``: a listing per cluster would be a request
+    per cluster. A bucket that cannot be listed raises for each cluster that asks, as a listing
+    of the cluster's own folder would."""
+
+    def __init__(self, open_bucket: Any) -> None:
+        self._open = open_bucket
+        self._index: dict[str, dict[str, list[str]] | Exception] = {}
+
+    def read(self, url: str, cluster: str) -> list[dict[str, Any]]:
+        index = self._index.get(url)
+        if index is None:
+            index = self._index[url] = self._list(url)
+        if isinstance(index, Exception):
+            raise index
+        bucket = self._open(url)
+        out = []
+        for name in index.get(cluster, []):
+            try:
+                out.append(json.loads(bucket.read_bytes(name)))
+            except Exception:  # noqa: BLE001, S112 - a half-written or foreign object
+                continue
+        return out
+
+    def _list(self, url: str) -> dict[str, list[str]] | Exception:
+        prefix = "tpuctl/clusters/"
+        try:
+            names = [info.name for info in self._open(url).list(prefix)]
+        except Exception as exc:  # noqa: BLE001 - reported per cluster, as read_bucket's failure is
+            return exc
+        out: dict[str, list[str]] = {}
+        for name in names:
+            cluster, _, rest = name[len(prefix):].partition("/")
+            if rest.startswith("ledger/"):
+                out.setdefault(cluster, []).append(name)
+        return out
+
+
 def merge(*sources: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     seen: dict[str, dict[str, Any]] = {}
     for src in sources:

@@ -9,7 +9,10 @@ fake-gcs-server and are not counted). Every command is timed with the fake's lat
 and again with 100 ms added to every API call (``request`` latency), the second column.
 
 ``BENCH_FLEET_SIZES`` (default ``1,200,2000``) picks N, ``BENCH_FLEET_ROUNDS`` (default 3) the
-runs per measure (the median is reported). The goals of the fleet issue are checked at the
+runs per measure (the median is reported), ``BENCH_FLEET_KIND`` the fleet: ``tpu`` (default: Cloud
+TPU API nodes) or ``compute`` (TPUs on Compute Engine, as ``up --api compute`` makes them: TPU VM
+instances, and every tenth cluster a slice, a MIG, alternately spot and flex-start;
+tests/fleet_compute.py). The goals of the fleet issue are checked at the
 largest N and each printed PASS or FAIL; a miss does not fail the benchmark, the report says it.
 docs/scale.md has the tables.
 """
@@ -25,13 +28,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests import fleet
+from tests import fleet, fleet_compute
 from tests.benchmarks.bench_status import tpuctl_bin, tpuctl_env
 from tests.fakegcp.fixture import FakeGCP
 from tests.gcs_fixture import FakeGcs
 
 SIZES = tuple(int(x) for x in os.environ.get("BENCH_FLEET_SIZES", "1,200,2000").split(",") if x.strip())
 ROUNDS = int(os.environ.get("BENCH_FLEET_ROUNDS", "3"))
+KIND = os.environ.get("BENCH_FLEET_KIND", "tpu")
 LATENCY_S = 0.1
 GOAL_N = 2000
 # creations as fast as the fake goes: `up` measures tpuctl's own reads and calls, not Google's waits
@@ -44,13 +48,17 @@ class Command:
     argv: tuple[str, ...]
 
 
-def commands(n: int) -> list[Command]:
+def commands(n: int, kind: str = KIND) -> list[Command]:
     named = fleet.member(min(7, n - 1), 0.0).name
+    if kind == "compute":
+        up = ("up", "{new}", "--zone", fleet_compute.ZONES[0], "--api", "compute", "--accelerator-type",
+              fleet_compute.SINGLE[fleet_compute.ZONES[0]], "--spot")
+    else:
+        up = ("up", "{new}", "--zone", fleet.ZONES[0], "--arch", "vm", "--accelerator-type", fleet.ACCELERATOR,
+              "--preemptible")
     return [Command("status", ("status",)), Command("status --json", ("status", "--json")),
             Command("status NAME", ("status", named)), Command("cost", ("cost",)),
-            Command("down --idle", ("down", "--idle", "--all-zones", "--dry-run")),
-            Command("up", ("up", "{new}", "--zone", fleet.ZONES[0], "--arch", "vm", "--accelerator-type",
-                           fleet.ACCELERATOR, "--preemptible"))]
+            Command("down --idle", ("down", "--idle", "--all-zones", "--dry-run")), Command("up", up)]
 
 
 # (command, measure, limit at GOAL_N): the issue's goals on this machine against the fake
@@ -79,7 +87,11 @@ def measure(n: int) -> dict[str, dict[str, float]]:
         try:
             fake.set_latencies(**FAST)
             start = time.perf_counter()
-            fleet.build(fake, gcs.url, Path(tmp) / "home", n)
+            if KIND == "compute":
+                fleet_compute.build(fake, gcs.url, Path(tmp) / "home", n)
+                fake.set_latencies(**FAST)
+            else:
+                fleet.build(fake, gcs.url, Path(tmp) / "home", n)
             built = time.perf_counter() - start
             env = {**tpuctl_env(fake, tmp), **gcs.env()}
             _run(fake, env, ["status", "--json"])       # warm-up: bytecode, page cache, the price cache
@@ -134,7 +146,7 @@ def run() -> dict:
     for g in checked:
         print(f"{'PASS' if g['pass'] else 'FAIL'}  {g['command']} {g['measure']} at N={g['n']}: "
               f"{g['value']} (goal <= {g['limit']})", file=sys.stderr)
-    return {"sizes": list(SIZES), "rounds": ROUNDS, "latency_added_s": LATENCY_S,
+    return {"kind": KIND, "sizes": list(SIZES), "rounds": ROUNDS, "latency_added_s": LATENCY_S,
             "results": {str(n): {k: {m: round(v, 3) for m, v in r.items()} for k, r in res.items()}
                         for n, res in results.items()},
             "goals": checked, "goals_met": all(g["pass"] for g in checked), "table": table(results)}

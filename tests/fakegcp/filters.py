@@ -67,6 +67,7 @@ class _Parser:
         self.text = text
         self.toks = _tokens(text)
         self.i = 0
+        self.roots: set[str] = set()
 
     def peek(self) -> tuple[str, str] | None:
         return self.toks[self.i] if self.i < len(self.toks) else None
@@ -124,6 +125,7 @@ class _Parser:
         field = tok[1]
         negate = field.startswith("-")
         field = field.lstrip("-")
+        self.roots.add(field.split(".")[0])
         op_tok = self.take()
         op = op_tok[1]
         if op_tok[0] == "word" and op in ("eq", "ne"):
@@ -177,6 +179,14 @@ def _compare(field: str, op: str, value: str) -> Predicate:
 
 
 def compile_filter(text: str | None) -> Predicate:
+    return compile_with_roots(text)[0]
+
+
+def compile_with_roots(text: str | None) -> tuple[Predicate, frozenset[str]]:
+    """The predicate and the top-level fields it reads (``labels`` of ``labels.k = v``): a list
+    whose filter reads only fields a resource's cheap probe carries can skip rendering the rest."""
     if not text or not text.strip():
-        return lambda r: True
-    return _Parser(text).parse()
+        return (lambda r: True), frozenset()
+    parser = _Parser(text)
+    pred = parser.parse()
+    return pred, frozenset(parser.roots)

@@ -66,7 +66,16 @@ def set_project_metadata(store: Store, project: str, body: dict[str, Any]) -> An
 
 
 def instance_fingerprint(inst: Any) -> str:
-    return fingerprint(inst.metadata, getattr(inst, "metadata_generation", 0))
+    """The instance's metadata fingerprint, kept with the items it was made of: a list of a fleet's
+    instances hashes each one's metadata once, not on every list (items are replaced, never edited
+    in place: set_instance_metadata assigns a new list)."""
+    generation = getattr(inst, "metadata_generation", 0)
+    kept = getattr(inst, "_fingerprint_of", None)
+    if kept is not None and kept[0] is inst.metadata and kept[1] == generation:
+        return kept[2]
+    value = fingerprint(inst.metadata, generation)
+    inst._fingerprint_of = (inst.metadata, generation, value)
+    return value
 
 
 def set_instance_metadata(store: Store, inst: Any, body: dict[str, Any]) -> Any:

@@ -20,6 +20,16 @@ def _drop_empty(d: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in d.items() if v not in (None, "", [], {}, False)}
 
 
+def _copy_json(value: Any) -> Any:
+    """A copy of JSON-shaped data (dicts, lists, scalars): what copy.deepcopy makes of it, at a
+    fraction of its cost on a fleet's list (no memo, no dispatch on type)."""
+    if isinstance(value, dict):
+        return {k: _copy_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy_json(v) for v in value]
+    return value
+
+
 def node_v2(node: Node) -> dict[str, Any]:
     acc = catalog.tpu_type(node.accelerator_type)
     out = _drop_empty({
@@ -41,13 +51,13 @@ def node_v2(node: Node) -> dict[str, Any]:
         "createTime": rfc3339(node.created),
         "schedulingConfig": _drop_empty({"preemptible": node.preemptible, "reserved": node.reserved,
                                          "spot": node.spot}),
-        "networkEndpoints": copy.deepcopy(node.endpoints),
+        "networkEndpoints": _copy_json(node.endpoints),
         "health": node.health,
         "labels": dict(node.labels),
         "metadata": dict(node.metadata),
         "tags": list(node.tags),
         "id": node.id,
-        "dataDisks": copy.deepcopy(node.data_disks),
+        "dataDisks": _copy_json(node.data_disks),
         "apiVersion": "V2" if node.api == "v2" else "V1",
         "queuedResource": node.queued_resource,
         "acceleratorConfig": ({"type": acc.config_type, "topology": acc.topology} if acc else None),

@@ -8,9 +8,12 @@ and takes the Compute Engine path where the generation is listed.
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from provision.cloud import startup
+from provision.cluster.ledger import ledger_dir
 from tests.fakegcp import catalog, discovery
 
 PROJECT = "tpuctl-test"
@@ -231,6 +234,13 @@ def test_down_idle_and_cost_see_both_kinds_side_by_side(fakegcp_env, gcs_env, gc
     (life,) = ce["lifetimes"]
     assert life["accelerator_type"] == "v5p-16" and life["deleted_by"] == "reaper" and life["interruptible"]
     assert life["hourly_usd"] == 13.44 and ce["account"]["billed_hours"] > 0
+    # from the bucket alone (another machine): every cluster's ledger, as `cost NAME` reads it,
+    # found by the fleet's one listing of the bucket
+    shutil.rmtree(ledger_dir("gcp", PROJECT), ignore_errors=True)
+    alone = {c["cluster"]: c["lifetimes"] for c in tpuctl("cost", "--json").json()["clusters"]}
+    for name in ("ce", "api"):
+        (named,) = [c for c in tpuctl("cost", name, "--json").json()["clusters"] if c["cluster"] == name]
+        assert named["lifetimes"] and alone[name] == named["lifetimes"], name
 
 
 def test_a_degraded_slice_or_a_deleted_spot_vm_reads_as_preempted_and_up_recreates_it_whole(fakegcp_env, tpuctl):
