@@ -120,3 +120,27 @@ def test_session_uris_are_scrubbed():
     uri = "https://storage.googleapis.com/upload/storage/v1/b/b/o?uploadType=resumable&upload_id=ADPycdsecret123"
     assert "ADPycdsecret123" not in redact(f"404 PUT {uri}: Not Found")
     assert "ADPycdsecret123" not in json.dumps(redact(json.dumps({"error": uri})))
+
+
+def test_a_record_read_is_one_request_and_a_missing_one_says_so(gcs_env, gcs_client, monkeypatch):
+    """``down --idle`` on a fleet reads a run record per training cluster: each read is one download
+    whose CRC32C comes in Cloud Storage's ``x-goog-hash`` header (no metadata request before it),
+    and the bytes are still checked. A missing record is the one line it always was."""
+    from provision.cloud.storage.base import ObjectNotFound
+    from provision.cloud.storage.gcs import GcsBucket, make_client
+
+    bucket = gcs_env.create_bucket()
+    gcs_client.bucket(bucket).blob("runs/r1/current.json").upload_from_string(b'{"run": "r1"}')
+    paths: list[tuple[str, str]] = []
+
+    def record(method: str, path: str) -> None:
+        if "/o/" in path:                       # requests about objects (not the client's bucket look-up)
+            paths.append((method, path.split("?")[0]))
+
+    with FaultProxy(gcs_env.url, script=record) as proxy:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", proxy.url)
+        b = GcsBucket(bucket, make_client("tpuctl-test"))
+        assert b.read_bytes("runs/r1/current.json") == b'{"run": "r1"}'
+        assert paths == [("GET", f"/download/storage/v1/b/{bucket}/o/runs%2Fr1%2Fcurrent.json")], paths
+        with pytest.raises(ObjectNotFound, match=f"gs://{bucket}/runs/r2/current.json does not exist"):
+            b.read_bytes("runs/r2/current.json")
