@@ -46,7 +46,7 @@ class RunView:
     status: str                        # starting, running, recovering, finished, failed, gave_up, stopped
     heartbeat_at: float | None = None  # the job's progress record time
     ended_at: float | None = None
-    supervisor_heartbeat_at: float | None = None
+    supervisor_heartbeat_at: float | None = None   # None also when not read (see needs_supervisor)
 
     @property
     def live(self) -> bool:
@@ -172,6 +172,15 @@ def judge_queued(req: QueuedRequest, *, now: float, idle_for: float, cluster_has
     if waited >= idle_for:
         return Verdict(True, f"{state}, {alone}: it would become a billed TPU nobody waits for", req.created_at)
     return Verdict(False, f"{state}, under --idle-for {_human(idle_for)}, {alone}", req.created_at)
+
+
+def needs_supervisor(node: TpuNode, run: RunView) -> bool:
+    """Whether :func:`judge` of ``node`` can depend on its run's supervisor (the lease's heartbeat):
+    only a PREEMPTED/TERMINATED node (recreated by a live supervisor), a pending one (being created
+    for it) and a live run whose job has not reported yet (the supervisor vouches for it). For any
+    other node the lease changes nothing the reaper says, so a fleet's reaper need not read it
+    (``run``: the view without the lease)."""
+    return node.dead or node.state in PENDING_TPU_STATES or (run.live and run.heartbeat_at is None)
 
 
 def view_of(record: dict[str, Any], progress: dict[str, Any] | None = None,

@@ -41,13 +41,16 @@ from ..cloud.base import DutyCycle, Operation, Provider, QueuedRequest, TpuNode
 from ..cloud.operations import Backoff, OperationTimeout, wait_all
 from ..cluster import bucket_for, cached_spec, delete_request, ledger
 from ..sweeps.store import SWEEP_LABEL
-from .idle import RunView, SweepView, Verdict, judge, judge_queued, view_of
+from .idle import RunView, SweepView, Verdict, judge, judge_queued, needs_supervisor, view_of
 
 Log = Callable[[str], None]
 
 # A range reservation or cached record with no resources is cleared only when older than this
 # (an ``up`` reserves its range before its TPU exists).
 STALE_RECORD_S = 600.0
+# Clusters examined at once (their run records read), bounded: the storage client's pool holds 16
+# connections per client, and more threads only queue on the interpreter.
+READ_THREADS = 16
 
 
 def _noop(_: str) -> None:
@@ -241,9 +244,12 @@ def clusters_with_runs(target: Any, bucket_url: str) -> set[str] | None:
 
 
 def find_run(provider: Provider, target: Any, cluster: str, bucket_url: str | None, *,
-             pointers: set[str] | None = None) -> tuple[RunView | None, str | None]:
+             pointers: set[str] | None = None,
+             node: TpuNode | None = None) -> tuple[RunView | None, str | None]:
     """The cluster's newest run as a :class:`RunView`, and where it was found; ``pointers``: the
-    clusters :func:`clusters_with_runs` found a run pointer of in ``bucket_url`` (None: read it).
+    clusters :func:`clusters_with_runs` found a run pointer of in ``bucket_url`` (None: read it);
+    ``node``: the TPU being judged, whose verdict may not need the supervisor's lease
+    (:func:`~provision.billing.idle.needs_supervisor`: then it is not read; None: always read).
 
     Raises :class:`TpuctlError` when run records exist but cannot be read.
     """
@@ -288,6 +294,9 @@ def find_run(provider: Provider, target: Any, cluster: str, bucket_url: str | No
         return None, None
     rec, store, source = best
     progress = read_progress(rec["model_dir"], rec["provider"], rec["project"]) if rec.get("model_dir") else None
+    view = view_of(rec, progress)
+    if node is not None and not needs_supervisor(node, view):
+        return view, source
     lease = store.read_json(f"{store.prefix}/{LEASE_NAME}")
     return view_of(rec, progress, lease), source
 
@@ -347,7 +356,7 @@ def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None =
         report.bucket = b
         try:
             report.run, report.run_source = find_run(provider, target, name, b,
-                                                     pointers=pointers.get(b) if b else None)
+                                                     pointers=pointers.get(b) if b else None, node=node)
         except Exception as exc:  # noqa: BLE001 - never delete what we cannot see is idle
             why = exc.one_line() if isinstance(exc, TpuctlError) else f"{type(exc).__name__}: {exc}"
             report.verdict = Verdict(False, f"its run records cannot be read ({why[:200]}); kept")
@@ -378,7 +387,8 @@ def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None =
     buckets: dict[int, str | None] = {}
     pointers: dict[str, set[str] | None] = {}
     if nodes:
-        with ThreadPoolExecutor(min(8, len(nodes))) as pool:
+        # the run records are small reads that wait on the network: more of them at once than cores
+        with ThreadPoolExecutor(min(READ_THREADS, len(nodes))) as pool:
             judged = [n for n in nodes if not n.keep]
             for n, b in zip(judged, pool.map(lambda n: bucket_for(provider, n.cluster or n.name, hint=bucket, node=n,
                                                                   vm=vm_of.get(n.cluster or n.name))[0], judged)):
