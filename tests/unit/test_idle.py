@@ -62,3 +62,33 @@ def test_creating_node_of_a_live_run_is_kept():
 def test_a_job_that_has_not_reported_yet_is_vouched_for_by_its_supervisor():
     v = judge(node(created=NOW - 3 * HOUR), run("starting", heartbeat=None, sup=NOW - 3), now=NOW, idle_for=1800)
     assert not v.delete
+
+
+def test_the_lease_is_skipped_only_where_no_verdict_depends_on_it():
+    """A fleet's reaper does not read a run's supervisor lease where ``needs_supervisor`` says the
+    verdict cannot depend on it: for every state, run status, heartbeat, idle window and keep label,
+    judging with any lease (fresh, stale, released) gives the verdict judging without it gives."""
+    import itertools
+
+    from provision.billing.idle import needs_supervisor
+
+    skipped = 0
+    for state, status, beat, ended, created, keep in itertools.product(
+            TpuState, ("starting", "running", "recovering", "finished", "failed", "gave_up", "stopped"),
+            (None, NOW - 60, NOW - 2 * HOUR), (None, NOW - 100, NOW - 2 * HOUR), (NOW - 60, NOW - 10 * HOUR),
+            (False, True)):
+        n = node(state, created, **({"tpuctl-keep": "true"} if keep else {}))
+        without = run(status, heartbeat=beat, ended=ended, sup=None)
+        if needs_supervisor(n, without):
+            continue
+        skipped += 1
+        want = judge(n, without, now=NOW, idle_for=1800)
+        for sup in (NOW - 5, NOW - 300, NOW - 2 * HOUR):
+            assert judge(n, run(status, heartbeat=beat, ended=ended, sup=sup), now=NOW, idle_for=1800) == want, \
+                (state, status, beat, ended, created, keep, sup)
+    assert skipped > 1000      # the common case (a READY TPU whose job reports) reads no lease
+    # where it decides, it is read: a PREEMPTED TPU whose supervisor recreates it, a run not yet reporting
+    assert needs_supervisor(node(TpuState.PREEMPTED), run())
+    assert needs_supervisor(node(TpuState.CREATING), run())
+    assert needs_supervisor(node(), run(heartbeat=None))
+    assert not needs_supervisor(node(), run())

@@ -1,0 +1,77 @@
+"""What ``down --idle`` reads from Cloud Storage on a fleet: a fixed number of small reads per
+training cluster, none for the others, so a fleet's cost cannot creep back.
+
+The fleet is the benchmark's (tests/fleet.py) in the fake cloud, its run records in fake-gcs-server
+behind tests/faultproxy.py (no faults: it only counts what the installed ``tpuctl`` asks for). A
+training cluster's run is found by its pointer (``current.json``), its record (``run.json``) and the
+job's progress record (``progress.json``): three downloads, no metadata read before any of them. The
+supervisor's lease is read only where the verdict can depend on it (a PREEMPTED TPU that a live
+supervisor may be recreating): a READY TPU whose job reports progress is judged without it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from urllib.parse import unquote
+
+from provision.basics.config import home
+from provision.runs.store import current_name
+from tests import fleet
+from tests.conftest import run_tpuctl_process
+from tests.faultproxy import FaultProxy
+
+N = 40                       # 8 training clusters (index 2 and 6 mod 10), 4 PREEMPTED ones
+PREEMPTED_WITH_RUN = 13      # a PREEMPTED member given a live run with a fresh supervisor lease
+
+
+def _object_requests(proxy_paths: list[tuple[str, str]]) -> Counter[tuple[str, str]]:
+    """(cluster, what) for every request about one object: ``download`` of its bytes or ``metadata``."""
+    out: Counter[tuple[str, str]] = Counter()
+    for method, path in proxy_paths:
+        if method != "GET" or "/o/" not in path:
+            continue
+        kind = "download" if path.startswith("/download/") else "metadata"
+        name = unquote(path.split("/o/", 1)[1].split("?", 1)[0])
+        cluster = next((p for p in name.split("/") if p.startswith("fleet-")), name).removesuffix("-run")
+        out[(cluster, f"{kind} {name.rsplit('/', 1)[-1]}")] += 1
+    return out
+
+
+def test_down_idle_reads_three_records_per_training_cluster_and_the_lease_only_where_it_decides(
+        fakegcp_env, gcs_env, gcs_client):
+    now = time.time()
+    members = fleet.build(fakegcp_env, gcs_env.url, home(), N, now=now)
+    # a PREEMPTED TPU whose run's supervisor is alive: its verdict hangs on the lease, so it is read
+    m = fleet.member(PREEMPTED_WITH_RUN, now)
+    assert m.state == "PREEMPTED" and not m.training
+    rec = fleet.run_record(m, fakegcp_env.project, now)
+    bucket = gcs_client.bucket(fleet.BUCKET)
+    bucket.blob(current_name(m.name)).upload_from_string(json.dumps({"run_id": rec.run_id}))
+    bucket.blob(f"{rec.prefix}/run.json").upload_from_string(json.dumps({**rec.to_dict(), "status": "recovering"}))
+    bucket.blob(f"{rec.prefix}/supervisor.json").upload_from_string(json.dumps({"heartbeat_at": now}))
+
+    paths: list[tuple[str, str]] = []
+    with FaultProxy(gcs_env.url, script=lambda method, path: paths.append((method, path))) as proxy:
+        r = run_tpuctl_process("down", "--idle", "--all-zones", "--dry-run", "--json",
+                               env={"STORAGE_EMULATOR_HOST": proxy.url})
+    assert r.code == 0, r.err
+    verdicts = {n["cluster"]: (n["verdict"], n["reason"]) for n in r.json()["nodes"]}
+    reads = _object_requests(paths)
+
+    training = [x.name for x in members if x.training]
+    assert len(training) == 8
+    for name in training:
+        assert verdicts[name][0] == "keep" and verdicts[name][1].startswith("training"), verdicts[name]
+        got = {what: k for (c, what), k in reads.items() if c == name}
+        assert got == {"download current.json": 1, "download run.json": 1, "download progress.json": 1}, got
+    verdict, reason = verdicts[m.name]
+    assert verdict == "keep" and "supervisor is recreating it" in reason, reason
+    assert reads[(m.name, "download supervisor.json")] == 1
+    # the clusters without a run pointer cost nothing: one listing of the bucket's pointers found them
+    readers = {c for (c, _what) in reads}
+    assert readers == {*training, m.name}, readers - {*training, m.name}
+    listings = [p for meth, p in paths if meth == "GET" and p.split("?")[0].endswith(f"/b/{fleet.BUCKET}/o")]
+    assert len(listings) == 1, listings
+    assert sum(reads.values()) == 3 * len(training) + 4
