@@ -19,7 +19,6 @@ import mimetypes
 import os
 import re
 import threading
-import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
@@ -80,16 +79,7 @@ def make_client(project: str | None, pool_size: int = 16) -> Client:
     adapter = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=max(pool_size, 4))
     session.mount("https://", adapter)
     session.mount("http://", adapter)
-    client = storage.Client(project=project, credentials=credentials, _http=session)
-    from .gcs_get import ObjectReader
-
-    _readers[client] = ObjectReader(credentials, endpoint(), pool_size)
-    return client
-
-
-# The record reader of each client make_client made (same credentials, endpoint and pool size); a
-# client made elsewhere has none and reads through the library.
-_readers: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+    return storage.Client(project=project, credentials=credentials, _http=session)
 
 
 def endpoint() -> str:
@@ -456,7 +446,6 @@ class GcsBucket(Bucket):
         self.url = f"gs://{name}"
         self.client = client
         self._bucket = client.bucket(name)
-        self._reader = _readers.get(client)
 
     def blob(self, name: str, generation: int | None = None):
         return self._bucket.blob(name, generation=generation)
@@ -554,34 +543,22 @@ class GcsBucket(Bucket):
             return None
 
     def read_bytes(self, name: str) -> bytes:
-        """One download, checked against the CRC32C Cloud Storage sends with it (``x-goog-hash``): a
-        fleet's ``down --idle`` reads hundreds of run records, so each is one plain GET
-        (:mod:`.gcs_get`, a third of the library's cost per read) with no metadata request before it.
-        An endpoint that sends no hash costs a metadata read, so the bytes are checked either way."""
+        """One download where Cloud Storage says the CRC32C of what it sent (``x-goog-hash``, which
+        the client puts on the blob): a fleet's ``down --idle`` reads hundreds of run records, and a
+        metadata request before each doubled them. An endpoint that sends no hash costs a metadata
+        read, so the bytes are checked either way."""
         for _ in range(ATTEMPTS):
+            blob = self.blob(name)
             try:
-                data, want = self._download(name)
+                with translate(f"read {self.url}/{name}"):
+                    data = blob.download_as_bytes(raw_download=True, checksum=None, retry=_retry())
+                    if blob.crc32c is None:
+                        blob.reload(retry=_retry())
             except ObjectNotFound:
                 raise ObjectNotFound(f"{self.url}/{name} does not exist") from None
-            if crc.value(data) == crc.from_b64(want):
+            if crc.value(data) == crc.from_b64(blob.crc32c):
                 return data
         raise ChecksumMismatch(f"{self.url}/{name}: content does not match its CRC32C")
-
-    def _download(self, name: str) -> tuple[bytes, str | None]:
-        """The object's bytes and the base64 CRC32C they should have."""
-        what = f"read {self.url}/{name}"
-        if self._reader is not None:
-            got = self._reader.get(self.name, name, what)
-            if got.crc32c is not None:
-                return got.data, got.crc32c
-            stored = self.stat(name)
-            return got.data, crc.to_b64(stored.crc32c) if stored and stored.crc32c is not None else None
-        blob = self.blob(name)
-        with translate(what):
-            data = blob.download_as_bytes(raw_download=True, checksum=None, retry=_retry())
-            if blob.crc32c is None:
-                blob.reload(retry=_retry())
-        return data, blob.crc32c
 
     def write_bytes(self, name: str, data: bytes) -> ObjectInfo:
         want = crc.value(data)
