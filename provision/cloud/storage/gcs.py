@@ -79,7 +79,25 @@ def make_client(project: str | None, pool_size: int = 16) -> Client:
     adapter = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=max(pool_size, 4))
     session.mount("https://", adapter)
     session.mount("http://", adapter)
+    _environment_once(session, endpoint())
+    # the library looks each bucket up in the background to label trace spans; tpuctl exports none,
+    # and on a fleet's run records that was one more request per bucket and thread
+    os.environ.setdefault("DISABLE_GCS_PYTHON_CLIENT_OTEL_BUCKET_METADATA", "true")
     return storage.Client(project=project, credentials=credentials, _http=session)
+
+
+def _environment_once(session: Any, url: str) -> None:
+    """The proxy and CA bundle the environment names for the storage endpoint, read once: requests
+    reads them again on every call (a scan of the environment and ``no_proxy`` per request, a
+    millisecond each when ``down --idle`` reads a fleet's run records). What it would find is what
+    the session now has, so behind a proxy or with ``REQUESTS_CA_BUNDLE`` nothing changes."""
+    import requests.utils
+
+    session.proxies.update(requests.utils.get_environ_proxies(url))
+    bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+    if bundle:
+        session.verify = bundle
+    session.trust_env = False
 
 
 def endpoint() -> str:
