@@ -132,10 +132,10 @@ def test_status_of_a_tpu_vm_cluster_loads_no_generated_client(fakegcp_env):
     heavy = [m for m in doc["modules"] if m.startswith(("google.cloud", "grpc", "google.api_core.exceptions",
                                                         "proto", "tenacity"))]
     assert heavy == []
-    # the VMs; TPUs of both APIs side by side (the Cloud TPU node read where the cluster cache says it
-    # is, not the project's listed; Compute Engine TPU instances, slices, and what an interrupted up
-    # may have left of one: its template or workload policy); queued resources
-    assert fake.call_counts() == {"tpu.v2.nodes.get": 1, "compute.instances.aggregatedList": 2,
+    # the cluster's instances in one list (its host VM and any Compute Engine TPU workers); its Cloud
+    # TPU node read where the cluster cache says it is, not the project's listed; slices, and what an
+    # interrupted up may have left of one: its template or workload policy; queued resources
+    assert fake.call_counts() == {"tpu.v2.nodes.get": 1, "compute.instances.aggregatedList": 1,
                                   "compute.instanceGroupManagers.aggregatedList": 1,
                                   "compute.instanceTemplates.list": 1, "compute.resourcePolicies.aggregatedList": 1,
                                   "tpu.v2.queuedResources.list": 1}
