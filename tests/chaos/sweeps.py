@@ -117,6 +117,8 @@ class Campaign:
         if kind == "kill_controller@teardown":
             done = len(trials) == len(VALUES) and all(t["state"] in ENDED for t in trials.values())
             return {} if done else None
+        if kind == "stop":      # while any trial is still running: a sweep stopped mid-trial, whatever its step
+            return next((t for t in trials.values() if t["state"] == "running"), None)
         for t in trials.values():
             if t["state"] != "running" or not t.get("model_dir"):
                 continue
