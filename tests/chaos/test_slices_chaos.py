@@ -14,6 +14,7 @@ from tests.chaos.slices import Campaign, generate
 pytestmark = [pytest.mark.tf, pytest.mark.slow, pytest.mark.xdist_group("tf-e2e")]
 
 
+@pytest.mark.long
 def test_a_slice_under_chaos_ends_with_the_uninterrupted_weights(tiny_bert):
     plan = generate(3)   # a worker SIGTERMed (it must checkpoint and exit 42), the supervisor killed
     outcome = Campaign(tiny_bert, dict(os.environ)).run(plan)

@@ -15,6 +15,7 @@ from tests.chaos.sweeps import Campaign, generate
 pytestmark = [pytest.mark.tf, pytest.mark.slow, pytest.mark.xdist_group("tf-e2e")]
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("seed, ends", [(5, "finished"), (0, "stopped")])
 def test_a_sweep_under_chaos_loses_no_trial_and_leaves_no_tpu(seed, ends, tiny_bert, tmp_path):
     plan = generate(seed)

@@ -32,6 +32,7 @@ def _status() -> dict:
     return r.json()["clusters"][0]
 
 
+@pytest.mark.long
 def test_a_budget_stops_a_detached_run_on_a_checkpoint_and_deletes_its_tpu(tiny_bert):
     assert run_tpuctl_process("up", "lab", "--preemptible").code == 0
     # $1.35/h: $0.035 is 93 s, of which about 60 s are kept for the stop itself
@@ -68,6 +69,7 @@ def test_a_deadline_the_run_cannot_meet_stops_it_early_and_train_exits_1(tiny_be
     assert _status()["tpu"] is None
 
 
+@pytest.mark.long
 def test_a_run_within_its_caps_finishes_and_shows_its_estimate_against_the_actual(tiny_bert):
     assert run_tpuctl_process("up", "lab", "--preemptible").code == 0
     probe = run_tpuctl_process("train", "lab", *_spec(tiny_bert, 400, poll="0.5"), "--json", timeout=240)

@@ -131,6 +131,7 @@ def _hopeless_last_seed(values: list) -> int:
     raise AssertionError("no seed")
 
 
+@pytest.mark.long
 def test_asha_prunes_a_hopeless_learning_rate_early(tiny_bert, tmp_path):
     """... and the sweep's channel hears of its best trial and its end (docs/notify.md)."""
     from tests.receivers import http_receiver

@@ -41,6 +41,7 @@ def _run_dir(home: Path) -> Path:
     return home / "local" / "buckets" / "tpuctl-local" / "tpuctl" / "runs" / entry["run_id"]
 
 
+@pytest.mark.long
 def test_two_preemptions_complete_and_lose_at_most_one_checkpoint_interval(tiny_bert, isolated_env):
     home = Path(os.environ["TPUCTL_HOME"])
     assert run_tpuctl_process("up", "lab", "--preemptible").code == 0

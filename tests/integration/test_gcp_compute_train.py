@@ -67,6 +67,7 @@ def _progress(model_dir: Path) -> dict:
         return {}
 
 
+@pytest.mark.long
 def test_a_preempted_spot_slice_is_recreated_whole_and_the_run_resumes(cloud, workers, tiny_bert, tmp_path):
     fake, bucket = cloud
     up = run_tpuctl_process("up", "ce", "--zone", ZONE, "-a", "v5p-16", "--spot", "--no-vm", "--json")

@@ -71,6 +71,7 @@ def _progress(model_dir: Path) -> dict:
         return {}
 
 
+@pytest.mark.long
 def test_preempted_tpu_is_recreated_with_its_range_in_the_next_zone_and_the_run_resumes(
         cloud, host_agent, tiny_bert, tmp_path):
     fake, bucket = cloud
@@ -107,6 +108,7 @@ def test_preempted_tpu_is_recreated_with_its_range_in_the_next_zone_and_the_run_
     assert "attempt 2 of run" in log.out and "resumed from" in log.out
 
 
+@pytest.mark.long
 def test_max_failures_stops_a_run_that_crashes_every_time(cloud, host_agent, tiny_bert, tmp_path):
     fake, bucket = cloud
     broken = tmp_path / "broken"
@@ -199,6 +201,7 @@ def _read_object(bucket: str, name: str) -> dict:
         capture_output=True, text=True, check=True).stdout)
 
 
+@pytest.mark.long
 def test_a_pod_slice_runs_one_client_on_worker_0_while_the_other_workers_report(cloud, tiny_bert, tmp_path):
     """A v4-16 TPU VM slice (2 hosts): the attempt runs the job on worker 0 with TPU_LOAD_LIBRARY=0
     (as Google runs TensorFlow on pod slices; tests/unit/test_launch.py cites it) and TPU_NAME listing

@@ -46,6 +46,7 @@ def _error_lines(stderr: str) -> list[str]:
             if line.startswith("tpuctl: error:")]
 
 
+@pytest.mark.long
 def test_predictions_savedmodel_and_checkpoint_agree(tmp_path, tiny_dir, job_here):
     """Two replicas and a predict batch of 10 (fitted to 10 over 2 replicas; 37 lines pad to
     40): every line gets exactly one row, in order, and the job's probabilities, the

@@ -100,6 +100,7 @@ def test_tiny_squad_reaches_f1_80_and_reports_the_f1_of_its_predictions(tmp_path
         np.testing.assert_allclose(out[key].numpy(), want[key].numpy(), atol=1e-5)
 
 
+@pytest.mark.long
 def test_a_run_squad_checkpoint_loads_unchanged(tmp_path, tiny_dir):
     """A checkpoint in run_squad.py's layout (bert/* and cls/squad/*) initialises every variable
     of the model, head included, and predicting with it needs no training step."""

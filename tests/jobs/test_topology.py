@@ -15,6 +15,7 @@ from .test_squad_training import squad_spec
 pytestmark = [pytest.mark.tf, pytest.mark.slow]
 
 
+@pytest.mark.long
 def test_four_replicas_train_the_one_replica_model_and_evaluate_an_unsplittable_batch(tmp_path, tiny_dir,
                                                                                      job_here):
     """The tiny pretraining spec on 1 and on 4 replicas: the masked-LM loss divides by the

@@ -94,6 +94,7 @@ def test_finetuning_reaches_the_stated_accuracy(tmp_path, tiny_dir, job_here):
     assert (tmp_path / "run" / "labels.txt").read_text() == "neg\npos\n"
 
 
+@pytest.mark.long
 def test_multi_replica_path_and_batch_size_check(tmp_path, tiny_dir):
     """Two logical CPU replicas run the MirroredStrategy path (all-reduce, merge calls); a
     global batch that does not split over them stops before any step with one line."""
