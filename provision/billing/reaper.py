@@ -227,27 +227,34 @@ class ReapResult:
 
 # ---- finding a cluster's run ---------------------------------------------------------------------
 
-def clusters_with_runs(target: Any, bucket_url: str) -> set[str] | None:
+def clusters_with_runs(target: Any, bucket_url: str) -> dict[str, str | None] | None:
     """The clusters whose run pointer (``current.json``) is in the bucket, from one listing of its
-    clusters' folder (a page per thousand objects): a fleet's reaper then reads the pointers that
-    exist instead of asking for every cluster's. None when the bucket cannot be listed (each
-    pointer is read, as before)."""
+    clusters' folder (a page per thousand objects), each with the run the pointer names as its
+    custom metadata says (``""``: none; None: a pointer written without it, whose bytes say). A
+    fleet's reaper then reads only the pointers that exist and lack it, instead of every cluster's.
+    None when the bucket cannot be listed (each pointer is read, as before)."""
     from ..cloud.storage import open_bucket
     from ..runs import store as runs
 
     prefix = runs.CLUSTERS_PREFIX + "/"
     try:
-        names = [o.name for o in open_bucket(bucket_url, target).list(prefix)]
+        objects = list(open_bucket(bucket_url, target).list(prefix))
     except TpuctlError:
         return None
-    return {n[len(prefix):].split("/", 1)[0] for n in names if n == runs.current_name(n[len(prefix):].split("/", 1)[0])}
+    found: dict[str, str | None] = {}
+    for o in objects:
+        cluster = o.name[len(prefix):].split("/", 1)[0]
+        if o.name == runs.current_name(cluster):
+            found[cluster] = (o.metadata or {}).get(runs.POINTER_RUN_KEY)
+    return found
 
 
 def find_run(provider: Provider, target: Any, cluster: str, bucket_url: str | None, *,
-             pointers: set[str] | None = None,
+             pointers: dict[str, str | None] | None = None,
              node: TpuNode | None = None) -> tuple[RunView | None, str | None]:
     """The cluster's newest run as a :class:`RunView`, and where it was found; ``pointers``: the
-    clusters :func:`clusters_with_runs` found a run pointer of in ``bucket_url`` (None: read it);
+    clusters :func:`clusters_with_runs` found a run pointer of in ``bucket_url``, with the run each
+    names where the listing said (None: read the pointer);
     ``node``: the TPU being judged, whose verdict may not need the supervisor's lease
     (:func:`~provision.billing.idle.needs_supervisor`: then it is not read; None: always read).
 
@@ -264,19 +271,17 @@ def find_run(provider: Provider, target: Any, cluster: str, bucket_url: str | No
         latest = entries[-1]
         candidates.append((latest["bucket"], latest["run_id"], "this machine's run index"))
     if bucket_url and (pointers is None or cluster in pointers):
-        bucket = open_bucket(bucket_url, target)
-        try:
-            import json
+        run_id = pointers.get(cluster) if pointers is not None else None
+        if run_id is None:      # not in the listing's metadata: the pointer's bytes say
+            try:
+                import json
 
-            current = json.loads(bucket.read_bytes(runs.current_name(cluster)))
-        except NotFound:
-            current = None
-        except ValueError:
-            current = None
-        if isinstance(current, dict):
-            run_id = current.get("run_id") or current.get("ended")
-            if run_id:
-                candidates.append((bucket_url, run_id, f"{bucket_url}/{runs.current_name(cluster)}"))
+                run_id = runs.pointer_run(json.loads(open_bucket(bucket_url, target).read_bytes(
+                    runs.current_name(cluster))))
+            except (NotFound, ValueError):
+                run_id = None
+        if run_id:
+            candidates.append((bucket_url, run_id, f"{bucket_url}/{runs.current_name(cluster)}"))
     best: tuple[dict[str, Any], Any, str] | None = None
     seen: set[str] = set()
     for bucket, run_id, source in candidates:
@@ -385,7 +390,7 @@ def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None =
         return report
 
     buckets: dict[int, str | None] = {}
-    pointers: dict[str, set[str] | None] = {}
+    pointers: dict[str, dict[str, str | None] | None] = {}
     if nodes:
         # the run records are small reads that wait on the network: more of them at once than cores
         with ThreadPoolExecutor(min(READ_THREADS, len(nodes))) as pool:
