@@ -30,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -331,6 +331,8 @@ def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None =
     book = provider.price_book()
     result.price_source = book.describe()
     selector = {CLUSTER_LABEL: cluster} if cluster else None
+    # the range reservations, read while the rest is judged: they wait on the API, not on the fleet
+    claims_f = _started(provider.reservations) if cluster is None and zone is None else None
     with ThreadPoolExecutor(3) as pool:
         # the TPUs' lists carry their tpuctl metadata (the bucket): no read per cluster to find it
         tpus_f = pool.submit(lambda: provider.list_tpus(zone, selector, metadata=True))
@@ -438,7 +440,9 @@ def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None =
     if cluster is None and zone is None:
         alive = {n.cluster or n.name for n in nodes} | set(vm_of) | {r.cluster for r in result.requests
                                                                      if not r.deleted}
-        _clear_stale(provider, alive, result, dry_run=dry_run)
+        # read again after deletions (they took time); else what was read meanwhile is current
+        claims: Future[dict[str, dict[str, Any]]] | None = None if _deleted_any(result, dry_run) else claims_f
+        _clear_stale(provider, alive, result, dry_run=dry_run, claims=claims)
     result.seconds = time.monotonic() - start
     return result
 
@@ -570,15 +574,31 @@ def _clear(provider: Provider, cluster: str, result: ReapResult, *, reason: str,
         result.notes.append(f"could not clear cluster {cluster}'s records: {exc.one_line()}")
 
 
-def _clear_stale(provider: Provider, alive: set[str], result: ReapResult, *, dry_run: bool) -> None:
-    """Range reservations and cached records of clusters that have no VM and no TPU left."""
+def _started(read: Callable[[], Any]) -> Future[Any]:
+    """``read`` running on a thread of its own from now on; its result (or error) in the future."""
+    pool = ThreadPoolExecutor(1)
+    try:
+        return pool.submit(read)
+    finally:
+        pool.shutdown(wait=False)
+
+
+def _deleted_any(result: ReapResult, dry_run: bool) -> bool:
+    """Whether the reaper deleted (or tried to delete) anything: what it read before is older now."""
+    return not dry_run and bool(result.to_delete or result.requests_to_delete)
+
+
+def _clear_stale(provider: Provider, alive: set[str], result: ReapResult, *, dry_run: bool,
+                 claims: Future[dict[str, dict[str, Any]]] | None = None) -> None:
+    """Range reservations and cached records of clusters that have no VM and no TPU left
+    (``claims``: the reservations as read meanwhile; None: read them now)."""
     from ..basics import statefile
     from ..cluster.cache import cache_dir
 
     now = time.time()
     stale: dict[str, list[str]] = {}
     try:
-        for name, rec in (provider.reservations() or {}).items():
+        for name, rec in ((claims.result() if claims is not None else provider.reservations()) or {}).items():
             if name not in alive and now - float(rec.get("at") or 0) > STALE_RECORD_S:
                 stale.setdefault(name, []).append(f"range reservation {rec.get('cidr')}")
     except TpuctlError as exc:
