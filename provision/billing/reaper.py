@@ -28,6 +28,7 @@ its TPU is judged as one with no run, and the output says so (``--bucket`` tells
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -37,7 +38,7 @@ from typing import Any
 from ..basics.errors import NotFound, TpuctlError
 from ..basics.validate import CLUSTER_LABEL, format_duration
 from ..catalog import prices
-from ..cloud.base import DutyCycle, Operation, Provider, QueuedRequest, TpuNode
+from ..cloud.base import Arch, DutyCycle, Operation, Provider, QueuedRequest, TpuNode, Vm
 from ..cloud.operations import Backoff, OperationTimeout, wait_all
 from ..cluster import bucket_for, cached_spec, delete_request, ledger
 from ..sweeps.store import SWEEP_LABEL
@@ -333,20 +334,24 @@ def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None =
     selector = {CLUSTER_LABEL: cluster} if cluster else None
     # the range reservations, read while the rest is judged: they wait on the API, not on the fleet
     claims_f = _started(provider.reservations) if cluster is None and zone is None else None
-    with ThreadPoolExecutor(3) as pool:
-        # the TPUs' lists carry their tpuctl metadata (the bucket): no read per cluster to find it
-        tpus_f = pool.submit(lambda: provider.list_tpus(zone, selector, metadata=True))
-        vms_f = pool.submit(provider.list_vms, None, selector)
-        queued_f = pool.submit(provider.list_queued, zone, selector)
-        all_nodes = tpus_f.result()
-        nodes = [n for n in all_nodes if CLUSTER_LABEL in n.labels]
-        vms = [v for v in vms_f.result() if CLUSTER_LABEL in v.labels]
-        try:
-            queued = [q for q in queued_f.result() if CLUSTER_LABEL in q.labels]
-        except TpuctlError as exc:      # idle TPUs are still reaped; the output says what was not seen
-            queued = []
-            result.notes.append(f"could not list queued resources, so none was judged: {exc.one_line()}")
-    vm_of = {v.labels[CLUSTER_LABEL]: v for v in vms}
+    # the TPUs' lists carry their tpuctl metadata (the bucket): no read per cluster to find it. The
+    # TPUs are judged as soon as they are listed; the host VMs (more pages on Compute Engine) are
+    # waited for only where a TPU's bucket can come from its VM, and before anything is deleted
+    tpus_f = _started(lambda: provider.list_tpus(zone, selector, metadata=True))
+    vms_f = _started(lambda: provider.list_vms(None, selector))
+    queued_f = _started(lambda: provider.list_queued(zone, selector))
+    all_nodes = tpus_f.result()
+    nodes = [n for n in all_nodes if CLUSTER_LABEL in n.labels]
+
+    @functools.cache
+    def hosts() -> dict[str, Vm]:
+        return {v.labels[CLUSTER_LABEL]: v for v in vms_f.result() if CLUSTER_LABEL in v.labels}
+
+    def bucket_of(n: TpuNode) -> str | None:
+        name = n.cluster or n.name
+        # a TPU VM's metadata, as listed, answers for its host VM too (bucket_for): no VM needed
+        vm = None if n.metadata is not None and n.arch == Arch.VM else hosts().get(name)
+        return bucket_for(provider, name, hint=bucket, node=n, vm=vm)[0]
 
     duty_table: dict[tuple[str, str | None], DutyCycle] | None = None
     if min_duty_cycle is not None:
@@ -397,14 +402,19 @@ def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None =
         # the run records are small reads that wait on the network: more of them at once than cores
         with ThreadPoolExecutor(min(READ_THREADS, len(nodes))) as pool:
             judged = [n for n in nodes if not n.keep]
-            for n, b in zip(judged, pool.map(lambda n: bucket_for(provider, n.cluster or n.name, hint=bucket, node=n,
-                                                                  vm=vm_of.get(n.cluster or n.name))[0], judged)):
+            for n, b in zip(judged, pool.map(bucket_of, judged)):
                 buckets[id(n)] = b
             if len(judged) > 1:     # one listing per bucket instead of a read per cluster
                 listed = list(dict.fromkeys(b for b in buckets.values() if b))
                 pointers = dict(zip(listed, pool.map(lambda b: clusters_with_runs(target, b), listed)))
             result.nodes = list(pool.map(examine, nodes))
     result.nodes.sort(key=lambda r: (r.cluster, r.node.zone, r.node.name))
+    vm_of = hosts()
+    try:
+        queued = [q for q in queued_f.result() if CLUSTER_LABEL in q.labels]
+    except TpuctlError as exc:      # idle TPUs are still reaped; the output says what was not seen
+        queued = []
+        result.notes.append(f"could not list queued resources, so none was judged: {exc.one_line()}")
 
     node_clusters = {n.cluster for n in nodes}
     now = time.time()
