@@ -30,7 +30,7 @@ from typing import Any
 from provision.basics.validate import CLUSTER_LABEL, ROLE_LABEL
 from provision.cloud.base import ClusterSpec
 from provision.cloud.gcp import HOST_IMAGE, SCOPES
-from provision.runs.store import RunRecord, current_name
+from provision.runs.store import POINTER_RUN_KEY, RunRecord, current_name
 
 ZONES = ("us-central1-b", "us-central1-c", "us-central1-f", "europe-west4-a", "asia-east1-c")
 ACCELERATOR = "v2-8"
@@ -146,7 +146,8 @@ def runs_and_caches(gcs_url: str, home: Path, project: str, members: list[Member
     for m in members:
         if m.training:
             rec = run_record(m, project, now)
-            _upload(gcs_url, current_name(m.name), {"run_id": rec.run_id})
+            pointer = {"run_id": rec.run_id}      # with the metadata RunStore.write_current sets
+            _upload(gcs_url, current_name(m.name), pointer, {POINTER_RUN_KEY: rec.run_id})
             _upload(gcs_url, f"{rec.prefix}/run.json", rec.to_dict())
         if m.cached:
             _cache(home, project, m, spec_of(m.name))
@@ -163,15 +164,25 @@ def _cache(home: Path, project: str, m: Member, spec: ClusterSpec | None = None)
     path.write_text(json.dumps(data))
 
 
-def _upload(gcs_url: str, name: str, data: Any) -> None:
+def _upload(gcs_url: str, name: str, data: Any, metadata: dict[str, str] | None = None) -> None:
+    """One object; with ``metadata``, a multipart upload carrying it (as google-cloud-storage sends it)."""
     from urllib.parse import quote
 
-    _gcs(gcs_url, "POST", f"/upload/storage/v1/b/{BUCKET}/o?uploadType=media&name={quote(name, safe='')}",
-         json.dumps(data).encode())
+    body = json.dumps(data).encode()
+    if metadata is None:
+        _gcs(gcs_url, "POST", f"/upload/storage/v1/b/{BUCKET}/o?uploadType=media&name={quote(name, safe='')}",
+             body)
+        return
+    sep = b"==tpuctl-fleet=="
+    head = json.dumps({"name": name, "metadata": metadata}).encode()
+    parts = (b"--" + sep + b"\r\ncontent-type: application/json; charset=UTF-8\r\n\r\n" + head
+             + b"\r\n--" + sep + b"\r\ncontent-type: application/json\r\n\r\n" + body + b"\r\n--" + sep + b"--")
+    _gcs(gcs_url, "POST", f"/upload/storage/v1/b/{BUCKET}/o?uploadType=multipart", parts,
+         f'multipart/related; boundary="{sep.decode()}"')
 
 
-def _gcs(gcs_url: str, method: str, path: str, body: bytes) -> None:
+def _gcs(gcs_url: str, method: str, path: str, body: bytes, ctype: str = "application/json") -> None:
     req = urllib.request.Request(gcs_url + path, data=body, method=method,
-                                 headers={"Content-Type": "application/json"})
+                                 headers={"Content-Type": ctype})
     with urllib.request.urlopen(req, timeout=30) as resp:
         resp.read()

@@ -28,16 +28,17 @@ its TPU is judged as one with no run, and the output says so (``--bucket`` tells
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..basics.errors import NotFound, TpuctlError
 from ..basics.validate import CLUSTER_LABEL, format_duration
 from ..catalog import prices
-from ..cloud.base import DutyCycle, Operation, Provider, QueuedRequest, TpuNode
+from ..cloud.base import Arch, DutyCycle, Operation, Provider, QueuedRequest, TpuNode, Vm
 from ..cloud.operations import Backoff, OperationTimeout, wait_all
 from ..cluster import bucket_for, cached_spec, delete_request, ledger
 from ..sweeps.store import SWEEP_LABEL
@@ -227,27 +228,34 @@ class ReapResult:
 
 # ---- finding a cluster's run ---------------------------------------------------------------------
 
-def clusters_with_runs(target: Any, bucket_url: str) -> set[str] | None:
+def clusters_with_runs(target: Any, bucket_url: str) -> dict[str, str | None] | None:
     """The clusters whose run pointer (``current.json``) is in the bucket, from one listing of its
-    clusters' folder (a page per thousand objects): a fleet's reaper then reads the pointers that
-    exist instead of asking for every cluster's. None when the bucket cannot be listed (each
-    pointer is read, as before)."""
+    clusters' folder (a page per thousand objects), each with the run the pointer names as its
+    custom metadata says (``""``: none; None: a pointer written without it, whose bytes say). A
+    fleet's reaper then reads only the pointers that exist and lack it, instead of every cluster's.
+    None when the bucket cannot be listed (each pointer is read, as before)."""
     from ..cloud.storage import open_bucket
     from ..runs import store as runs
 
     prefix = runs.CLUSTERS_PREFIX + "/"
     try:
-        names = [o.name for o in open_bucket(bucket_url, target).list(prefix)]
+        objects = list(open_bucket(bucket_url, target).list(prefix))
     except TpuctlError:
         return None
-    return {n[len(prefix):].split("/", 1)[0] for n in names if n == runs.current_name(n[len(prefix):].split("/", 1)[0])}
+    found: dict[str, str | None] = {}
+    for o in objects:
+        cluster = o.name[len(prefix):].split("/", 1)[0]
+        if o.name == runs.current_name(cluster):
+            found[cluster] = (o.metadata or {}).get(runs.POINTER_RUN_KEY)
+    return found
 
 
 def find_run(provider: Provider, target: Any, cluster: str, bucket_url: str | None, *,
-             pointers: set[str] | None = None,
+             pointers: dict[str, str | None] | None = None,
              node: TpuNode | None = None) -> tuple[RunView | None, str | None]:
     """The cluster's newest run as a :class:`RunView`, and where it was found; ``pointers``: the
-    clusters :func:`clusters_with_runs` found a run pointer of in ``bucket_url`` (None: read it);
+    clusters :func:`clusters_with_runs` found a run pointer of in ``bucket_url``, with the run each
+    names where the listing said (None: read the pointer);
     ``node``: the TPU being judged, whose verdict may not need the supervisor's lease
     (:func:`~provision.billing.idle.needs_supervisor`: then it is not read; None: always read).
 
@@ -264,19 +272,17 @@ def find_run(provider: Provider, target: Any, cluster: str, bucket_url: str | No
         latest = entries[-1]
         candidates.append((latest["bucket"], latest["run_id"], "this machine's run index"))
     if bucket_url and (pointers is None or cluster in pointers):
-        bucket = open_bucket(bucket_url, target)
-        try:
-            import json
+        run_id = pointers.get(cluster) if pointers is not None else None
+        if run_id is None:      # not in the listing's metadata: the pointer's bytes say
+            try:
+                import json
 
-            current = json.loads(bucket.read_bytes(runs.current_name(cluster)))
-        except NotFound:
-            current = None
-        except ValueError:
-            current = None
-        if isinstance(current, dict):
-            run_id = current.get("run_id") or current.get("ended")
-            if run_id:
-                candidates.append((bucket_url, run_id, f"{bucket_url}/{runs.current_name(cluster)}"))
+                run_id = runs.pointer_run(json.loads(open_bucket(bucket_url, target).read_bytes(
+                    runs.current_name(cluster))))
+            except (NotFound, ValueError):
+                run_id = None
+        if run_id:
+            candidates.append((bucket_url, run_id, f"{bucket_url}/{runs.current_name(cluster)}"))
     best: tuple[dict[str, Any], Any, str] | None = None
     seen: set[str] = set()
     for bucket, run_id, source in candidates:
@@ -326,20 +332,26 @@ def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None =
     book = provider.price_book()
     result.price_source = book.describe()
     selector = {CLUSTER_LABEL: cluster} if cluster else None
-    with ThreadPoolExecutor(3) as pool:
-        # the TPUs' lists carry their tpuctl metadata (the bucket): no read per cluster to find it
-        tpus_f = pool.submit(lambda: provider.list_tpus(zone, selector, metadata=True))
-        vms_f = pool.submit(provider.list_vms, None, selector)
-        queued_f = pool.submit(provider.list_queued, zone, selector)
-        all_nodes = tpus_f.result()
-        nodes = [n for n in all_nodes if CLUSTER_LABEL in n.labels]
-        vms = [v for v in vms_f.result() if CLUSTER_LABEL in v.labels]
-        try:
-            queued = [q for q in queued_f.result() if CLUSTER_LABEL in q.labels]
-        except TpuctlError as exc:      # idle TPUs are still reaped; the output says what was not seen
-            queued = []
-            result.notes.append(f"could not list queued resources, so none was judged: {exc.one_line()}")
-    vm_of = {v.labels[CLUSTER_LABEL]: v for v in vms}
+    # the range reservations, read while the rest is judged: they wait on the API, not on the fleet
+    claims_f = _started(provider.reservations) if cluster is None and zone is None else None
+    # the TPUs' lists carry their tpuctl metadata (the bucket): no read per cluster to find it. The
+    # TPUs are judged as soon as they are listed; the host VMs (more pages on Compute Engine) are
+    # waited for only where a TPU's bucket can come from its VM, and before anything is deleted
+    tpus_f = _started(lambda: provider.list_tpus(zone, selector, metadata=True))
+    vms_f = _started(lambda: provider.list_vms(None, selector))
+    queued_f = _started(lambda: provider.list_queued(zone, selector))
+    all_nodes = tpus_f.result()
+    nodes = [n for n in all_nodes if CLUSTER_LABEL in n.labels]
+
+    @functools.cache
+    def hosts() -> dict[str, Vm]:
+        return {v.labels[CLUSTER_LABEL]: v for v in vms_f.result() if CLUSTER_LABEL in v.labels}
+
+    def bucket_of(n: TpuNode) -> str | None:
+        name = n.cluster or n.name
+        # a TPU VM's metadata, as listed, answers for its host VM too (bucket_for): no VM needed
+        vm = None if n.metadata is not None and n.arch == Arch.VM else hosts().get(name)
+        return bucket_for(provider, name, hint=bucket, node=n, vm=vm)[0]
 
     duty_table: dict[tuple[str, str | None], DutyCycle] | None = None
     if min_duty_cycle is not None:
@@ -385,19 +397,24 @@ def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None =
         return report
 
     buckets: dict[int, str | None] = {}
-    pointers: dict[str, set[str] | None] = {}
+    pointers: dict[str, dict[str, str | None] | None] = {}
     if nodes:
         # the run records are small reads that wait on the network: more of them at once than cores
         with ThreadPoolExecutor(min(READ_THREADS, len(nodes))) as pool:
             judged = [n for n in nodes if not n.keep]
-            for n, b in zip(judged, pool.map(lambda n: bucket_for(provider, n.cluster or n.name, hint=bucket, node=n,
-                                                                  vm=vm_of.get(n.cluster or n.name))[0], judged)):
+            for n, b in zip(judged, pool.map(bucket_of, judged)):
                 buckets[id(n)] = b
             if len(judged) > 1:     # one listing per bucket instead of a read per cluster
                 listed = list(dict.fromkeys(b for b in buckets.values() if b))
                 pointers = dict(zip(listed, pool.map(lambda b: clusters_with_runs(target, b), listed)))
             result.nodes = list(pool.map(examine, nodes))
     result.nodes.sort(key=lambda r: (r.cluster, r.node.zone, r.node.name))
+    vm_of = hosts()
+    try:
+        queued = [q for q in queued_f.result() if CLUSTER_LABEL in q.labels]
+    except TpuctlError as exc:      # idle TPUs are still reaped; the output says what was not seen
+        queued = []
+        result.notes.append(f"could not list queued resources, so none was judged: {exc.one_line()}")
 
     node_clusters = {n.cluster for n in nodes}
     now = time.time()
@@ -433,7 +450,9 @@ def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None =
     if cluster is None and zone is None:
         alive = {n.cluster or n.name for n in nodes} | set(vm_of) | {r.cluster for r in result.requests
                                                                      if not r.deleted}
-        _clear_stale(provider, alive, result, dry_run=dry_run)
+        # read again after deletions (they took time); else what was read meanwhile is current
+        claims: Future[dict[str, dict[str, Any]]] | None = None if _deleted_any(result, dry_run) else claims_f
+        _clear_stale(provider, alive, result, dry_run=dry_run, claims=claims)
     result.seconds = time.monotonic() - start
     return result
 
@@ -565,15 +584,31 @@ def _clear(provider: Provider, cluster: str, result: ReapResult, *, reason: str,
         result.notes.append(f"could not clear cluster {cluster}'s records: {exc.one_line()}")
 
 
-def _clear_stale(provider: Provider, alive: set[str], result: ReapResult, *, dry_run: bool) -> None:
-    """Range reservations and cached records of clusters that have no VM and no TPU left."""
+def _started(read: Callable[[], Any]) -> Future[Any]:
+    """``read`` running on a thread of its own from now on; its result (or error) in the future."""
+    pool = ThreadPoolExecutor(1)
+    try:
+        return pool.submit(read)
+    finally:
+        pool.shutdown(wait=False)
+
+
+def _deleted_any(result: ReapResult, dry_run: bool) -> bool:
+    """Whether the reaper deleted (or tried to delete) anything: what it read before is older now."""
+    return not dry_run and bool(result.to_delete or result.requests_to_delete)
+
+
+def _clear_stale(provider: Provider, alive: set[str], result: ReapResult, *, dry_run: bool,
+                 claims: Future[dict[str, dict[str, Any]]] | None = None) -> None:
+    """Range reservations and cached records of clusters that have no VM and no TPU left
+    (``claims``: the reservations as read meanwhile; None: read them now)."""
     from ..basics import statefile
     from ..cluster.cache import cache_dir
 
     now = time.time()
     stale: dict[str, list[str]] = {}
     try:
-        for name, rec in (provider.reservations() or {}).items():
+        for name, rec in ((claims.result() if claims is not None else provider.reservations()) or {}).items():
             if name not in alive and now - float(rec.get("at") or 0) > STALE_RECORD_S:
                 stale.setdefault(name, []).append(f"range reservation {rec.get('cidr')}")
     except TpuctlError as exc:

@@ -250,7 +250,7 @@ class BucketExecutor(_BucketWatcher):
         current = self.store.read_json(current_name(rec.cluster)) or {}
         current.update({"run_id": rec.run_id, "attempt": n, "tpu_created_at": tpu.created_at,
                         "runs_on": "host" if self.arch == Arch.NODE else "workers", "time": time.time()})
-        self.store.write_json(current_name(rec.cluster), current)
+        self.store.write_current(rec.cluster, current)
 
     def poll(self, rec: RunRecord, n: int) -> tuple[JobPhase, int | None]:
         return self._phase_from_bucket(rec, n)

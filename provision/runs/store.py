@@ -196,6 +196,13 @@ class RunStore:
         except NotFound:
             return None
 
+    def write_current(self, cluster: str, pointer: dict[str, Any]) -> None:
+        """Point ``cluster``'s hosts at a run (``current.json``), with the run it names also in the
+        object's custom metadata (:data:`POINTER_RUN_KEY`): a fleet's reaper learns every cluster's
+        run from one listing of the clusters' folder instead of a read per cluster."""
+        self.bucket.write_bytes(current_name(cluster), _dumps(pointer),
+                                metadata={POINTER_RUN_KEY: str(pointer_run(pointer) or "")})
+
     def exits(self, n: int) -> dict[str, dict[str, Any]]:
         """Exit records of attempt ``n`` by worker."""
         return self._by_worker(n, "exit")
@@ -227,6 +234,19 @@ class RunStore:
 
 def current_name(cluster: str) -> str:
     return f"{CLUSTERS_PREFIX}/{cluster}/current.json"
+
+
+# The custom-metadata key of a run pointer that names its run ("": none); pointers written before
+# it existed lack it, and their run is read from their bytes.
+POINTER_RUN_KEY = "tpuctl-run"
+
+
+def pointer_run(pointer: Any) -> str | None:
+    """The run a pointer (``current.json``) names: the one its hosts run, or the one that ended
+    there last."""
+    if not isinstance(pointer, dict):
+        return None
+    return pointer.get("run_id") or pointer.get("ended") or None
 
 
 def cluster_spec_name(cluster: str) -> str:

@@ -532,4 +532,4 @@ class Supervisor:
         name = current_name(self.rec.cluster)
         cur = self.store.read_json(name)
         if cur and cur.get("run_id") == self.rec.run_id:
-            self.store.write_json(name, {"run_id": None, "ended": self.rec.run_id, "time": time.time()})
+            self.store.write_current(self.rec.cluster, {"run_id": None, "ended": self.rec.run_id, "time": time.time()})

@@ -427,5 +427,5 @@ def hand_over(provider: Provider, target: Target, store: RunStore, rec: RunRecor
     name = runs.current_name(rec.cluster)
     cur = store.read_json(name) or {}
     cur.update({"supervise_on_host": rec.run_id, "time": time.time()})
-    store.write_json(name, cur)
+    store.write_current(rec.cluster, cur)
     return f"the host VM {cluster.name}'s agent"

@@ -445,8 +445,7 @@ class Controller:
             store.save(rec)
             cur = store.read_json(runs.current_name(rec.cluster))
             if cur and cur.get("run_id") == rec.run_id:
-                store.write_json(runs.current_name(rec.cluster), {"run_id": None, "ended": rec.run_id,
-                                                                  "time": time.time()})
+                store.write_current(rec.cluster, {"run_id": None, "ended": rec.run_id, "time": time.time()})
             if sup:
                 sup.lease.release(reason)
         except TpuctlError as exc:

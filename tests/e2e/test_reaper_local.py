@@ -237,6 +237,12 @@ def test_records_of_clusters_with_nothing_left_are_cleared(tpuctl):
         **(cur or {}),
         "ghost": {"cidr": "10.240.9.0/29", "network": "default", "zone": ZONE, "at": old},
         "fresh": {"cidr": "10.240.10.0/29", "network": "default", "zone": ZONE, "at": time.time()}}, default={})
+    # a dry run judges with the reservations read while the TPUs were judged; it clears nothing
+    r = tpuctl("down", "--idle", "--dry-run", "--json")
+    assert r.code == 0, r.err
+    would = " ".join(r.json()["cleared"])
+    assert "cluster ghost's range reservation 10.240.9.0/29 (no VM or TPU left)" in would and "fresh" not in would
+    assert set(prov.reservations()) == {"ghost", "fresh"}          # nothing cleared
     r = tpuctl("down", "--idle", "--json")
     assert r.code == 0, r.err
     cleared = " ".join(r.json()["cleared"])

@@ -3,10 +3,13 @@ training cluster, none for the others, so a fleet's cost cannot creep back.
 
 The fleet is the benchmark's (tests/fleet.py) in the fake cloud, its run records in fake-gcs-server
 behind tests/faultproxy.py (no faults: it only counts what the installed ``tpuctl`` asks for). A
-training cluster's run is found by its pointer (``current.json``), its record (``run.json``) and the
-job's progress record (``progress.json``): three downloads, no metadata read before any of them. The
-supervisor's lease is read only where the verdict can depend on it (a PREEMPTED TPU that a live
-supervisor may be recreating): a READY TPU whose job reports progress is judged without it.
+training cluster's run is named by its pointer (``current.json``), whose custom metadata the one
+listing of the clusters' folder returns (tpuctl writes the run id there too), so what is downloaded
+is its record (``run.json``) and the job's progress record (``progress.json``): two downloads, no
+metadata read before either. A pointer written without that metadata (by a tpuctl before it) is
+downloaded, as before. The supervisor's lease is read only where the verdict can depend on it (a
+PREEMPTED TPU that a live supervisor may be recreating): a READY TPU whose job reports progress is
+judged without it.
 """
 
 from __future__ import annotations
@@ -39,11 +42,12 @@ def _object_requests(proxy_paths: list[tuple[str, str]]) -> Counter[tuple[str, s
     return out
 
 
-def test_down_idle_reads_three_records_per_training_cluster_and_the_lease_only_where_it_decides(
+def test_down_idle_reads_two_records_per_training_cluster_and_the_lease_only_where_it_decides(
         fakegcp_env, gcs_env, gcs_client):
     now = time.time()
     members = fleet.build(fakegcp_env, gcs_env.url, home(), N, now=now)
-    # a PREEMPTED TPU whose run's supervisor is alive: its verdict hangs on the lease, so it is read
+    # a PREEMPTED TPU whose run's supervisor is alive: its verdict hangs on the lease, so it is read;
+    # its pointer is an older tpuctl's, without the run in its metadata, so it is read too
     m = fleet.member(PREEMPTED_WITH_RUN, now)
     assert m.state == "PREEMPTED" and not m.training
     rec = fleet.run_record(m, fakegcp_env.project, now)
@@ -65,13 +69,14 @@ def test_down_idle_reads_three_records_per_training_cluster_and_the_lease_only_w
     for name in training:
         assert verdicts[name][0] == "keep" and verdicts[name][1].startswith("training"), verdicts[name]
         got = {what: k for (c, what), k in reads.items() if c == name}
-        assert got == {"download current.json": 1, "download run.json": 1, "download progress.json": 1}, got
+        assert got == {"download run.json": 1, "download progress.json": 1}, got
     verdict, reason = verdicts[m.name]
     assert verdict == "keep" and "supervisor is recreating it" in reason, reason
     assert reads[(m.name, "download supervisor.json")] == 1
+    assert reads[(m.name, "download current.json")] == 1
     # the clusters without a run pointer cost nothing: one listing of the bucket's pointers found them
     readers = {c for (c, _what) in reads}
     assert readers == {*training, m.name}, readers - {*training, m.name}
     listings = [p for meth, p in paths if meth == "GET" and p.split("?")[0].endswith(f"/b/{fleet.BUCKET}/o")]
     assert len(listings) == 1, listings
-    assert sum(reads.values()) == 3 * len(training) + 4
+    assert sum(reads.values()) == 2 * len(training) + 4

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...basics.errors import CloudError, NotFound, UsageError
@@ -27,6 +27,8 @@ from ...basics.errors import CloudError, NotFound, UsageError
 PARTS_PREFIX = ".tpuctl-parts/"
 # Basename prefix of a local file being written; renamed away once verified.
 PARTIAL_PREFIX = ".tpuctl-partial."
+# Basename prefix of a local object's custom metadata, beside it (Cloud Storage keeps it on the object).
+META_PREFIX = ".tpuctl-meta."
 
 # The narrowest predefined role that lets a TPU read, write and overwrite (delete) checkpoints
 # and list a checkpoint directory, without the object-ACL/IAM permissions of objectAdmin.
@@ -47,6 +49,9 @@ class ObjectInfo:
     size: int
     crc32c: int | None = None  # None when not known without reading (local files in a listing)
     generation: int | None = None  # changes on every write (GCS generation; local mtime_ns)
+    # the custom metadata its writer set (``write_bytes(metadata=)``), as a listing returns it;
+    # None where not read (a stat, an upload's result)
+    metadata: dict[str, str] | None = field(default=None, compare=False)
 
 
 class BucketNotFound(UsageError):
@@ -150,7 +155,8 @@ class Bucket(abc.ABC):
     # -- objects
     @abc.abstractmethod
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
-        """Objects whose names start with ``prefix`` (all levels), internal names left out."""
+        """Objects whose names start with ``prefix`` (all levels), internal names left out, each
+        with its custom metadata (``{}`` when it has none)."""
 
     @abc.abstractmethod
     def stat(self, name: str) -> ObjectInfo | None:
@@ -164,8 +170,10 @@ class Bucket(abc.ABC):
         """The whole object, verified against its CRC32C (for small files: run records, logs)."""
 
     @abc.abstractmethod
-    def write_bytes(self, name: str, data: bytes) -> ObjectInfo:
-        """Replace the object atomically with ``data`` and verify it."""
+    def write_bytes(self, name: str, data: bytes, metadata: dict[str, str] | None = None) -> ObjectInfo:
+        """Replace the object atomically with ``data`` and verify it. ``metadata``: custom metadata
+        that goes with these bytes (and only these: a later write without it has none), so that a
+        listing can answer what a reader would otherwise download the object for."""
 
     # -- compare-and-swap: leases and append-only logs that several processes may write at once
     @abc.abstractmethod

@@ -166,8 +166,9 @@ def content_type(name: str) -> str:
     return mimetypes.guess_type(name)[0] or "application/octet-stream"
 
 
-def _info(blob: Any) -> ObjectInfo:
-    return ObjectInfo(blob.name, int(blob.size or 0), crc.from_b64(blob.crc32c), blob.generation)
+def _info(blob: Any, metadata: bool = False) -> ObjectInfo:
+    return ObjectInfo(blob.name, int(blob.size or 0), crc.from_b64(blob.crc32c), blob.generation,
+                      dict(blob.metadata or {}) if metadata else None)
 
 
 class FileSlice(io.RawIOBase):
@@ -543,7 +544,7 @@ class GcsBucket(Bucket):
                 for blob in self.client.list_blobs(self.name, prefix=prefix or None, retry=_retry()):
                     if blob.name.endswith("/"):  # a console "folder" placeholder, not a file
                         continue
-                    yield _info(blob)
+                    yield _info(blob, metadata=True)
         except ObjectNotFound:
             raise BucketNotFound(f"bucket {self.url} does not exist",
                                  hint="check the name, or create it with --create-bucket") from None
@@ -578,10 +579,12 @@ class GcsBucket(Bucket):
                 return data
         raise ChecksumMismatch(f"{self.url}/{name}: content does not match its CRC32C")
 
-    def write_bytes(self, name: str, data: bytes) -> ObjectInfo:
+    def write_bytes(self, name: str, data: bytes, metadata: dict[str, str] | None = None) -> ObjectInfo:
         want = crc.value(data)
         for _ in range(ATTEMPTS):
             blob = self.blob(name)
+            if metadata:
+                blob.metadata = dict(metadata)
             with translate(f"write {self.url}/{name}"):
                 blob.upload_from_string(data, content_type=content_type(name), checksum=None,
                                         crc32c_checksum_value=crc.to_b64(want), retry=_retry())

@@ -27,6 +27,7 @@ from ...basics import private as private_files
 from ...basics.errors import NotAvailable, UsageError
 from . import crc, iam
 from .base import (
+    META_PREFIX,
     OBJECT_ROLE,
     PARTIAL_PREFIX,
     Bucket,
@@ -47,6 +48,24 @@ def check_name(name: str) -> list[str]:
         raise UsageError(f"object name {name!r} cannot be a local file",
                          hint="exclude it with --exclude, or rename it in the bucket")
     return segs
+
+
+def meta_path(dest: Path) -> Path:
+    """Where the custom metadata of the object at ``dest`` is kept: a hidden file beside it that
+    names the generation (mtime) it belongs to, so a listing never pairs bytes with another
+    write's metadata (between the two renames the object simply has none)."""
+    base = dest.name if len(dest.name) < 180 else hashlib.sha1(dest.name.encode()).hexdigest()
+    return dest.parent / f"{META_PREFIX}{base}"
+
+
+def _read_meta(path: Path, generation: int) -> dict[str, str]:
+    try:
+        kept = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(kept, dict) or kept.get("generation") != generation:
+        return {}
+    return {str(k): str(v) for k, v in (kept.get("metadata") or {}).items()}
 
 
 def partial_path(dest: Path) -> Path:
@@ -194,8 +213,9 @@ class LocalBucket(Bucket):
                 continue
             seen.add((st.st_dev, st.st_ino))
             dirnames.sort()
+            kept = {fn for fn in filenames if fn.startswith(META_PREFIX)}
             for fn in sorted(filenames):
-                if fn.startswith(PARTIAL_PREFIX):
+                if fn.startswith((PARTIAL_PREFIX, META_PREFIX)):
                     continue
                 full = os.path.join(dirpath, fn)
                 name = os.path.relpath(full, root).replace(os.sep, "/")
@@ -207,7 +227,9 @@ class LocalBucket(Bucket):
                     continue
                 if not _is_regular(fst):
                     continue
-                yield ObjectInfo(name, fst.st_size, None, fst.st_mtime_ns)
+                meta = meta_path(Path(full))
+                yield ObjectInfo(name, fst.st_size, None, fst.st_mtime_ns,
+                                 _read_meta(meta, fst.st_mtime_ns) if meta.name in kept else {})
 
     def stat(self, name: str) -> ObjectInfo | None:
         path = self.path(name)
@@ -227,7 +249,7 @@ class LocalBucket(Bucket):
         except (FileNotFoundError, NotADirectoryError):
             raise ObjectNotFound(f"{self.url}/{name} does not exist") from None
 
-    def write_bytes(self, name: str, data: bytes) -> ObjectInfo:
+    def write_bytes(self, name: str, data: bytes, metadata: dict[str, str] | None = None) -> ObjectInfo:
         dest = self.path(name)
         _make_dirs(dest.parent, self.private)
         tmp = partial_path(dest)
@@ -239,12 +261,33 @@ class LocalBucket(Bucket):
             want = crc.value(data)
             if crc.of_file(tmp) != want:
                 raise ChecksumMismatch(f"{self.url}/{name}: written file does not match")
+            self._set_meta(dest, tmp, metadata)
             os.replace(tmp, dest)
         finally:
             if tmp.exists():
                 tmp.unlink()
         st = dest.stat()
         return ObjectInfo(name, st.st_size, want, st.st_mtime_ns)
+
+    def _set_meta(self, dest: Path, tmp: Path, metadata: dict[str, str] | None) -> None:
+        """Before ``tmp`` replaces ``dest``: keep ``metadata`` for its generation (a new mtime, later
+        than the replaced file's), or drop what the replaced bytes had."""
+        meta = meta_path(dest)
+        if not metadata:
+            with contextlib.suppress(FileNotFoundError):
+                meta.unlink()
+            return
+        try:
+            current = dest.stat().st_mtime_ns
+        except FileNotFoundError:
+            current = 0
+        gen = max(time.time_ns(), current + 1)
+        os.utime(tmp, ns=(gen, gen))
+        body = json.dumps({"generation": tmp.stat().st_mtime_ns, "metadata": dict(metadata)}).encode()
+        side = partial_path(meta)
+        with open(side, "wb", opener=_opener(self.private)) as fh:
+            fh.write(body)
+        os.replace(side, meta)
 
     def read_versioned(self, name: str) -> tuple[bytes, int] | None:
         # one open file: the bytes and the mtime are the same inode's (writes replace, never modify)
@@ -293,6 +336,8 @@ class LocalBucket(Bucket):
             path.unlink()
         except (FileNotFoundError, NotADirectoryError):
             return False
+        with contextlib.suppress(FileNotFoundError):
+            meta_path(path).unlink()
         self._prune(path.parent)
         return True
 
