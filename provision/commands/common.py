@@ -140,11 +140,10 @@ def emit_json(data: Any) -> None:
     """Print the command's one JSON document; an error after it adds only a stderr line."""
     import json
 
-    from ..basics import jsondoc
     from ..basics.redact import redact_data
 
     data = redact_data(json.loads(json.dumps(data, default=_json_default)))
-    click.echo(jsondoc.dumps(data))
+    click.echo(json.dumps(data, indent=2, sort_keys=True))
     _state["emitted"] = True
 
 
