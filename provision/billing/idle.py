@@ -183,6 +183,26 @@ def needs_supervisor(node: TpuNode, run: RunView) -> bool:
     return node.dead or node.state in PENDING_TPU_STATES or (run.live and run.heartbeat_at is None)
 
 
+# How much fresher than --idle-for a run record's own last progress must be for the reaper to judge
+# its TPU without the job's progress file: the time between reading and judging, with room to spare.
+PROGRESS_MARGIN_S = 60.0
+
+
+def needs_progress(run: RunView, *, now: float, idle_for: float) -> bool:
+    """Whether :func:`judge` can depend on the job's progress file (``progress.json``) beyond the
+    run record (``run``: the view of the record alone).
+
+    The file only adds what is newer than the record's copy of it: a later heartbeat, or a final
+    status written at that later time. So when the record shows a live run whose last progress is
+    well inside ``idle_for``, the TPU is kept whatever the file says, and a fleet's reaper need not
+    read it; the kept TPU's "last progress" is then the record's (the supervisor copies the file into
+    it every poll). Anything else (an ended run, no progress yet, a quiet one) reads the file.
+    """
+    if not run.live or run.heartbeat_at is None or run.ended_at is not None:
+        return True
+    return now - run.heartbeat_at + PROGRESS_MARGIN_S >= idle_for
+
+
 def view_of(record: dict[str, Any], progress: dict[str, Any] | None = None,
             lease: dict[str, Any] | None = None) -> RunView:
     """What the reaper needs of a run, from its record (run.json), the job's progress record and

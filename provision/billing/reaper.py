@@ -42,7 +42,16 @@ from ..cloud.base import Arch, DutyCycle, Operation, Provider, QueuedRequest, Tp
 from ..cloud.operations import Backoff, OperationTimeout, wait_all
 from ..cluster import bucket_for, cached_spec, delete_request, ledger
 from ..sweeps.store import SWEEP_LABEL
-from .idle import RunView, SweepView, Verdict, judge, judge_queued, needs_supervisor, view_of
+from .idle import (
+    RunView,
+    SweepView,
+    Verdict,
+    judge,
+    judge_queued,
+    needs_progress,
+    needs_supervisor,
+    view_of,
+)
 
 Log = Callable[[str], None]
 
@@ -252,12 +261,14 @@ def clusters_with_runs(target: Any, bucket_url: str) -> dict[str, str | None] | 
 
 def find_run(provider: Provider, target: Any, cluster: str, bucket_url: str | None, *,
              pointers: dict[str, str | None] | None = None,
-             node: TpuNode | None = None) -> tuple[RunView | None, str | None]:
+             node: TpuNode | None = None, idle_for: float | None = None) -> tuple[RunView | None, str | None]:
     """The cluster's newest run as a :class:`RunView`, and where it was found; ``pointers``: the
     clusters :func:`clusters_with_runs` found a run pointer of in ``bucket_url``, with the run each
     names where the listing said (None: read the pointer);
     ``node``: the TPU being judged, whose verdict may not need the supervisor's lease
-    (:func:`~provision.billing.idle.needs_supervisor`: then it is not read; None: always read).
+    (:func:`~provision.billing.idle.needs_supervisor`: then it is not read; None: always read);
+    ``idle_for``: the reaper's threshold, past which the job's progress file is read only where it
+    can change the verdict (:func:`~provision.billing.idle.needs_progress`; None: always read).
 
     Raises :class:`TpuctlError` when run records exist but cannot be read.
     """
@@ -299,7 +310,9 @@ def find_run(provider: Provider, target: Any, cluster: str, bucket_url: str | No
     if best is None:
         return None, None
     rec, store, source = best
-    progress = read_progress(rec["model_dir"], rec["provider"], rec["project"]) if rec.get("model_dir") else None
+    progress = None
+    if rec.get("model_dir") and (idle_for is None or needs_progress(view_of(rec), now=time.time(), idle_for=idle_for)):
+        progress = read_progress(rec["model_dir"], rec["provider"], rec["project"])
     view = view_of(rec, progress)
     if node is not None and not needs_supervisor(node, view):
         return view, source
@@ -368,7 +381,8 @@ def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None =
         report.bucket = b
         try:
             report.run, report.run_source = find_run(provider, target, name, b,
-                                                     pointers=pointers.get(b) if b else None, node=node)
+                                                     pointers=pointers.get(b) if b else None, node=node,
+                                                     idle_for=idle_for)
         except Exception as exc:  # noqa: BLE001 - never delete what we cannot see is idle
             why = exc.one_line() if isinstance(exc, TpuctlError) else f"{type(exc).__name__}: {exc}"
             report.verdict = Verdict(False, f"its run records cannot be read ({why[:200]}); kept")

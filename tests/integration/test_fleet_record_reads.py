@@ -5,11 +5,13 @@ The fleet is the benchmark's (tests/fleet.py) in the fake cloud, its run records
 behind tests/faultproxy.py (no faults: it only counts what the installed ``tpuctl`` asks for). A
 training cluster's run is named by its pointer (``current.json``), whose custom metadata the one
 listing of the clusters' folder returns (tpuctl writes the run id there too), so what is downloaded
-is its record (``run.json``) and the job's progress record (``progress.json``): two downloads, no
-metadata read before either. A pointer written without that metadata (by a tpuctl before it) is
-downloaded, as before. The supervisor's lease is read only where the verdict can depend on it (a
-PREEMPTED TPU that a live supervisor may be recreating): a READY TPU whose job reports progress is
-judged without it.
+is its record (``run.json``): one download, no metadata read before it. The job's progress file
+(``progress.json``) is read only where it can change the verdict: not for a live run whose record
+shows progress well inside --idle-for (the fleet's training clusters at the default 30 minutes),
+but for every one of them at --idle-for 1m. A pointer written without that metadata (by a tpuctl
+before it) is downloaded, as before. The supervisor's lease is read only where the verdict can
+depend on it (a PREEMPTED TPU that a live supervisor may be recreating): a READY TPU whose job
+reports progress is judged without it.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ def _object_requests(proxy_paths: list[tuple[str, str]]) -> Counter[tuple[str, s
     return out
 
 
-def test_down_idle_reads_two_records_per_training_cluster_and_the_lease_only_where_it_decides(
+def test_down_idle_reads_one_record_per_training_cluster_and_the_rest_only_where_it_decides(
         fakegcp_env, gcs_env, gcs_client):
     now = time.time()
     members = fleet.build(fakegcp_env, gcs_env.url, home(), N, now=now)
@@ -56,20 +58,21 @@ def test_down_idle_reads_two_records_per_training_cluster_and_the_lease_only_whe
     bucket.blob(f"{rec.prefix}/run.json").upload_from_string(json.dumps({**rec.to_dict(), "status": "recovering"}))
     bucket.blob(f"{rec.prefix}/supervisor.json").upload_from_string(json.dumps({"heartbeat_at": now}))
 
-    paths: list[tuple[str, str]] = []
-    with FaultProxy(gcs_env.url, script=lambda method, path: paths.append((method, path))) as proxy:
-        r = run_tpuctl_process("down", "--idle", "--all-zones", "--dry-run", "--json",
-                               env={"STORAGE_EMULATOR_HOST": proxy.url})
-    assert r.code == 0, r.err
-    verdicts = {n["cluster"]: (n["verdict"], n["reason"]) for n in r.json()["nodes"]}
-    reads = _object_requests(paths)
+    def down_idle(*flags: str) -> tuple[dict, Counter, list[tuple[str, str]]]:
+        paths: list[tuple[str, str]] = []
+        with FaultProxy(gcs_env.url, script=lambda method, path: paths.append((method, path))) as proxy:
+            r = run_tpuctl_process("down", "--idle", "--all-zones", "--dry-run", "--json", *flags,
+                                   env={"STORAGE_EMULATOR_HOST": proxy.url})
+        assert r.code == 0, r.err
+        return {n["cluster"]: (n["verdict"], n["reason"]) for n in r.json()["nodes"]}, _object_requests(paths), paths
 
+    verdicts, reads, paths = down_idle()
     training = [x.name for x in members if x.training]
     assert len(training) == 8
     for name in training:
         assert verdicts[name][0] == "keep" and verdicts[name][1].startswith("training"), verdicts[name]
         got = {what: k for (c, what), k in reads.items() if c == name}
-        assert got == {"download run.json": 1, "download progress.json": 1}, got
+        assert got == {"download run.json": 1}, got
     verdict, reason = verdicts[m.name]
     assert verdict == "keep" and "supervisor is recreating it" in reason, reason
     assert reads[(m.name, "download supervisor.json")] == 1
@@ -79,4 +82,11 @@ def test_down_idle_reads_two_records_per_training_cluster_and_the_lease_only_whe
     assert readers == {*training, m.name}, readers - {*training, m.name}
     listings = [p for meth, p in paths if meth == "GET" and p.split("?")[0].endswith(f"/b/{fleet.BUCKET}/o")]
     assert len(listings) == 1, listings
-    assert sum(reads.values()) == 2 * len(training) + 4
+    assert sum(reads.values()) == len(training) + 3
+
+    # two minutes since the records' last progress is past --idle-for 1m: the progress file decides
+    verdicts, reads, _ = down_idle("--idle-for", "1m")
+    for name in training:
+        assert verdicts[name][0] == "delete" and "has not reported progress" in verdicts[name][1], verdicts[name]
+        got = {what: k for (c, what), k in reads.items() if c == name}
+        assert got == {"download run.json": 1, "download progress.json": 1}, got

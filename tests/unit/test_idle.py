@@ -92,3 +92,43 @@ def test_the_lease_is_skipped_only_where_no_verdict_depends_on_it():
     assert needs_supervisor(node(TpuState.CREATING), run())
     assert needs_supervisor(node(), run(heartbeat=None))
     assert not needs_supervisor(node(), run())
+
+
+def test_the_progress_file_is_skipped_only_where_no_verdict_depends_on_it():
+    """A fleet's reaper does not read a job's progress file where ``needs_progress`` says the verdict
+    cannot depend on it (a live run whose record shows progress well inside --idle-for): for every
+    state, run status, record heartbeat, progress file (none, newer, final, another run's, older)
+    and lease, judging with the file gives the delete/keep judging without it gives."""
+    import itertools
+
+    from provision.billing.idle import needs_progress, view_of
+
+    skipped = 0
+    files = (None, {"run_id": "r1", "time": NOW - 5, "status": "running"},
+             {"run_id": "r1", "time": NOW - 5, "status": "finished"},
+             {"run_id": "r1", "time": NOW - 1700, "status": "failed"},
+             {"run_id": "other", "time": NOW - 5, "status": "running"})
+    for state, status, beat, ended, idle_for, lease, keep in itertools.product(
+            TpuState, ("starting", "running", "recovering", "finished", "failed", "stopped"),
+            (None, NOW - 30, NOW - 1700, NOW - 2 * HOUR), (None, NOW - 100), (0.0, 120.0, 1800.0),
+            (None, {"heartbeat_at": NOW - 5}, {"heartbeat_at": NOW - 2 * HOUR}), (False, True)):
+        n = node(state, NOW - 10 * HOUR, **({"tpuctl-keep": "true"} if keep else {}))
+        record = {"run_id": "r1", "status": status, "ended_at": ended,
+                  "last_progress": {"time": beat} if beat else None}
+        if needs_progress(view_of(record), now=NOW, idle_for=idle_for):
+            continue
+        skipped += 1
+        want = judge(n, view_of(record, None, lease), now=NOW, idle_for=idle_for).delete
+        for f in files[1:]:
+            if f["run_id"] == "r1" and beat and f["time"] < beat:
+                continue    # a job's file is never older than the record's copy of it
+            assert judge(n, view_of(record, f, lease), now=NOW, idle_for=idle_for).delete == want, \
+                (state, status, beat, ended, idle_for, lease, keep, f)
+    assert skipped > 200        # the common case (a live run reporting) reads no progress file
+    live = {"run_id": "r1", "status": "running", "last_progress": {"time": NOW - 30}}
+    assert not needs_progress(view_of(live), now=NOW, idle_for=1800)
+    # where it can decide, it is read: an ended run, one not reporting yet, a quiet one, --idle-for 0
+    assert needs_progress(view_of({**live, "status": "finished"}), now=NOW, idle_for=1800)
+    assert needs_progress(view_of({**live, "last_progress": None}), now=NOW, idle_for=1800)
+    assert needs_progress(view_of({**live, "last_progress": {"time": NOW - 1790}}), now=NOW, idle_for=1800)
+    assert needs_progress(view_of(live), now=NOW, idle_for=0)
