@@ -22,7 +22,7 @@ demo: $(STAMP)
 # beam-marked tests need apache-beam, which cannot live beside TensorFlow: `make test-beam` runs them;
 # package-marked ones install venvs from the registry: `make test-package`
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadgroup --durations=30 -m "not beam and not long and not package and not frameworks and not browser" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n 4 --dist loadgroup --durations=30 -m "not beam and not long and not package and not frameworks and not browser" $(PYTEST_ARGS)
 
 # The long checks (a second chaos seed, exact resumption of each job, evaluations across a stop,
 # XLA, the emulated v2-32 e2e, evaluation and prediction on 32-core slices, two sweep e2es that the

@@ -1,7 +1,8 @@
 """Chaos against the fake cloud: seeded fault mixes, tpuctl killed mid-command, preemptions.
 
 Each seed is one scenario (see scenario.py); `python -m tests.chaos --seeds 0-199` runs many more
-and prints how many passed. The terminal summary of `make test` reports the count.
+and prints how many passed. `make test` runs seeds 0-4, `make test-long` 5-9; the terminal summary
+reports the count.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import pytest
 from tests.chaos.runner import run_scenario
 from tests.chaos.scenario import generate
 
-SEEDS = range(10)
+SEEDS = [*range(5), *(pytest.param(s, marks=pytest.mark.long) for s in range(5, 10))]
 
 
 @pytest.mark.parametrize("seed", SEEDS)

@@ -21,7 +21,7 @@ from .stage_helpers import read_tree, write_tree
 RESUMABLE = 9 << 20  # above google-cloud-storage's 8 MiB multipart limit: a resumable upload
 
 
-@pytest.mark.parametrize("seed, rate", [(101, 0.15), (102, 0.20)])
+@pytest.mark.parametrize("seed, rate", [(101, 0.15), pytest.param(102, 0.20, marks=pytest.mark.long)])
 def test_stage_under_network_faults_loses_nothing_and_converges(fake_gcs, tmp_path, seed, rate):
     res = Campaign(fake_gcs, tmp_path, SMALL).run_seed(seed, rate)
     assert res.ok, res.violations

@@ -83,7 +83,7 @@ def test_global_batch_n_is_the_same_on_any_number_of_hosts_and_replicas(shards, 
         assert got[step] == expected[step * batch:(step + 1) * batch]
 
 
-@pytest.mark.parametrize("group_shards, window_records", [(2, 4), (3, 5)])
+@pytest.mark.parametrize("group_shards, window_records", [(2, 4), pytest.param(3, 5, marks=pytest.mark.long)])
 def test_each_host_reads_only_its_records_and_the_global_batches_stay_the_same(
         shards, tmp_path, group_shards, window_records):
     """With the index's record offsets a host reads each of its records at its byte offset:

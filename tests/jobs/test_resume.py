@@ -25,6 +25,7 @@ TOTAL = 400
 LONG = {"num_train_steps": TOTAL, "save_checkpoints_steps": 25, "steps_per_execution": 25}
 
 
+@pytest.mark.long
 def test_sigkill_after_a_checkpoint_resumes_from_it_and_finishes(tmp_path, tiny_dir, job_here):
     spec = finetune_spec(tmp_path, tiny_dir, **LONG)
     model_dir = tmp_path / "run"
@@ -50,6 +51,7 @@ def test_sigkill_after_a_checkpoint_resumes_from_it_and_finishes(tmp_path, tiny_
     assert f"step {killed_at + 25}/{TOTAL}" in first_loop  # continued, did not start at 0
 
 
+@pytest.mark.long
 def test_truncated_newest_checkpoint_falls_back_to_the_previous_one(tmp_path, tiny_dir, job_here):
     spec = finetune_spec(tmp_path, tiny_dir, **LONG)
     model_dir = tmp_path / "run"

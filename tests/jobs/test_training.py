@@ -117,6 +117,7 @@ def test_multi_replica_path_and_batch_size_check(tmp_path, tiny_dir):
     assert record["examples_per_sec"] > 0
 
 
+@pytest.mark.long
 def test_finetuning_starts_from_our_own_pretraining_checkpoint(tmp_path, tiny_dir, job_here):
     """init_checkpoint may name a runner checkpoint (object-based, original names inside)."""
     pre = job_here(pretrain_spec(tmp_path, tiny_dir, num_train_steps=20, save_checkpoints_steps=20,
