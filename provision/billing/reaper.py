@@ -259,16 +259,32 @@ def clusters_with_runs(target: Any, bucket_url: str) -> dict[str, str | None] | 
     return found
 
 
+def runs_started_here(provider: Provider, cluster: str | None = None) -> dict[str, dict[str, Any]]:
+    """The newest run this machine started on each cluster (or on ``cluster``) of this provider and
+    project, from one read of the local run index."""
+    from ..runs import store as runs
+
+    out: dict[str, dict[str, Any]] = {}
+    for e in runs.known_runs(cluster):       # oldest first: the newest of each cluster wins
+        if e.get("provider") == provider.name and (e.get("project") or provider.project) == provider.project \
+                and isinstance(e.get("cluster"), str):
+            out[e["cluster"]] = e
+    return out
+
+
 def find_run(provider: Provider, target: Any, cluster: str, bucket_url: str | None, *,
              pointers: dict[str, str | None] | None = None,
-             node: TpuNode | None = None, idle_for: float | None = None) -> tuple[RunView | None, str | None]:
+             node: TpuNode | None = None, idle_for: float | None = None,
+             local_runs: dict[str, dict[str, Any]] | None = None) -> tuple[RunView | None, str | None]:
     """The cluster's newest run as a :class:`RunView`, and where it was found; ``pointers``: the
     clusters :func:`clusters_with_runs` found a run pointer of in ``bucket_url``, with the run each
     names where the listing said (None: read the pointer);
     ``node``: the TPU being judged, whose verdict may not need the supervisor's lease
     (:func:`~provision.billing.idle.needs_supervisor`: then it is not read; None: always read);
     ``idle_for``: the reaper's threshold, past which the job's progress file is read only where it
-    can change the verdict (:func:`~provision.billing.idle.needs_progress`; None: always read).
+    can change the verdict (:func:`~provision.billing.idle.needs_progress`; None: always read);
+    ``local_runs``: :func:`runs_started_here` for every cluster, read once by a reaper judging many
+    (None: this machine's run index is read for this cluster).
 
     Raises :class:`TpuctlError` when run records exist but cannot be read.
     """
@@ -277,10 +293,8 @@ def find_run(provider: Provider, target: Any, cluster: str, bucket_url: str | No
     from ..runs.supervisor import LEASE_NAME, read_progress
 
     candidates: list[tuple[str, str, str]] = []   # (bucket, run_id, source)
-    entries = [e for e in runs.known_runs(cluster) if e.get("provider") == provider.name
-               and (e.get("project") or provider.project) == provider.project]
-    if entries:
-        latest = entries[-1]
+    latest = (local_runs if local_runs is not None else runs_started_here(provider, cluster)).get(cluster)
+    if latest:
         candidates.append((latest["bucket"], latest["run_id"], "this machine's run index"))
     if bucket_url and (pointers is None or cluster in pointers):
         run_id = pointers.get(cluster) if pointers is not None else None
@@ -382,7 +396,7 @@ def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None =
         try:
             report.run, report.run_source = find_run(provider, target, name, b,
                                                      pointers=pointers.get(b) if b else None, node=node,
-                                                     idle_for=idle_for)
+                                                     idle_for=idle_for, local_runs=local_runs)
         except Exception as exc:  # noqa: BLE001 - never delete what we cannot see is idle
             why = exc.one_line() if isinstance(exc, TpuctlError) else f"{type(exc).__name__}: {exc}"
             report.verdict = Verdict(False, f"its run records cannot be read ({why[:200]}); kept")
@@ -412,6 +426,7 @@ def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None =
 
     buckets: dict[int, str | None] = {}
     pointers: dict[str, dict[str, str | None] | None] = {}
+    local_runs = runs_started_here(provider)
     if nodes:
         # the run records are small reads that wait on the network: more of them at once than cores
         with ThreadPoolExecutor(min(READ_THREADS, len(nodes))) as pool:
