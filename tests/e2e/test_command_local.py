@@ -193,8 +193,13 @@ def test_on_an_emulated_four_host_slice_every_worker_runs_the_program_and_the_gr
     proc = _train("pod", "--job", str(work / "spec.yaml"), "--max-failures", "1")
     run_id = _wait(_run_id, proc=proc)
     model = _model_dir(run_id)
-    first = _wait(lambda: [_read(model / f"seen-0-{i}.json") for i in range(4)]
-                  if all((model / f"seen-0-{i}.json").exists() for i in range(4)) else None, proc=proc)
+
+    def whole() -> list[dict] | None:
+        """Each worker's record once all are whole (a file that exists may still be being written)."""
+        got = [_read(model / f"seen-0-{i}.json") for i in range(4)]
+        return got if all(got) else None
+
+    first = _wait(whole, proc=proc)
     os.kill(first[2]["pid"], signal.SIGKILL)          # one worker dies: the whole group starts again
     out, err = proc.communicate(timeout=180)
     run = json.loads(out)["run"]
