@@ -20,14 +20,15 @@ demo: $(STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash templates/demo.sh
 
 # beam-marked tests need apache-beam, which cannot live beside TensorFlow: `make test-beam` runs them;
-# package-marked ones install venvs from the registry: `make test-package`
+# package-marked ones install venvs from the registry: `make test-package`. Four workers on two
+# cores: what make test keeps mostly waits on processes and the fake cloud (docs/contributing.md)
 test: $(STAMP)
 	$(PY) -m pytest -q -n 4 --dist loadgroup --durations=30 -m "not beam and not long and not package and not frameworks and not browser" $(PYTEST_ARGS)
 
-# The long checks (a second chaos seed, exact resumption of each job, evaluations across a stop,
-# XLA, the emulated v2-32 e2e, evaluation and prediction on 32-core slices, two sweep e2es that the
-# sweep chaos seeds repeat): `make test` leaves
-# them out to stay within 15 minutes on 2 cores; .ci/run runs them.
+# The long checks (the supervised runs of half a minute or more, the training, slice and sweep chaos
+# seeds, exact resumption of each job, evaluations across a stop, XLA, the emulated v2-32 e2e, 32-core
+# slices...: docs/contributing.md lists them): `make test` leaves them out to stay within 7 minutes
+# on 2 cores; .ci/run runs them.
 test-long: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadgroup --durations=30 -m "long and not beam and not frameworks and not browser" $(PYTEST_ARGS)
 
