@@ -137,7 +137,7 @@ def test_unreadable_run_records_keep_the_tpu(cloud, tpuctl):
 class _Stub(BaseHTTPRequestHandler):
     """Cloud Monitoring's projects.timeSeries.list and the metadata server, on loopback."""
 
-    series: ClassVar[list] = []
+    series: ClassVar[list] = []                 # series dicts, or callables that make one when asked
     requests: ClassVar[list] = []
     metadata: ClassVar[dict] = {}
     refuse: ClassVar[tuple | None] = None       # (status, body): timeSeries.list answers that error
@@ -161,7 +161,8 @@ class _Stub(BaseHTTPRequestHandler):
             assert 'metric.type = "tpu.googleapis.com/accelerator/duty_cycle"' in flt, flt
             assert 'resource.type = "tpu.googleapis.com/GceTpuWorker"' in flt, flt
             assert query.get("interval.startTime") and query.get("interval.endTime")
-            return self._send(200, json.dumps({"timeSeries": self.series}).encode())
+            # a callable is a series made when asked, its newest point "now" (no race with a slow run)
+            return self._send(200, json.dumps({"timeSeries": [x() if callable(x) else x for x in self.series]}).encode())
         return self._send(404, json.dumps({"error": {"code": 404, "status": "NOT_FOUND"}}).encode())
 
     def _send(self, code, body, ctype="application/json"):
@@ -273,7 +274,9 @@ def test_min_duty_cycle_from_a_laptop_with_a_service_account_key(cloud, tpuctl, 
     r = tpuctl("up", "laptop", "--zone", "us-central1-c", "--arch", "vm", "--no-vm", "--bucket", b)
     assert r.code == 0, r.err
     time.sleep(2.2)                                              # idle longer than --idle-for
-    stub.series = [series("us-central1-c", "7023718341", lambda t: 85.0)]
+    # 85 % busy up to the moment Monitoring is asked: within --idle-for 2s of the judging however
+    # long the run took to get there
+    stub.series = [lambda: series("us-central1-c", "7023718341", lambda t: 85.0)]
     monkeypatch.setenv("TPUCTL_MONITORING_API_ENDPOINT", stub.url)
     key = _service_account_key(tmp_path / "sa.json", cloud.token_uri)
     monkeypatch.delenv("TPUCTL_CREDENTIALS", raising=False)
