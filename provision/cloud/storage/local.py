@@ -54,8 +54,7 @@ def meta_path(dest: Path) -> Path:
     """Where the custom metadata of the object at ``dest`` is kept: a hidden file beside it that
     names the generation (mtime) it belongs to, so a listing never pairs bytes with another
     write's metadata (between the two renames the object simply has none)."""
-    base = dest.name if len(dest.name) < 180 else hashlib.sha1(dest.name.encode()).hexdigest()
-    return dest.parent / f"{META_PREFIX}{base}"
+    return dest.parent / f"{META_PREFIX}{_sidecar_base(dest)}"
 
 
 def _read_meta(path: Path, generation: int) -> dict[str, str]:
@@ -68,9 +67,14 @@ def _read_meta(path: Path, generation: int) -> dict[str, str]:
     return {str(k): str(v) for k, v in (kept.get("metadata") or {}).items()}
 
 
+def _sidecar_base(dest: Path) -> str:
+    """The part of a file beside ``dest`` that names it: its name, or a hash of a name so long that
+    a prefix and suffix would pass the file system's 255-byte limit."""
+    return dest.name if len(dest.name) < 180 else hashlib.sha1(dest.name.encode()).hexdigest()
+
+
 def partial_path(dest: Path) -> Path:
-    base = dest.name if len(dest.name) < 180 else hashlib.sha1(dest.name.encode()).hexdigest()
-    return dest.parent / f"{PARTIAL_PREFIX}{base}.{uuid.uuid4().hex[:8]}"
+    return dest.parent / f"{PARTIAL_PREFIX}{_sidecar_base(dest)}.{uuid.uuid4().hex[:8]}"
 
 
 class CopyJob(TransferJob):
