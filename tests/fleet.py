@@ -30,7 +30,13 @@ from typing import Any
 from provision.basics.validate import CLUSTER_LABEL, ROLE_LABEL
 from provision.cloud.base import ClusterSpec
 from provision.cloud.gcp import HOST_IMAGE, SCOPES
-from provision.runs.store import POINTER_RUN_KEY, RunRecord, current_name
+from provision.runs.store import (
+    POINTER_RUN_KEY,
+    SUMMARY_KEY,
+    RunRecord,
+    current_name,
+    record_summary,
+)
 
 ZONES = ("us-central1-b", "us-central1-c", "us-central1-f", "europe-west4-a", "asia-east1-c")
 ACCELERATOR = "v2-8"
@@ -148,7 +154,8 @@ def runs_and_caches(gcs_url: str, home: Path, project: str, members: list[Member
             rec = run_record(m, project, now)
             pointer = {"run_id": rec.run_id}      # with the metadata RunStore.write_current sets
             _upload(gcs_url, current_name(m.name), pointer, {POINTER_RUN_KEY: rec.run_id})
-            _upload(gcs_url, f"{rec.prefix}/run.json", rec.to_dict())
+            _upload(gcs_url, f"{rec.prefix}/run.json", rec.to_dict(),      # and as RunStore.save writes it
+                    {SUMMARY_KEY: json.dumps(record_summary(rec.to_dict()), sort_keys=True)})
         if m.cached:
             _cache(home, project, m, spec_of(m.name))
 

@@ -30,6 +30,7 @@ SERVICE_ACCOUNT_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}@[a-z0-9][a-z0-9.:-]
 # Label keys tpuctl owns. Users may set tpuctl-keep; the rest are written by tpuctl only.
 CLUSTER_LABEL = "tpuctl-cluster"
 ROLE_LABEL = "tpuctl-role"
+HOST_ROLE = "host"          # ROLE_LABEL of a cluster's host VM (a TPU's, on either API, is "tpu")
 KEEP_LABEL = "tpuctl-keep"
 RESERVED_LABEL_PREFIX = "tpuctl-"
 USER_SETTABLE_RESERVED = {KEEP_LABEL}

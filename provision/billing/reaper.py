@@ -40,7 +40,7 @@ from ..basics.validate import CLUSTER_LABEL, format_duration
 from ..catalog import prices
 from ..cloud.base import Arch, DutyCycle, Operation, Provider, QueuedRequest, TpuNode, Vm
 from ..cloud.operations import Backoff, OperationTimeout, wait_all
-from ..cluster import bucket_for, cached_spec, delete_request, ledger
+from ..cluster import bucket_for, cached_spec, cached_specs, delete_request, ledger
 from ..sweeps.store import SWEEP_LABEL
 from .idle import (
     RunView,
@@ -61,6 +61,9 @@ STALE_RECORD_S = 600.0
 # Clusters examined at once (their run records read), bounded: the storage client's pool holds 16
 # connections per client, and more threads only queue on the interpreter.
 READ_THREADS = 16
+# Run records a bucket must have to read before the reaper lists them all instead (one request per
+# thousand runs of the bucket's history, against one download each): two rounds of READ_THREADS.
+LIST_RECORDS_FROM = 2 * READ_THREADS
 
 
 def _noop(_: str) -> None:
@@ -237,18 +240,32 @@ class ReapResult:
 
 # ---- finding a cluster's run ---------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class BucketRuns:
+    """What listings of a bucket told the reaper about its clusters' runs, so that judging a
+    fleet reads per bucket, not per cluster."""
+
+    # the clusters whose run pointer (current.json) is there, each with the run it names as its
+    # custom metadata says ("": none; None: a pointer written without it, whose bytes say)
+    pointers: dict[str, str | None]
+    # the record summaries of the bucket's runs by run id (runs.store.record_summary); None: the
+    # records were not listed (too few to read for a listing to pay), each is downloaded
+    summaries: dict[str, dict[str, Any]] | None = None
+
+
 def clusters_with_runs(target: Any, bucket_url: str) -> dict[str, str | None] | None:
-    """The clusters whose run pointer (``current.json``) is in the bucket, from one listing of its
-    clusters' folder (a page per thousand objects), each with the run the pointer names as its
-    custom metadata says (``""``: none; None: a pointer written without it, whose bytes say). A
-    fleet's reaper then reads only the pointers that exist and lack it, instead of every cluster's.
-    None when the bucket cannot be listed (each pointer is read, as before)."""
+    """The clusters whose run pointer (``current.json``) is in the bucket, from one listing of the
+    pointers (a page per thousand clusters; ``matchGlob`` leaves each cluster's other files out),
+    each with the run the pointer names as its custom metadata says (``""``: none; None: a pointer
+    written without it, whose bytes say). A fleet's reaper then reads only the pointers that
+    exist and lack it, instead of every cluster's. None when the bucket cannot be listed (each
+    pointer is read, as before)."""
     from ..cloud.storage import open_bucket
     from ..runs import store as runs
 
     prefix = runs.CLUSTERS_PREFIX + "/"
     try:
-        objects = list(open_bucket(bucket_url, target).list(prefix))
+        objects = list(open_bucket(bucket_url, target).list(prefix, glob=runs.current_name("*")))
     except TpuctlError:
         return None
     found: dict[str, str | None] = {}
@@ -257,6 +274,26 @@ def clusters_with_runs(target: Any, bucket_url: str) -> dict[str, str | None] | 
         if o.name == runs.current_name(cluster):
             found[cluster] = (o.metadata or {}).get(runs.POINTER_RUN_KEY)
     return found
+
+
+def list_runs(target: Any, bucket_url: str, pointers: dict[str, str | None] | None,
+              clusters: set[str]) -> BucketRuns | None:
+    """What the bucket's listings say of the runs of ``clusters`` (those judged there): the
+    pointers, and where at least :data:`LIST_RECORDS_FROM` of them name a run, the runs' record
+    summaries too (one listing instead of that many downloads). None when the pointers could not
+    be listed."""
+    from ..cloud.storage import open_bucket
+    from ..runs import store as runs
+
+    if pointers is None:
+        return None
+    named = sum(1 for c in clusters if pointers.get(c))
+    if named < LIST_RECORDS_FROM:
+        return BucketRuns(pointers)
+    try:
+        return BucketRuns(pointers, runs.listed_summaries(open_bucket(bucket_url, target)))
+    except TpuctlError:
+        return BucketRuns(pointers)     # each record is downloaded, and its error is the run's
 
 
 def runs_started_here(provider: Provider, cluster: str | None = None) -> dict[str, dict[str, Any]]:
@@ -273,12 +310,13 @@ def runs_started_here(provider: Provider, cluster: str | None = None) -> dict[st
 
 
 def find_run(provider: Provider, target: Any, cluster: str, bucket_url: str | None, *,
-             pointers: dict[str, str | None] | None = None,
+             listed: BucketRuns | None = None,
              node: TpuNode | None = None, idle_for: float | None = None,
              local_runs: dict[str, dict[str, Any]] | None = None) -> tuple[RunView | None, str | None]:
-    """The cluster's newest run as a :class:`RunView`, and where it was found; ``pointers``: the
-    clusters :func:`clusters_with_runs` found a run pointer of in ``bucket_url``, with the run each
-    names where the listing said (None: read the pointer);
+    """The cluster's newest run as a :class:`RunView`, and where it was found; ``listed``: what
+    :func:`list_runs` found in ``bucket_url``: the clusters with a run pointer there, with the run
+    each names where the listing said (None: read the pointer), and the runs' record summaries
+    where they were listed (a summary stands for its record: both were written at once);
     ``node``: the TPU being judged, whose verdict may not need the supervisor's lease
     (:func:`~provision.billing.idle.needs_supervisor`: then it is not read; None: always read);
     ``idle_for``: the reaper's threshold, past which the job's progress file is read only where it
@@ -296,6 +334,8 @@ def find_run(provider: Provider, target: Any, cluster: str, bucket_url: str | No
     latest = (local_runs if local_runs is not None else runs_started_here(provider, cluster)).get(cluster)
     if latest:
         candidates.append((latest["bucket"], latest["run_id"], "this machine's run index"))
+    pointers = listed.pointers if listed is not None else None
+    summaries = listed.summaries if listed is not None else None
     if bucket_url and (pointers is None or cluster in pointers):
         run_id = pointers.get(cluster) if pointers is not None else None
         if run_id is None:      # not in the listing's metadata: the pointer's bytes say
@@ -315,12 +355,14 @@ def find_run(provider: Provider, target: Any, cluster: str, bucket_url: str | No
             continue
         seen.add(run_id)
         store = runs.RunStore(open_bucket(bucket, target), run_id)
-        try:
-            rec = store.load()
-        except NotFound:
-            continue
-        if best is None or rec.created_at > best[0]["created_at"]:
-            best = (rec.to_dict(), store, source)
+        rec = summaries.get(run_id) if summaries is not None and bucket == bucket_url else None
+        if rec is None:
+            try:
+                rec = store.load().to_dict()
+            except NotFound:
+                continue
+        if best is None or rec["created_at"] > best[0]["created_at"]:
+            best = (rec, store, source)
     if best is None:
         return None, None
     rec, store, source = best
@@ -378,7 +420,7 @@ def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None =
         name = n.cluster or n.name
         # a TPU VM's metadata, as listed, answers for its host VM too (bucket_for): no VM needed
         vm = None if n.metadata is not None and n.arch == Arch.VM else hosts().get(name)
-        return bucket_for(provider, name, hint=bucket, node=n, vm=vm)[0]
+        return bucket_for(provider, name, hint=bucket, node=n, vm=vm, cache=cache)[0]
 
     duty_table: dict[tuple[str, str | None], DutyCycle] | None = None
     if min_duty_cycle is not None:
@@ -395,7 +437,7 @@ def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None =
         report.bucket = b
         try:
             report.run, report.run_source = find_run(provider, target, name, b,
-                                                     pointers=pointers.get(b) if b else None, node=node,
+                                                     listed=listings.get(b) if b else None, node=node,
                                                      idle_for=idle_for, local_runs=local_runs)
         except Exception as exc:  # noqa: BLE001 - never delete what we cannot see is idle
             why = exc.one_line() if isinstance(exc, TpuctlError) else f"{type(exc).__name__}: {exc}"
@@ -425,17 +467,22 @@ def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None =
         return report
 
     buckets: dict[int, str | None] = {}
-    pointers: dict[str, dict[str, str | None] | None] = {}
+    listings: dict[str, BucketRuns | None] = {}
     local_runs = runs_started_here(provider)
+    cache = cached_specs(provider) if len(nodes) > 1 else None
     if nodes:
         # the run records are small reads that wait on the network: more of them at once than cores
         with ThreadPoolExecutor(min(READ_THREADS, len(nodes))) as pool:
             judged = [n for n in nodes if not n.keep]
             for n, b in zip(judged, pool.map(bucket_of, judged)):
                 buckets[id(n)] = b
-            if len(judged) > 1:     # one listing per bucket instead of a read per cluster
-                listed = list(dict.fromkeys(b for b in buckets.values() if b))
-                pointers = dict(zip(listed, pool.map(lambda b: clusters_with_runs(target, b), listed)))
+            if len(judged) > 1:     # a listing or two per bucket instead of reads per cluster
+                judged_in: dict[str, set[str]] = {}
+                for n in judged:
+                    if buckets[id(n)]:
+                        judged_in.setdefault(buckets[id(n)], set()).add(n.cluster or n.name)
+                listings = dict(zip(judged_in, pool.map(
+                    lambda b: list_runs(target, b, clusters_with_runs(target, b), judged_in[b]), judged_in)))
             result.nodes = list(pool.map(examine, nodes))
     result.nodes.sort(key=lambda r: (r.cluster, r.node.zone, r.node.name))
     vm_of = hosts()

@@ -420,8 +420,9 @@ class Vm:
     metadata: dict[str, str] | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d.pop("metadata")
+        # field by field like TpuNode.to_dict: a fleet's status --json has thousands of VMs
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "metadata"}
+        d["labels"] = dict(self.labels)
         d["state"] = self.state.value
         return d
 
@@ -496,7 +497,7 @@ class TpuNode(Labelled):
         # thousands of nodes) and without the metadata
         d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "metadata"}
         d["labels"] = dict(self.labels)
-        d["endpoints"] = [asdict(e) for e in self.endpoints]
+        d["endpoints"] = [{f.name: getattr(e, f.name) for f in fields(e)} for e in self.endpoints]
         d["arch"] = self.arch.value
         d["state"] = self.state.value
         d["health"] = self.health.value
@@ -603,7 +604,8 @@ class Provider(Protocol):
     # Host VMs
     def create_vm(self, spec: ClusterSpec, zone: str) -> Operation: ...
     def get_vm(self, zone: str, name: str) -> Vm | None: ...
-    # ``metadata``: each Vm (TpuNode) also carries tpuctl's metadata keys, read from the list itself
+    # tpuctl's host VMs (label tpuctl-role: host) whose labels match; ``metadata``: each Vm
+    # (TpuNode) also carries tpuctl's metadata keys, read from the list itself
     def list_vms(self, zone: str | None = None, labels: dict[str, str] | None = None, *,
                  metadata: bool = False) -> list[Vm]: ...
     def delete_vm(self, zone: str, name: str) -> Operation: ...

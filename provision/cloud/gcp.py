@@ -40,7 +40,7 @@ from urllib.parse import urlparse
 
 from ..basics.errors import CloudError, NotAvailable, NotFound, TpuctlError, UsageError
 from ..basics.redact import redact
-from ..basics.validate import CLUSTER_LABEL, ROLE_LABEL
+from ..basics.validate import CLUSTER_LABEL, HOST_ROLE, ROLE_LABEL
 from ..catalog.prices import PriceBook
 from . import gce_tpu, range_claims, startup
 from . import gcp_fields as fields
@@ -272,7 +272,7 @@ class GcpProvider:
         instance = {
             "name": spec.name,
             "machineType": f"zones/{zone}/machineTypes/{spec.machine_type}",
-            "labels": spec.resource_labels("host"),
+            "labels": spec.resource_labels(HOST_ROLE),
             "disks": [{"boot": True, "autoDelete": True,
                        "initializeParams": {"sourceImage": image, "diskSizeGb": "50"}}],
             "networkInterfaces": [iface],
@@ -313,10 +313,13 @@ class GcpProvider:
 
     def list_vms(self, zone: str | None = None, labels: dict[str, str] | None = None, *,
                  metadata: bool = False) -> list[Vm]:
-        """The VMs whose labels match (a server-side filter), each with only what a Vm reads."""
-        flt = " AND ".join(f'labels.{k} = "{v}"' for k, v in sorted((labels or {}).items()))
+        """tpuctl's host VMs (label ``tpuctl-role: host``) whose labels match, each with only what a
+        Vm reads. The role is a server-side filter: on a project whose TPUs are Compute Engine
+        instances too, the TPU workers' pages are not sent (half of a fleet's instances)."""
+        wanted = {**(labels or {}), ROLE_LABEL: HOST_ROLE}
+        flt = " AND ".join(f'labels.{k} = "{v}"' for k, v in sorted(wanted.items()))
         what = fields.VM_WITH_METADATA if metadata else fields.VM
-        params = {"filter": flt} if flt else {}
+        params = {"filter": flt}
         if zone is None and labels and set(labels) == {CLUSTER_LABEL}:
             items = iter(self._cluster_instances.of(labels[CLUSTER_LABEL]))    # one list for status NAME's readers
         elif zone:
@@ -326,8 +329,7 @@ class GcpProvider:
             params["fields"] = fields.aggregated("instances", what)
             items = self._aggregated("compute.instances.aggregatedList", "instances", "instances", params)
         # a TPU VM on Compute Engine is an instance too (role tpu): list_tpus reads it as a TPU
-        return [v for v in (self._vm(i, metadata) for i in items)
-                if matches(v.labels, labels) and v.labels.get(ROLE_LABEL) != "tpu"]
+        return [v for v in (self._vm(i, metadata) for i in items) if matches(v.labels, wanted)]
 
     def delete_vm(self, zone: str, name: str) -> Operation:
         op = self._call("compute.instances.delete", "DELETE", f"{self._gce}/zones/{zone}/instances/{name}")

@@ -8,7 +8,15 @@ steps ``survey``, ``apply``, ``rollback``, ``recreate``; ``down``, ``view``), th
 
 from __future__ import annotations
 
-from .cache import bucket_for, cache_dir, cache_spec, cached_names, cached_spec, uncache
+from .cache import (
+           bucket_for,
+           cache_dir,
+           cache_spec,
+           cached_names,
+           cached_spec,
+           cached_specs,
+           uncache,
+)
 from .down import DownResult, delete_tpu, down
 from .recreate import recreate_tpu
 from .resources import (
@@ -25,5 +33,5 @@ from .up import up
 from .view import ClusterView, preempt, status
 
 __all__ = ["LOCAL_DEFAULT_ZONE", "ClusterView", "DownResult", "Found", "UpResult", "bucket_for", "cache_dir",
-           "cache_spec", "cached_names", "cached_spec", "default_zone", "delete_request", "delete_tpu", "down", "find", "preempt", "recreate_tpu",
+           "cache_spec", "cached_names", "cached_spec", "cached_specs", "default_zone", "delete_request", "delete_tpu", "down", "find", "preempt", "recreate_tpu",
            "status", "tpu_hourly", "tpu_price", "uncache", "up"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,20 @@ def cached_spec(provider: Provider, name: str) -> dict[str, Any] | None:
     return statefile.read_json(cache_dir(provider) / f"{name}.json")
 
 
+def cached_specs(provider: Provider) -> dict[str, dict[str, Any]]:
+    """Every cluster this machine has cached for the provider and project, by name, read in one
+    pass over the cache: a fleet's reaper asks for thousands of clusters, most not cached here."""
+    out: dict[str, dict[str, Any]] = {}
+    root = cache_dir(provider)
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        for entry in os.scandir(root):
+            if entry.name.endswith(".json") and entry.is_file():
+                spec = statefile.read_json(root / entry.name)
+                if isinstance(spec, dict):
+                    out[entry.name[:-len(".json")]] = spec
+    return out
+
+
 def uncache(provider: Provider, name: str) -> None:
     statefile.remove(cache_dir(provider) / f"{name}.json")
 
@@ -48,8 +63,11 @@ def cached_zones(provider: Provider, cluster: str) -> tuple[str, ...]:
 
 
 def bucket_for(provider: Provider, cluster: str, *, hint: str | None = None, node: TpuNode | None = None,
-               vm: Vm | None = None) -> tuple[str | None, str]:
+               vm: Vm | None = None, cache: dict[str, dict[str, Any]] | None = None) -> tuple[str | None, str]:
     """The cluster's bucket and where it was found: ``--bucket``, the local cache, metadata.
+
+    ``cache``: the local cache as :func:`cached_specs` read it for many clusters (None: this
+    cluster's file is read).
 
     The metadata is the one the list that found ``node`` or ``vm`` carried (``list_tpus`` /
     ``list_vms`` with ``metadata=True``: no request per cluster); only a resource read without
@@ -59,7 +77,7 @@ def bucket_for(provider: Provider, cluster: str, *, hint: str | None = None, nod
     """
     if hint:
         return hint, "--bucket"
-    cached = cached_spec(provider, cluster)
+    cached = cache.get(cluster) if cache is not None else cached_spec(provider, cluster)
     if cached and cached.get("bucket"):
         return cached["bucket"], "the local cluster cache"
     for kind, res in (("tpu", node), ("vm", vm)):

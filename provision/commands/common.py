@@ -140,10 +140,11 @@ def emit_json(data: Any) -> None:
     """Print the command's one JSON document; an error after it adds only a stderr line."""
     import json
 
+    from ..basics.jsontext import dumps_indented
     from ..basics.redact import redact_data
 
     data = redact_data(json.loads(json.dumps(data, default=_json_default)))
-    click.echo(json.dumps(data, indent=2, sort_keys=True))
+    click.echo(dumps_indented(data))
     _state["emitted"] = True
 
 

@@ -2,7 +2,8 @@
 
 A run's directory holds everything needed to resume it from anywhere (the laptop, the host VM):
 
-    tpuctl/runs/<run_id>/run.json            the RunRecord: status, counts, supervisor lease
+    tpuctl/runs/<run_id>/run.json            the RunRecord: status, counts, supervisor lease (its
+                                             summary also in its custom metadata: record_summary)
     tpuctl/runs/<run_id>/spec.yaml           the job spec as the job sees it (overrides applied)
     tpuctl/runs/<run_id>/tpuctl/<wheel>      the exact tpuctl that started it
     tpuctl/workdirs/<sha256>.tar.gz          the user's workdir (--workdir), shared by every run of it
@@ -151,7 +152,9 @@ class RunStore:
         from ..basics.redact import redact_data
 
         rec.updated_at = time.time()
-        self.bucket.write_bytes(f"{self.prefix}/run.json", _dumps(redact_data(rec.to_dict())))
+        data = redact_data(rec.to_dict())
+        self.bucket.write_bytes(f"{self.prefix}/run.json", _dumps(data),
+                                metadata={SUMMARY_KEY: json.dumps(record_summary(data), sort_keys=True)})
 
     def event(self, kind: str, **data: Any) -> dict[str, Any]:
         """Append one event: a read, then a write conditioned on the generation read, again on a lost
@@ -247,6 +250,44 @@ def pointer_run(pointer: Any) -> str | None:
     if not isinstance(pointer, dict):
         return None
     return pointer.get("run_id") or pointer.get("ended") or None
+
+
+# The custom-metadata key of run.json that carries the record's summary (:func:`record_summary`),
+# written with the record itself, so a listing of many runs' records answers what a fleet's reaper
+# reads of each (records written before it existed lack it, and are downloaded).
+SUMMARY_KEY = "tpuctl-summary"
+# Every run's record and no other file of its folder (checkpoints, logs), as a listing's glob
+RECORD_GLOB = f"{RUNS_PREFIX}/*/run.json"
+# What the summary keeps of a record: what tells whether the run is alive (status, last progress,
+# end), which of a cluster's runs is newest (created_at) and where its job reports progress
+SUMMARY_FIELDS = ("run_id", "status", "created_at", "ended_at", "model_dir", "provider", "project")
+
+
+def record_summary(record: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a record (run.json, as a dict) that judge whether its run is alive, with
+    the same names and meaning: a reader of the record reads the summary alike."""
+    out = {k: record.get(k) for k in SUMMARY_FIELDS}
+    progress_at = (record.get("last_progress") or {}).get("time")
+    out["last_progress"] = {"time": progress_at} if progress_at is not None else None
+    return out
+
+
+def listed_summaries(bucket: Any) -> dict[str, dict[str, Any]]:
+    """Each run's record summary in ``bucket`` by run id, from one listing of the records (a
+    page per thousand runs); a record without one (written by an older tpuctl, or not JSON) is
+    left out, to be downloaded."""
+    out: dict[str, dict[str, Any]] = {}
+    for info in bucket.list(f"{RUNS_PREFIX}/", glob=RECORD_GLOB):
+        raw = (info.metadata or {}).get(SUMMARY_KEY)
+        try:
+            summary = json.loads(raw) if raw else None
+        except ValueError:
+            continue
+        run_id = info.name[len(RUNS_PREFIX) + 1:].split("/", 1)[0]
+        if (isinstance(summary, dict) and summary.get("run_id") == run_id
+                and isinstance(summary.get("created_at"), (int, float)) and isinstance(summary.get("status"), str)):
+            out[run_id] = summary
+    return out
 
 
 def cluster_spec_name(cluster: str) -> str:

@@ -11,7 +11,8 @@ shows progress well inside --idle-for (the fleet's training clusters at the defa
 but for every one of them at --idle-for 1m. A pointer written without that metadata (by a tpuctl
 before it) is downloaded, as before. The supervisor's lease is read only where the verdict can
 depend on it (a PREEMPTED TPU that a live supervisor may be recreating): a READY TPU whose job
-reports progress is judged without it.
+reports progress is judged without it. Where a bucket has many runs to read (a larger fleet), one
+listing of its run records answers instead: each record's summary is in its custom metadata.
 """
 
 from __future__ import annotations
@@ -90,3 +91,53 @@ def test_down_idle_reads_one_record_per_training_cluster_and_the_rest_only_where
         assert verdicts[name][0] == "delete" and "has not reported progress" in verdicts[name][1], verdicts[name]
         got = {what: k for (c, what), k in reads.items() if c == name}
         assert got == {"download run.json": 1, "download progress.json": 1}, got
+
+
+def test_a_fleets_run_records_are_listed_not_downloaded_and_judged_alike(fakegcp_env, gcs_env, gcs_client):
+    """From LIST_RECORDS_FROM runs to read in a bucket on, their records' summaries come from one
+    listing of the records: no run.json is downloaded, and every verdict is the one the downloaded
+    records give (the records rewritten as an older tpuctl wrote them, without the summary)."""
+    from provision.billing.reaper import LIST_RECORDS_FROM
+
+    fleet.ensure_bucket(gcs_env.url, fakegcp_env.project)
+    bucket = gcs_client.bucket(fleet.BUCKET)
+    for blob in bucket.list_blobs():            # fake-gcs-server outlives a test: its fleet's records go
+        blob.delete()
+    now = time.time()
+    members = fleet.build(fakegcp_env, gcs_env.url, home(), 200, now=now)
+    training = [x for x in members if x.training]
+    assert len(training) >= LIST_RECORDS_FROM
+
+    def down_idle(*flags: str) -> tuple[dict, Counter, list[tuple[str, str]]]:
+        paths: list[tuple[str, str]] = []
+        with FaultProxy(gcs_env.url, script=lambda method, path: paths.append((method, path))) as proxy:
+            r = run_tpuctl_process("down", "--idle", "--all-zones", "--dry-run", "--json", *flags,
+                                   env={"STORAGE_EMULATOR_HOST": proxy.url})
+        assert r.code == 0, r.err
+        # what a run decides (the reasons' "for 3d1s" moves with the clock)
+        judged = {n["cluster"]: {k: n.get(k) for k in ("verdict", "idle_since", "run_id", "run_status", "heartbeat_at",
+                                                    "run_source")}
+                  | {"training": n["reason"].startswith("training")}
+                  for n in r.json()["nodes"]}
+        return judged, _object_requests(paths), paths
+
+    listed, reads, paths = down_idle()
+    assert reads == Counter(), reads            # nothing downloaded: the listings answered
+    listings = [p for meth, p in paths if meth == "GET" and p.split("?")[0].endswith(f"/b/{fleet.BUCKET}/o")]
+    assert len(listings) == 2, listings         # the pointers, the records
+    assert all("matchGlob=" in p for p in listings), listings
+    for m in training:
+        assert listed[m.name]["verdict"] == "keep" and listed[m.name]["training"], listed[m.name]
+
+    for m in training:                          # as a tpuctl before the summaries wrote them
+        rec = fleet.run_record(m, fakegcp_env.project, now)
+        bucket.blob(f"{rec.prefix}/run.json").upload_from_string(json.dumps(rec.to_dict()))
+    downloaded, reads, _ = down_idle()
+    assert {c for (c, what) in reads if what == "download run.json"} == {m.name for m in training}
+    assert downloaded == listed
+
+    # past --idle-for the progress files decide, read where the listing's summaries say so
+    late, reads, _ = down_idle("--idle-for", "1m")
+    for m in training:
+        assert late[m.name]["verdict"] == "delete", late[m.name]
+        assert reads[(m.name, "download progress.json")] == 1

@@ -17,6 +17,7 @@ Contracts every implementation keeps:
 from __future__ import annotations
 
 import abc
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,17 @@ META_PREFIX = ".tpuctl-meta."
 OBJECT_ROLE = "roles/storage.objectUser"
 
 Progress = Callable[[int], None]
+
+
+def glob_matcher(glob: str) -> Callable[[str], bool]:
+    """Whether a name matches ``glob`` as Cloud Storage's ``matchGlob`` reads it (the subset
+    tpuctl uses): ``*`` any characters but ``/``, ``**`` any characters, ``?`` one character but
+    ``/``, anything else itself. Used where the server does not filter (a local bucket, an
+    emulator that ignores ``matchGlob``), so every bucket answers a glob alike."""
+    parts = []
+    for token in re.split(r"(\*\*|\*|\?)", glob):
+        parts.append({"**": ".*", "*": "[^/]*", "?": "[^/]"}.get(token, re.escape(token)))
+    return re.compile("".join(parts) + r"\Z", re.DOTALL).match  # type: ignore[return-value]
 
 
 def no_progress(_: int) -> None:
@@ -154,9 +166,11 @@ class Bucket(abc.ABC):
 
     # -- objects
     @abc.abstractmethod
-    def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
+    def list(self, prefix: str = "", *, glob: str | None = None) -> Iterator[ObjectInfo]:
         """Objects whose names start with ``prefix`` (all levels), internal names left out, each
-        with its custom metadata (``{}`` when it has none)."""
+        with its custom metadata (``{}`` when it has none); with ``glob``, only the names it
+        matches (Cloud Storage's ``matchGlob``, see :func:`glob_matcher`), so a listing of one
+        file per folder does not page through the folders' other files."""
 
     @abc.abstractmethod
     def stat(self, name: str) -> ObjectInfo | None:

@@ -39,6 +39,7 @@ from .base import (
     PreconditionFailed,
     Progress,
     TransferJob,
+    glob_matcher,
     no_progress,
 )
 from .local import partial_path
@@ -530,21 +531,25 @@ class GcsBucket(Bucket):
                          hint="re-run")
 
     # -- objects
-    def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
-        for info in self._list(prefix):
+    def list(self, prefix: str = "", *, glob: str | None = None) -> Iterator[ObjectInfo]:
+        for info in self._list(prefix, glob):
             if not info.name.startswith(PARTS_PREFIX):
                 yield info
 
     def list_internal(self, prefix: str) -> list[ObjectInfo]:
         return list(self._list(prefix))
 
-    def _list(self, prefix: str) -> Iterator[ObjectInfo]:
+    def _list(self, prefix: str, glob: str | None = None) -> Iterator[ObjectInfo]:
+        # matchGlob is filtered here too: an emulator may ignore it (fake-gcs-server does)
+        wanted = glob_matcher(glob) if glob else None
         try:
             with translate(f"list {self.url}/{prefix}"):
-                for blob in self.client.list_blobs(self.name, prefix=prefix or None, retry=_retry()):
+                for blob in self.client.list_blobs(self.name, prefix=prefix or None, match_glob=glob,
+                                                   retry=_retry()):
                     if blob.name.endswith("/"):  # a console "folder" placeholder, not a file
                         continue
-                    yield _info(blob, metadata=True)
+                    if wanted is None or wanted(blob.name):
+                        yield _info(blob, metadata=True)
         except ObjectNotFound:
             raise BucketNotFound(f"bucket {self.url} does not exist",
                                  hint="check the name, or create it with --create-bucket") from None

@@ -36,6 +36,7 @@ from .base import (
     PreconditionFailed,
     Progress,
     TransferJob,
+    glob_matcher,
     no_progress,
 )
 
@@ -203,12 +204,15 @@ class LocalBucket(Bucket):
         os.replace(tmp, self.meta_path)
 
     # -- objects
-    def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
+    def list(self, prefix: str = "", *, glob: str | None = None) -> Iterator[ObjectInfo]:
         base = prefix.rpartition("/")[0]
         start = self.root.joinpath(*check_name(base)) if base else self.root
         if not start.is_dir():
             return
         root = str(self.root)
+        wanted = glob_matcher(glob) if glob else None
+        # a glob without "**" names files at one depth: the folders below it are not walked
+        depth = glob.count("/") if glob and "**" not in glob else None
         seen: set[tuple[int, int]] = set()
         for dirpath, dirnames, filenames in os.walk(start, followlinks=True):
             st = os.stat(dirpath)
@@ -217,13 +221,16 @@ class LocalBucket(Bucket):
                 continue
             seen.add((st.st_dev, st.st_ino))
             dirnames.sort()
+            rel = os.path.relpath(dirpath, root)
+            if depth is not None and (0 if rel == "." else rel.count(os.sep) + 1) >= depth:
+                dirnames[:] = []
             kept = {fn for fn in filenames if fn.startswith(META_PREFIX)}
             for fn in sorted(filenames):
                 if fn.startswith((PARTIAL_PREFIX, META_PREFIX)):
                     continue
                 full = os.path.join(dirpath, fn)
                 name = os.path.relpath(full, root).replace(os.sep, "/")
-                if not name.startswith(prefix):
+                if not name.startswith(prefix) or (wanted is not None and not wanted(name)):
                     continue
                 try:
                     fst = os.stat(full)
