@@ -409,6 +409,9 @@ def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None =
     tpus_f = _started(lambda: provider.list_tpus(zone, selector, metadata=True))
     vms_f = _started(lambda: provider.list_vms(None, selector))
     queued_f = _started(lambda: provider.list_queued(zone, selector))
+    # what this machine knows, read while the lists are on their way
+    local_runs = runs_started_here(provider)
+    cache = cached_specs(provider) if cluster is None else None
     all_nodes = tpus_f.result()
     nodes = [n for n in all_nodes if CLUSTER_LABEL in n.labels]
 
@@ -468,8 +471,6 @@ def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None =
 
     buckets: dict[int, str | None] = {}
     listings: dict[str, BucketRuns | None] = {}
-    local_runs = runs_started_here(provider)
-    cache = cached_specs(provider) if len(nodes) > 1 else None
     if nodes:
         # the run records are small reads that wait on the network: more of them at once than cores
         with ThreadPoolExecutor(min(READ_THREADS, len(nodes))) as pool:
