@@ -26,4 +26,6 @@ def printable(text: str, keep: str = "") -> str:
 
 def printable_lines(text: str) -> str:
     """:func:`printable` for a log: its lines and tabs kept, a CRLF read as a newline."""
+    if text.replace("\n", "").replace("\t", "").isprintable():
+        return text     # nothing to show as "?": one pass over a whole document (a fleet's --json)
     return "\n".join(printable(line, "\t") for line in text.replace("\r\n", "\n").split("\n"))

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,11 +33,12 @@ class ClusterView:
 
     HEADERS = ("CLUSTER", "ZONE", "VM", "TPU", "STATE", "HEALTH", "RANGE", "PREEMPTIBLE", "RUN", "UPTIME", "$/HOUR")
 
-    @property
+    # prices are looked up once per view (the table, --json and the total each read them)
+    @functools.cached_property
     def tpu_price(self) -> prices.Price | None:
         return tpu_price(self.tpu, self.book) if self.tpu else None
 
-    @property
+    @functools.cached_property
     def vm_price(self) -> prices.Price | None:
         if self.vm and self.vm.state not in (VmState.STOPPED, VmState.TERMINATED):
             return (self.book or prices.BUNDLED).vm_price(self.vm.machine_type, self.vm.zone)
