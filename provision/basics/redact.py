@@ -22,7 +22,7 @@ import os
 import re
 import threading
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 # Names of fields and parameters whose value is a secret: distinctive ones anywhere, generic
@@ -217,10 +217,10 @@ def _redact_with(text: str, secrets: list[str]) -> str:
     return text
 
 
-def redact_data(data: Any) -> Any:
-    """``redact`` every string in a JSON-like structure (keys included), each string on its own as
-    :func:`redact` would; the secrets are gathered once for the whole document, not per string
-    (a fleet's ``status --json`` holds tens of thousands of strings)."""
+def redactor() -> Callable[[str], str]:
+    """:func:`redact` for the many strings of one document: the secrets gathered once, not per
+    string (a fleet's ``status --json`` holds tens of thousands), and a string seen before
+    answered from memory."""
     secrets = _current_secrets()
     memo: dict[str, str] = {}
 
@@ -231,6 +231,14 @@ def redact_data(data: Any) -> Any:
         if out is None:
             out = memo[text] = _redact_with(text, secrets)
         return out
+
+    return one
+
+
+def redact_data(data: Any) -> Any:
+    """``redact`` every string in a JSON-like structure (keys included), each string on its own as
+    :func:`redact` would (:func:`redactor`)."""
+    one = redactor()
 
     def walk(value: Any) -> Any:
         if isinstance(value, str):

@@ -138,13 +138,12 @@ def acting_on(target: Target, verb: str, zone: str | None = None) -> None:
 
 def emit_json(data: Any) -> None:
     """Print the command's one JSON document; an error after it adds only a stderr line."""
-    import json
-
     from ..basics.jsontext import dumps_indented
-    from ..basics.redact import redact_data
+    from ..basics.redact import redactor
 
-    data = redact_data(json.loads(json.dumps(data, default=_json_default)))
-    click.echo(dumps_indented(data))
+    # as json.dumps(redact_data(json.loads(json.dumps(data, default=_json_default))), indent=2,
+    # sort_keys=True) would write it, in one pass
+    click.echo(dumps_indented(data, default=_json_default, strings=redactor()))
     _state["emitted"] = True
 
 
