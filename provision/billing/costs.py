@@ -468,26 +468,47 @@ def group_by_cluster(items: Iterable[dict[str, Any]]) -> dict[str, list[dict[str
     return out
 
 
+@dataclass(frozen=True)
+class LocalRecords:
+    """What this machine keeps about the provider's clusters, by cluster: the run index, the local
+    ledgers and the cluster cache. A fleet's ``cost`` reads them once for all its clusters, not a
+    file (or a try at one) per cluster."""
+
+    runs: dict[str, list[dict[str, Any]]]
+    ledgers: dict[str, list[dict[str, Any]]]
+    specs: dict[str, dict[str, Any]]
+
+    @classmethod
+    def read(cls, provider: Any) -> LocalRecords:
+        from ..cluster import cached_specs
+        from ..cluster.ledger import read_local_by_cluster
+        from ..runs import store as runs
+
+        return cls(runs=group_by_cluster(runs.known_runs()),
+                   ledgers=read_local_by_cluster(provider.name, provider.project), specs=cached_specs(provider))
+
+
 def cluster_cost(provider: Any, target: Any, cluster: str, live: list[dict[str, Any]] | None, *,
                  now: float, run_ids: set[str] | None = None,
-                 known: list[dict[str, Any]] | None = None, ledgers: Any = None) -> ClusterCost:
+                 local: LocalRecords | None = None, ledgers: Any = None) -> ClusterCost:
     """Ledger (local and bucket), run records and what exists now, accounted for one cluster.
-    ``live`` may hold other clusters' nodes too; ``known``: this cluster's run index entries, read
-    from the index when None; ``ledgers``: a fleet's :class:`~provision.cluster.ledger.BucketLedgers`
-    (None: the cluster's ledger folder is listed)."""
+    ``live`` may hold other clusters' nodes too; ``local``: this machine's records of a fleet, read
+    once (None: this cluster's are read); ``ledgers``: a fleet's
+    :class:`~provision.cluster.ledger.BucketLedgers` (None: the cluster's ledger folder is listed)."""
     from ..cloud.storage import open_bucket
     from ..runs import store as runs
     from ..runs.pace import summary
 
     notes: list[str] = []
-    events = read_local(provider.name, provider.project, cluster)
-    entries = [e for e in (runs.known_runs(cluster) if known is None else known)
+    events = (read_local(provider.name, provider.project, cluster) if local is None
+              else list(local.ledgers.get(cluster, [])))
+    entries = [e for e in (runs.known_runs(cluster) if local is None else local.runs.get(cluster, []))
                if e.get("provider") == provider.name and e.get("cluster") == cluster]
     if provider.name != "local":
         from ..cluster import bucket_for
 
         buckets = {e["bucket"] for e in entries}
-        b, _src = bucket_for(provider, cluster)
+        b, _src = bucket_for(provider, cluster, cache=local.specs if local is not None else None)
         if b:
             buckets.add(b)
         for url in sorted(buckets):

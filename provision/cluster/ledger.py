@@ -68,7 +68,9 @@ def record(provider: Any, kind: str, cluster: str, *, bucket: Any = None, **data
         _warn(f"cost ledger: could not record {kind} for {cluster}: {exc}")
     if bucket is not None:
         try:
-            bucket.write_bytes(bucket_event_name(cluster, entry), json.dumps(entry, sort_keys=True).encode())
+            body = json.dumps(entry, sort_keys=True)
+            bucket.write_bytes(bucket_event_name(cluster, entry), body.encode(),
+                               metadata={EVENT_KEY: body} if len(body) <= EVENT_METADATA_MAX else None)
             wrote = True
         except Exception as exc:  # noqa: BLE001
             _warn(f"cost ledger: could not copy {kind} for {cluster} to {getattr(bucket, 'url', 'the bucket')}: {exc}")
@@ -81,6 +83,13 @@ def _warn(message: str) -> None:
     print(f"tpuctl: warning: {message}", file=sys.stderr)
 
 
+# The custom-metadata key of a ledger object that carries its event too (the object's bytes), so
+# that a listing of a fleet's ledgers answers without a download per event; an event longer than
+# EVENT_METADATA_MAX (Cloud Storage allows 8 KiB of custom metadata an object) has only its bytes.
+EVENT_KEY = "tpuctl-event"
+EVENT_METADATA_MAX = 4096
+
+
 def bucket_event_name(cluster: str, entry: dict[str, Any]) -> str:
     return f"tpuctl/clusters/{cluster}/ledger/{int(entry['t'] * 1000):015d}-{entry['id']}.json"
 
@@ -88,39 +97,65 @@ def bucket_event_name(cluster: str, entry: dict[str, Any]) -> str:
 def read_local(provider: str, project: str | None, cluster: str | None = None) -> list[dict[str, Any]]:
     root = ledger_dir(provider, project)
     paths = [ledger_path(provider, project, cluster)] if cluster else sorted(root.glob("*.jsonl"))
+    return [e for path in paths for e in _events(path)]
+
+
+def read_local_by_cluster(provider: str, project: str | None) -> dict[str, list[dict[str, Any]]]:
+    """Every cluster's local ledger (what :func:`read_local` reads for one), from one pass over the
+    ledger folder: a fleet's ``cost`` asks for thousands of clusters, most with no file here."""
+    root = ledger_dir(provider, project)
+    try:
+        entries = list(os.scandir(root))
+    except (FileNotFoundError, NotADirectoryError):
+        return {}
+    return {e.name[:-len(".jsonl")]: _events(Path(e.path)) for e in entries if e.name.endswith(".jsonl")}
+
+
+def _events(path: Path) -> list[dict[str, Any]]:
+    try:
+        text = path.read_text()
+    except OSError:
+        return []
     out = []
-    for path in paths:
+    for line in text.splitlines():
         try:
-            text = path.read_text()
-        except OSError:
-            continue
-        for line in text.splitlines():
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                continue  # a torn last line after a crash: skip it
+            out.append(json.loads(line))
+        except ValueError:
+            continue  # a torn last line after a crash: skip it
     return out
 
 
 def read_bucket(bucket: Any, cluster: str) -> list[dict[str, Any]]:
+    return _read_listed(bucket, list(bucket.list(f"tpuctl/clusters/{cluster}/ledger/")))
+
+
+def _read_listed(bucket: Any, infos: list[Any]) -> list[dict[str, Any]]:
+    """The events of listed ledger objects: from each listing's metadata (:data:`EVENT_KEY`), else
+    (an object written without it) from its bytes; a half-written or foreign object is skipped."""
     out = []
-    for info in bucket.list(f"tpuctl/clusters/{cluster}/ledger/"):
+    for info in infos:
         try:
-            out.append(json.loads(bucket.read_bytes(info.name)))
+            listed = (info.metadata or {}).get(EVENT_KEY)
+            entry = json.loads(listed) if listed else None
+            if not isinstance(entry, dict):
+                entry = json.loads(bucket.read_bytes(info.name))
         except Exception:  # noqa: BLE001, S112 - a half-written or foreign object
             continue
+        if isinstance(entry, dict):
+            out.append(entry)
     return out
 
 
 class BucketLedgers:
-    """The ledger objects of every cluster in a bucket, from one listing of its clusters' folder
-    (a page per thousand objects), for a fleet's ``cost``: a listing per cluster would be a request
-    per cluster. A bucket that cannot be listed raises for each cluster that asks, as a listing
-    of the cluster's own folder would."""
+    """The ledger events of every cluster in a bucket, from one listing of its clusters' ledgers
+    (a page per thousand events; each event in its object's custom metadata), for a fleet's
+    ``cost``: a listing per cluster would be a request per cluster, a download per event more. A
+    bucket that cannot be listed raises for each cluster that asks, as a listing of the cluster's
+    own folder would."""
 
     def __init__(self, open_bucket: Any) -> None:
         self._open = open_bucket
-        self._index: dict[str, dict[str, list[str]] | Exception] = {}
+        self._index: dict[str, dict[str, list[Any]] | Exception] = {}
 
     def read(self, url: str, cluster: str) -> list[dict[str, Any]]:
         index = self._index.get(url)
@@ -128,26 +163,19 @@ class BucketLedgers:
             index = self._index[url] = self._list(url)
         if isinstance(index, Exception):
             raise index
-        bucket = self._open(url)
-        out = []
-        for name in index.get(cluster, []):
-            try:
-                out.append(json.loads(bucket.read_bytes(name)))
-            except Exception:  # noqa: BLE001, S112 - a half-written or foreign object
-                continue
-        return out
+        return _read_listed(self._open(url), index.get(cluster, []))
 
-    def _list(self, url: str) -> dict[str, list[str]] | Exception:
+    def _list(self, url: str) -> dict[str, list[Any]] | Exception:
         prefix = "tpuctl/clusters/"
         try:
-            names = [info.name for info in self._open(url).list(prefix)]
+            infos = list(self._open(url).list(prefix, glob=f"{prefix}*/ledger/*"))
         except Exception as exc:  # noqa: BLE001 - reported per cluster, as read_bucket's failure is
             return exc
-        out: dict[str, list[str]] = {}
-        for name in names:
-            cluster, _, rest = name[len(prefix):].partition("/")
+        out: dict[str, list[Any]] = {}
+        for info in infos:
+            cluster, _, rest = info.name[len(prefix):].partition("/")
             if rest.startswith("ledger/"):
-                out.setdefault(cluster, []).append(name)
+                out.setdefault(cluster, []).append(info)
         return out
 
 

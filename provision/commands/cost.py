@@ -72,13 +72,14 @@ def command(target: str | None, provider: str | None, project: str | None, as_js
     else:
         names = [target] if target else clusters
         live_of = costs.group_by_cluster(live or [])
-        runs_of = costs.group_by_cluster(runs.known_runs())
         from ..cloud.storage import open_bucket
         from ..cluster.ledger import BucketLedgers
 
-        ledgers = BucketLedgers(lambda url: open_bucket(url, tgt)) if len(names) > 1 else None
+        fleet = len(names) > 1
+        ledgers = BucketLedgers(lambda url: open_bucket(url, tgt)) if fleet else None
+        local = costs.LocalRecords.read(prov) if fleet else None
         reports = [costs.cluster_cost(prov, tgt, name, None if live is None else live_of.get(name, []), now=now,
-                                      known=runs_of.get(name, []), ledgers=ledgers) for name in names]
+                                      local=local, ledgers=ledgers) for name in names]
     book = prov.price_book()
     types = {(lt.accelerator_type, lt.zone) for r in reports for lt in r.lives} or {("v2-8", None)}
     price_rows = costs.price_rows(types, book)
