@@ -475,7 +475,7 @@ def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None =
         # the run records are small reads that wait on the network: more of them at once than cores
         with ThreadPoolExecutor(min(READ_THREADS, len(nodes))) as pool:
             judged = [n for n in nodes if not n.keep]
-            for n, b in zip(judged, _in_shares(pool, bucket_of, judged)):
+            for n, b in zip(judged, in_shares(pool, bucket_of, judged)):
                 buckets[id(n)] = b
             if len(judged) > 1:     # a listing or two per bucket instead of reads per cluster
                 judged_in: dict[str, set[str]] = {}
@@ -484,7 +484,7 @@ def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None =
                         judged_in.setdefault(buckets[id(n)], set()).add(n.cluster or n.name)
                 listings = dict(zip(judged_in, pool.map(
                     lambda b: list_runs(target, b, clusters_with_runs(target, b), judged_in[b]), judged_in)))
-            result.nodes = _in_shares(pool, examine, nodes)
+            result.nodes = in_shares(pool, examine, nodes)
     result.nodes.sort(key=lambda r: (r.cluster, r.node.zone, r.node.name))
     vm_of = hosts()
     try:
@@ -661,15 +661,20 @@ def _clear(provider: Provider, cluster: str, result: ReapResult, *, reason: str,
         result.notes.append(f"could not clear cluster {cluster}'s records: {exc.one_line()}")
 
 
-def _in_shares(pool: ThreadPoolExecutor, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
-    """``[fn(x) for x in items]`` on the pool's threads, READ_THREADS shares of the items (every
-    READ_THREADS-th one each) instead of a task per item: a fleet's thousands of clusters, most
-    judged without a read, cost the pool's bookkeeping per share, while the reads of one share
-    still overlap the others'."""
-    shares = [items[i::READ_THREADS] for i in range(min(READ_THREADS, len(items)))]
+# Shares a fleet's clusters are judged in: a few per thread, so that a thread held up by a slow
+# read leaves the rest of the fleet to the others
+SHARES = 4 * READ_THREADS
+
+
+def in_shares(pool: ThreadPoolExecutor, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+    """``[fn(x) for x in items]`` on the pool's threads, in SHARES shares of the items (every
+    SHARES-th one each) instead of a task per item: a fleet's thousands of clusters, most judged
+    without a read, cost the pool's bookkeeping per share, while the reads of one share still
+    overlap the others'."""
+    shares = [items[i::SHARES] for i in range(min(SHARES, len(items)))]
     out: list[Any] = [None] * len(items)
     for i, done in enumerate(pool.map(lambda share: [fn(x) for x in share], shares)):
-        out[i::READ_THREADS] = done
+        out[i::SHARES] = done
     return out
 
 

@@ -132,3 +132,16 @@ def test_the_progress_file_is_skipped_only_where_no_verdict_depends_on_it():
     assert needs_progress(view_of({**live, "last_progress": None}), now=NOW, idle_for=1800)
     assert needs_progress(view_of({**live, "last_progress": {"time": NOW - 1790}}), now=NOW, idle_for=1800)
     assert needs_progress(view_of(live), now=NOW, idle_for=0)
+
+
+def test_a_fleet_is_judged_in_shares_in_its_own_order():
+    """The reaper's shares (provision/billing/reaper.py) give every cluster's verdict back in the
+    fleet's order, whatever the fleet's size against the number of shares."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from provision.billing import reaper
+
+    with ThreadPoolExecutor(4) as pool:
+        for n in (0, 1, 3, reaper.SHARES - 1, reaper.SHARES, reaper.SHARES + 1, 2001):
+            items = list(range(n))
+            assert reaper.in_shares(pool, lambda x: x * 10, items) == [x * 10 for x in items]
