@@ -13,7 +13,8 @@ always builds the same fleet:
 - the rest were created three days ago and have no run: idle, deleted.
 
 The bodies are posted to the fake's ``/_admin/bulk`` (no operations, nothing to wait for), and the
-runs' records written to a fake-gcs-server bucket, so 2,000 clusters take seconds. Every fourth
+runs' pointers and records written to a fake-gcs-server bucket with the custom metadata tpuctl
+gives them (the pointer's run, the record's summary), so 2,000 clusters take seconds. Every fourth
 cluster also has the local cluster cache ``up`` writes, naming its bucket.
 """
 

@@ -45,6 +45,17 @@ def _object_requests(proxy_paths: list[tuple[str, str]]) -> Counter[tuple[str, s
     return out
 
 
+def _down_idle(gcs_url: str, *flags: str) -> tuple[list[dict], Counter, list[tuple[str, str]]]:
+    """``down --idle --dry-run --json``'s nodes, and what it asked of Cloud Storage (through a
+    proxy that counts)."""
+    paths: list[tuple[str, str]] = []
+    with FaultProxy(gcs_url, script=lambda method, path: paths.append((method, path))) as proxy:
+        r = run_tpuctl_process("down", "--idle", "--all-zones", "--dry-run", "--json", *flags,
+                               env={"STORAGE_EMULATOR_HOST": proxy.url})
+    assert r.code == 0, r.err
+    return r.json()["nodes"], _object_requests(paths), paths
+
+
 def test_down_idle_reads_one_record_per_training_cluster_and_the_rest_only_where_it_decides(
         fakegcp_env, gcs_env, gcs_client):
     now = time.time()
@@ -60,12 +71,8 @@ def test_down_idle_reads_one_record_per_training_cluster_and_the_rest_only_where
     bucket.blob(f"{rec.prefix}/supervisor.json").upload_from_string(json.dumps({"heartbeat_at": now}))
 
     def down_idle(*flags: str) -> tuple[dict, Counter, list[tuple[str, str]]]:
-        paths: list[tuple[str, str]] = []
-        with FaultProxy(gcs_env.url, script=lambda method, path: paths.append((method, path))) as proxy:
-            r = run_tpuctl_process("down", "--idle", "--all-zones", "--dry-run", "--json", *flags,
-                                   env={"STORAGE_EMULATOR_HOST": proxy.url})
-        assert r.code == 0, r.err
-        return {n["cluster"]: (n["verdict"], n["reason"]) for n in r.json()["nodes"]}, _object_requests(paths), paths
+        nodes, reads, paths = _down_idle(gcs_env.url, *flags)
+        return {n["cluster"]: (n["verdict"], n["reason"]) for n in nodes}, reads, paths
 
     verdicts, reads, paths = down_idle()
     training = [x.name for x in members if x.training]
@@ -109,17 +116,12 @@ def test_a_fleets_run_records_are_listed_not_downloaded_and_judged_alike(fakegcp
     assert len(training) >= LIST_RECORDS_FROM
 
     def down_idle(*flags: str) -> tuple[dict, Counter, list[tuple[str, str]]]:
-        paths: list[tuple[str, str]] = []
-        with FaultProxy(gcs_env.url, script=lambda method, path: paths.append((method, path))) as proxy:
-            r = run_tpuctl_process("down", "--idle", "--all-zones", "--dry-run", "--json", *flags,
-                                   env={"STORAGE_EMULATOR_HOST": proxy.url})
-        assert r.code == 0, r.err
+        nodes, reads, paths = _down_idle(gcs_env.url, *flags)
         # what a run decides (the reasons' "for 3d1s" moves with the clock)
         judged = {n["cluster"]: {k: n.get(k) for k in ("verdict", "idle_since", "run_id", "run_status", "heartbeat_at",
                                                     "run_source")}
-                  | {"training": n["reason"].startswith("training")}
-                  for n in r.json()["nodes"]}
-        return judged, _object_requests(paths), paths
+                  | {"training": n["reason"].startswith("training")} for n in nodes}
+        return judged, reads, paths
 
     listed, reads, paths = down_idle()
     assert reads == Counter(), reads            # nothing downloaded: the listings answered
