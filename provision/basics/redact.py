@@ -70,7 +70,6 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
 ]
 
 
-
 def _scoped(pattern: re.Pattern[str]) -> str:
     """``pattern`` as one alternative of a larger pattern: its flags scoped to it (``(?i:...)``)."""
     body = pattern.pattern.removeprefix("(?i)")
