@@ -64,7 +64,19 @@ def run_command(spec: Any, spec_path: str) -> int:
 
     env = dict(os.environ)
     model_dir = spec.model_dir if "://" in spec.model_dir else os.path.abspath(spec.model_dir)  # the program runs elsewhere
-    env.update({"TPUCTL_MODEL_DIR": model_dir, "TPUCTL_RUN": env.get("TPUCTL_RUN", "here"),
+    if "://" in model_dir:       # nothing here keeps a local directory in a bucket: a private one, said
+        import tempfile
+
+        checkpoint_dir = tempfile.mkdtemp(prefix="tpuctl-checkpoint-dir-")
+        print(f"tpuctl job run: TPUCTL_CHECKPOINT_DIR is {checkpoint_dir}, kept on this machine only "
+              f"(tpuctl train keeps it in the run's bucket)", file=sys.stderr)
+    else:                        # where tpuctl train keeps worker 0's part (provision/host/checkpoint_dir.py)
+        checkpoint_dir = os.path.join(model_dir, "checkpoint-dir", "worker-0")
+        os.makedirs(checkpoint_dir, mode=0o700, exist_ok=True)
+    python_dir = os.path.dirname(sys.executable)   # `python` in a shell string: this Python, as on a host
+    env["PATH"] = os.pathsep.join(p for p in (python_dir, env.get("PATH", "")) if p)
+    env.update({"TPUCTL_MODEL_DIR": model_dir, "TPUCTL_CHECKPOINT_DIR": checkpoint_dir,
+                "TPUCTL_RUN": env.get("TPUCTL_RUN", "here"),
                 "TPUCTL_ATTEMPT": "0", "TPUCTL_WORKER_INDEX": "0", "TPUCTL_NUM_WORKERS": "1",
                 "TPUCTL_COORDINATOR": env.get("TPUCTL_COORDINATOR", f"127.0.0.1:{COORDINATOR_PORT}"),
                 "TPUCTL_PARAMS": json.dumps(spec.params, sort_keys=True),

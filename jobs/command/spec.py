@@ -24,11 +24,12 @@ class CommandSpec:
     checkpoints) are the program's own business, so this spec has none of them."""
 
     job: str = required("command")
-    model_dir: str = required("where the program writes and finds its checkpoints: TPUCTL_MODEL_DIR "
-                               "(gs://bucket/path on GCP, a directory locally)")
-    command: list[str] = required(  # noqa: RUF009 - required returns a dataclasses.field
-        'the program and its arguments, a list of strings: [python, train.py, --epochs, "3"]; '
-        "{params.NAME} in an item becomes that param's value", raw=True)
+    model_dir: str = required("the run's directory in the bucket: TPUCTL_MODEL_DIR (gs://bucket/path on GCP, "
+                               "a directory locally); a program that writes files uses TPUCTL_CHECKPOINT_DIR")
+    command: list[str] | str = required(  # noqa: RUF009 - required returns a dataclasses.field
+        'the program and its arguments: a list of strings, run as it is ([python, train.py, --epochs, "3"]), '
+        'or a shell command line, run by bash -c (python train.py --out-dir "$TPUCTL_CHECKPOINT_DIR"); '
+        "{params.NAME} becomes that param's value (shell-quoted in a string)", raw=True)
     hosts: str = opt("all", "all: the command runs on every worker of a slice, which restart together "
                              "(JAX, PyTorch/XLA); first: on worker 0 only (TensorFlow's one client)")
     requirements: str | list[str] | None = opt(  # noqa: RUF009 - opt returns a dataclasses.field
@@ -44,6 +45,10 @@ class CommandSpec:
     metrics: list[str] | None = opt(  # noqa: RUF009 - opt returns a dataclasses.field
         None, "the metric names your program reports in its progress lines (comma-separated): what a "
               "sweep's metric may name")
+    progress_pattern: str | None = opt(
+        None, "a regular expression matched against each line your program prints, for a program that writes "
+              "no progress lines: named groups step (required), loss and any metric, e.g. "
+              "'iter (?P<step>\\d+): loss (?P<loss>[\\d.]+)'", raw=True)
     num_train_steps: int = opt(0, "the step your program ends at, for status and ETA (0: unknown, "
                                    "unless your program reports num_train_steps)")
     eval_every_steps: int = opt(0, "how often a sweep wants a metrics line (TPUCTL_EVAL_EVERY_STEPS); "
@@ -58,8 +63,12 @@ class CommandSpec:
         return dataclasses.asdict(self)
 
     def reported_metrics(self) -> tuple[str, ...]:
-        """``loss`` and the names ``metrics`` declares: what the program's progress lines carry."""
-        return self.REPORTED_METRICS + tuple(m for m in self.metrics or () if m != "loss")
+        """``loss``, the names ``metrics`` declares and ``progress_pattern``'s metric groups: what the
+        program's progress lines carry."""
+        from .patterns import metric_groups
+
+        named = [*(self.metrics or ()), *metric_groups(self.progress_pattern)]
+        return self.REPORTED_METRICS + tuple(dict.fromkeys(m for m in named if m != "loss"))
 
     def hparam_names(self) -> list[str]:
         return sorted(f.name for f in dataclasses.fields(self)) + [f"params.{key}" for key in self.params]
@@ -118,6 +127,12 @@ class CommandSpec:
             if not isinstance(key, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
                 raise SpecError(f"params key {show(key)} is not a name; use letters, digits and _ "
                                 "(they are what --set params.NAME=VALUE and {params.NAME} name)")
+        if self.progress_pattern is not None:
+            from .patterns import problem as pattern_problem
+
+            problem = pattern_problem(self.progress_pattern)
+            if problem:
+                raise SpecError(problem)
         for name in self.metrics or ():
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_./-]{0,99}", name):
                 raise SpecError(f"metrics names {show(name)}; use metric names such as accuracy, eval_loss")

@@ -7,6 +7,12 @@ context)``, ``loss(labels, outputs)`` and optionally ``metrics``, ``predict`` an
 
 - the elements of every split are ``(features, labels)`` or ``(features, labels, weights)``
   (weights per example, 0 for padding), batches of ``params["batch_size"]`` (static shapes);
+  an eval or predict dataset batched for ``model.fit`` (a partial last batch, so batches of
+  unknown size) is padded here with weight-0 examples, as Keras pads it on a TPU;
+- a train dataset that never reads ``params["start_step"]`` (a ``model.fit`` pipeline) is
+  resumed by skipping the batches the run read before (:meth:`KerasJob.dataset`), and is
+  checked to yield the same first batch when built twice (else a one-line warning: a resume
+  cannot be exact);
 - the loss is the weighted mean of the per-example losses over the *global* batch (the weights'
   sum all-reduced before the step), so a spec trains the same model on any slice; a metric
   given as a tensor is a weighted mean the same way, one given as ``(numerator, denominator)``
@@ -31,6 +37,8 @@ import numpy as np
 import tensorflow as tf
 
 from .. import usercode
+from ..errors import ConfigError
+from ..exitcodes import is_infrastructure_error
 from ..job import Job, JobContext, Optimizer, log, unwrap
 from ..optimization import AdamWeightDecay
 from . import user as user_lib
@@ -39,6 +47,7 @@ from .spec import KerasSpec
 SPLITS = ("train", "eval", "predict")
 PREDICTIONS = "predictions.jsonl"
 SAVED_MODEL_DIR = "saved_model"
+TOO_BIG = "a batch holds more examples than the batch size"  # no quotes: TF escapes them
 
 
 @dataclass
@@ -51,6 +60,47 @@ class Split:
     per_replica: int
     element_spec: Any = None
     batches: int = 0
+    padded: bool = False           # eval/predict: batches of unknown size, padded by the job
+    filler: int = 0                # weight-0 batches this pipeline appends to whole global batches
+    reads_start_step: bool = True  # train: the dataset reads params["start_step"] (else skipped to it)
+
+
+class TrackedParams(dict):
+    """The params one ``dataset`` call gets, noting whether it read ``start_step``. A dataset
+    that never reads it cannot start there (it was written for ``model.fit``), so the job skips
+    to the step for it; one that reads it, by any route (``params["start_step"]``, ``get``,
+    ``in``, a copy such as ``dict(params)`` or ``{**params}``, ``items()``), is left as it is,
+    so it is never skipped twice."""
+
+    read_start_step = False
+
+    def _note(self, key) -> None:
+        if key == "start_step":
+            self.read_start_step = True
+
+    def __getitem__(self, key):
+        self._note(key)
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        self._note(key)
+        return super().get(key, default)
+
+    def __contains__(self, key) -> bool:
+        self._note(key)
+        return super().__contains__(key)
+
+    def __iter__(self):
+        # defined in Python, so that dict(params) and {**params} read through __getitem__
+        return super().__iter__()
+
+    def items(self):
+        self.read_start_step = True
+        return super().items()
+
+    def values(self):
+        self.read_start_step = True
+        return super().values()
 
 
 def unpack(element) -> tuple[Any, Any, Any]:
@@ -105,6 +155,8 @@ class KerasJob(Job):
             split.element_spec = dataset.element_spec
             if name != "train":
                 split.batches = self.count(dataset, split)
+            elif not split.reads_start_step:
+                self.check_repeatable(dataset, split, input_ctx)
             self.splits[name] = split
         log(f"{s.module}: {self.user.path}; splits "
             + ", ".join(f"{n} (batch {sp.global_batch}"
@@ -113,8 +165,12 @@ class KerasJob(Job):
 
     def user_dataset(self, split: Split, input_ctx: tf.distribute.InputContext,
                      start_step: int = 0) -> tf.data.Dataset | None:
-        """The user's dataset of ``split`` for this input pipeline, its structure checked."""
-        dataset = self.user.call("dataset", self.params(split, start_step), split.name, input_ctx)
+        """The user's dataset of ``split`` for this input pipeline, its structure checked; an
+        eval or predict dataset of batches of unknown size (a partial last batch) padded to
+        whole batches of weight-0 examples."""
+        params = TrackedParams(self.params(split, start_step))
+        dataset = self.user.call("dataset", params, split.name, input_ctx)
+        split.reads_start_step = params.read_start_step
         if dataset is None:
             return None
         call = f"dataset(params, {split.name!r}, context)"
@@ -131,6 +187,9 @@ class KerasJob(Job):
                                         "batch it: .batch(params['batch_size'], "
                                         "drop_remainder=True)")
             size = leaf.shape[0]
+            if size is None and split.name != "train":
+                split.padded = True  # batched for model.fit, without drop_remainder: padded below
+                continue
             if size != split.per_replica:
                 got = "batches of unknown size" if size is None else f"batches of {size}"
                 raise self.user.mistake("dataset", f"{call} yields {got} but params['batch_size'] "
@@ -139,7 +198,38 @@ class KerasJob(Job):
         if len(spec) == 3 and spec[2].shape.rank != 1:
             raise self.user.mistake("dataset", f"{call} yields weights of shape {spec[2].shape}; "
                                     "give one weight per example, shape [batch]")
+        if split.padded:
+            dataset = pad_batches(dataset, split.per_replica)
+            if split.filler:
+                fill = dataset.take(1).map(lambda x, y, w: (x, y, tf.zeros_like(w)))
+                dataset = dataset.concatenate(fill.repeat(split.filler))
         return dataset
+
+    def check_repeatable(self, dataset: tf.data.Dataset, split: Split,
+                         input_ctx: tf.distribute.InputContext) -> None:
+        """A train dataset that ignores ``params["start_step"]`` is resumed by skipping what the
+        run read before (:meth:`dataset`): exact if the dataset yields the same batches each
+        time it is built. Its first batch, built twice, tells; if they differ (a shuffle or a
+        random op without ``seed=params["seed"]``, a generator that draws unseeded), a resumed
+        run cannot read what the interrupted one would have: one line says so."""
+        call = "dataset(params, 'train', context)"
+        try:
+            first, again = (next(iter(d.take(1))) for d in (dataset, self.user_dataset(split, input_ctx)))
+        except ConfigError:
+            raise
+        except Exception as exc:  # the user's pipeline on the user's data
+            if is_infrastructure_error(exc):
+                raise
+            raise user_lib.failure(exc, self.user.root, f"reading the first batch of {call} "
+                                   "raised", self.user.line_of("dataset")) from exc
+        same = all(np.array_equal(a, b) for a, b in zip(tf.nest.flatten(first), tf.nest.flatten(again)))
+        if same:
+            log(f"{call} does not read params['start_step']: a resumed run skips the batches "
+                "read before it (exact; costs reading them again)")
+        else:
+            log(f"warning: {call} does not read params['start_step'] and yields other batches "
+                "each time it is built: a resumed run cannot be exact; seed its shuffle and "
+                "random ops with params['seed'], or start it at params['start_step']")
 
     def count(self, dataset: tf.data.Dataset, split: Split) -> int:
         """Global batches of a finite split (this pipeline's batches per replica it feeds)."""
@@ -150,6 +240,18 @@ class KerasJob(Job):
                                     "once: do not repeat it")
         n = known if known >= 0 else int(dataset.reduce(np.int64(0), lambda c, _: c + 1).numpy())
         per_pipeline = max(1, self.replicas // self.hosts)
+        if split.padded and n:
+            try:  # the first batch, padded: a batch bigger than params['batch_size'] shows here
+                next(iter(dataset.take(1)))
+            except tf.errors.InvalidArgumentError as exc:
+                if TOO_BIG not in str(exc):
+                    raise
+                raise self.user.mistake("dataset", f"{call} yields batches of more than "
+                                        f"params['batch_size'] ({split.per_replica}) examples; "
+                                        "batch with .batch(params['batch_size'])") from exc
+        if n and n % per_pipeline and split.padded:  # whole global batches: weight-0 batches
+            split.filler = per_pipeline - n % per_pipeline
+            n += split.filler
         if n == 0 or n % per_pipeline:
             raise self.user.mistake("dataset", f"{call} yields {n} batches on this host; it must "
                                     f"yield whole global batches ({per_pipeline} per global "
@@ -157,8 +259,19 @@ class KerasJob(Job):
         return n // per_pipeline
 
     def dataset(self, ctx: tf.distribute.InputContext, position: int) -> tf.data.Dataset:
+        """The user's train dataset from ``position``. One that does not read
+        ``params["start_step"]`` (written for ``model.fit``) starts at its first batch: it
+        skips the batches this pipeline fed before (``replicas / pipelines`` per step), which
+        re-reads them but holds no state, so it resumes exactly on any slice."""
         train = self.splits["train"]
-        return self.user_dataset(train, ctx, start_step=position // train.global_batch)
+        start = position // train.global_batch
+        dataset = self.user_dataset(train, ctx, start_step=start)
+        if not train.reads_start_step and start:
+            skip = start * max(1, ctx.num_replicas_in_sync // ctx.num_input_pipelines)
+            log(f"dataset(params, 'train', context) does not read params['start_step']: skipping "
+                f"the {skip} batches it yielded before step {start}")
+            dataset = dataset.skip(skip)
+        return dataset
 
     # -- host, in the strategy's scope: model and optimizer -------------------------------------
     def build_model(self):
@@ -471,6 +584,30 @@ class KerasOptimizer:
 
     def current_learning_rate(self) -> tf.Tensor:
         return tf.convert_to_tensor(self.optimizer.learning_rate)
+
+
+def pad_batches(dataset: tf.data.Dataset, size: int) -> tf.data.Dataset:
+    """``(features, labels[, weights])`` batches of at most ``size`` examples as
+    ``(features, labels, weights)`` batches of exactly ``size`` (static), a short batch filled
+    with copies of its first example of weight 0 (a copy, not zeros: a real example keeps the
+    loss finite, and 0 times a NaN would still be NaN). Keras does the same on a TPU."""
+
+    def pad(*element):
+        features, labels, weights = unpack(element)
+        n = tf.shape(tf.nest.flatten(features)[0])[0]
+        too_big = tf.debugging.assert_less_equal(n, size, message=f"{TOO_BIG} {size}")
+        with tf.control_dependencies([too_big]):
+            missing = size - n
+        ids = tf.concat([tf.range(n), tf.zeros([missing], tf.int32)], 0)
+        given = tf.ones([n], tf.float32) if weights is None else tf.cast(weights, tf.float32)
+        w = tf.ensure_shape(tf.concat([given, tf.zeros([missing], tf.float32)], 0), [size])
+
+        def fill(t):
+            return tf.ensure_shape(tf.gather(t, ids), [size, *t.shape[1:]])
+
+        return tf.nest.map_structure(fill, features), tf.nest.map_structure(fill, labels), w
+
+    return dataset.map(pad)
 
 
 def per_example(values) -> tf.Tensor:

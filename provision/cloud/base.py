@@ -669,8 +669,10 @@ class Provider(Protocol):
     # (node, zone), how it was read), or (None, why not) where the cloud has no such metric
     def duty_cycles(self, window_s: float) -> tuple[dict[tuple[str, str | None], Any] | None, str]: ...
 
-    # Rehearsal: make a TPU PREEMPTED as the cloud would
-    def simulate_preemption(self, zone: str, name: str) -> TpuNode: ...
+    # Rehearsal: preempt a TPU as the cloud would: the notice to its guests now (their job gets
+    # SIGTERM), the power-off (PREEMPTED, or deleted) ``notice_s`` later; 0: the power-off at once.
+    # The TPU as it is then; None: deleted at the power-off
+    def simulate_preemption(self, zone: str, name: str, notice_s: float = 0.0) -> TpuNode | None: ...
 
     # List prices per region and tier: the cloud's catalog where it has one (cached), else the
     # bundled table (provision.catalog.prices); never raises

@@ -1099,8 +1099,13 @@ class GcpProvider:
         return str((res.get("identity") or {}).get("email") or "")
 
     # ---- rehearsal ---------------------------------------------------------------------------------
-    def simulate_preemption(self, zone: str, name: str) -> TpuNode:
-        """Preempt through the fake cloud's admin API; Google Cloud itself offers no such call."""
+    def simulate_preemption(self, zone: str, name: str, notice_s: float = 0.0) -> TpuNode | None:
+        """Preempt through the fake cloud's admin API; Google Cloud itself offers no such call.
+
+        The fake gives the notice as Google does (``instance/preempted`` TRUE in the guest's
+        metadata: on a Compute Engine TPU VM, or on every worker of a Cloud TPU API TPU VM) and
+        powers the TPU off ``notice_s`` later. A TPU Node has no guest of the user's to tell: it
+        is PREEMPTED at once."""
         admin = _admin_url()
         if admin is None:
             raise NotAvailable("Google Cloud cannot preempt a TPU on request",
@@ -1109,16 +1114,18 @@ class GcpProvider:
 
         workers = [] if self._tpu_api_view(lambda: self._get_v2(zone, name), None) else \
             self._compute.worker_instances(zone, name)
+        if not workers:
+            node = self.get_tpu(zone, name)
+            if node is not None and node.arch == Arch.NODE:
+                notice_s = 0.0
         body = json.dumps({"project": self.project, "zone": zone, "name": workers[0]["name"] if workers else name,
-                           "state": "PREEMPTED", "kind": "vm" if workers else "tpu"}).encode()
+                           "state": "PREEMPTED", "kind": "vm" if workers else "tpu", "notice": notice_s}).encode()
         req = urllib.request.Request(f"{admin}/_admin/preempt", data=body, method="POST",
                                      headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=10) as resp:
             resp.read()
-        node = self.get_tpu(zone, name)
-        if node is None:
-            raise NotFound(f"TPU {name} not found in {zone}")
-        return node
+        # None: powered off at once and deleted (a Spot VM whose termination action is DELETE)
+        return self.get_tpu(zone, name)
 
 
 def _add(used: list[Used], cidr: Any, source: str, kind: str) -> None:

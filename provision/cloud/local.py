@@ -3,8 +3,12 @@
 Resources are JSON records under ``$TPUCTL_HOME/local``, one file each, written atomically and
 under a lock (see :mod:`provision.basics.statefile`), so concurrent tpuctl processes never corrupt them.
 State changes are real, only evaluated lazily: a TPU is CREATING until its create delay has
-passed and READY afterwards, whoever looks first persists the transition. Preemption marks the
-TPU PREEMPTED and SIGKILLs the job process registered on it, as a real preemption would.
+passed and READY afterwards, whoever looks first persists the transition. Preemption is given as
+Compute Engine gives it to a Spot VM: a notice first (SIGTERM to the attempt wrappers registered
+on the TPU, which pass it to their program), then the power-off -- the TPU PREEMPTED and whatever
+of its job is left SIGKILLed -- at the end of the grace period, or as soon as every job process of
+the TPU has exited (the emulated guest has shut down, as a real one powers off when its ACPI
+shutdown completes). Without a notice the power-off is at once.
 
 It implements the same :class:`~provision.cloud.base.Provider` protocol as the GCP provider,
 so ``up``, ``down``, the supervisor and the reaper run unchanged on a laptop.
@@ -26,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..basics import statefile
+from ..basics import procs, statefile
 from ..basics.errors import CloudError, NotFound, UsageError
 from ..basics.procs import alive, is_autodown_agent
 from ..basics.validate import region_of
@@ -49,6 +53,8 @@ from .base import (
     parse_pool,
 )
 from .storage import LOCAL_DEFAULT_BUCKET
+
+PREEMPTED_DESCRIPTION = "The TPU was preempted (simulated by tpuctl simulate preempt)."
 
 # Subnetworks of the simulated "default" network, one per region as in an auto-mode VPC.
 _REGION_SUBNETS = {
@@ -133,6 +139,8 @@ class LocalProvider:
         rec["pending"] = None
         if rec["state"] == TpuState.READY.value:
             rec["health"] = Health.HEALTHY.value
+        if rec["state"] == TpuState.PREEMPTED.value:
+            rec.update(health=Health.HEALTH_UNSPECIFIED.value, health_description=PREEMPTED_DESCRIPTION)
         return True
 
     def _read_live(self, path: Path) -> dict[str, Any] | None:
@@ -141,18 +149,35 @@ class LocalProvider:
         if rec is None:
             return None
         now = time.time()
-        pending = rec.get("pending")
-        if not pending or now < pending["at"]:
+        if not self._due(rec, now):
             return rec
+        powered_off = []
 
         def apply(cur: dict[str, Any] | None) -> Any:
             if cur is None:
                 return statefile.DELETE
+            pending = cur.get("pending")
+            if pending and pending.get("notice") and self._due(cur, now):
+                pending["at"] = min(pending["at"], now)    # the guest shut down before the grace ended
+                powered_off.append(cur)
             self._advance(cur, now)
             return statefile.DELETE if cur["state"] == "DELETED" else cur
 
         new = statefile.update_json(path, apply)
+        for cur in powered_off:
+            # the power-off: whatever of the job still runs goes with the TPU
+            self._kill_job(cur["zone"], cur["name"])
         return None if new is statefile.DELETE else new
+
+    def _due(self, rec: dict[str, Any], now: float) -> bool:
+        """Whether the record's pending transition has come due: at its time, or, for the power-off
+        after a preemption notice, once no job process of the TPU is left."""
+        pending = rec.get("pending")
+        if not pending:
+            return False
+        if now >= pending["at"]:
+            return True
+        return bool(pending.get("notice")) and self.job(rec["zone"], rec["name"]) is None
 
     def _list_records(self, kind: str, zone: str | None) -> list[Path]:
         base = self.root / kind
@@ -424,6 +449,9 @@ class LocalProvider:
             return None
         pid, pgid = rec.get("pid"), rec.get("pgid")
         leaders = rec.get("pgids") or ([pgid] if pgid and pgid != os.getpgrp() else [pid])
+        # the programs the wrappers run in sessions of their own die with the "VM" too: found
+        # before the wrappers die (their orphans would no longer be theirs)
+        leaders = [*leaders, *procs.child_groups([p for p in leaders if p])]
         for leader in leaders:
             if not leader or leader == os.getpgrp():
                 continue   # never our own process group
@@ -436,25 +464,47 @@ class LocalProvider:
                 pass
         return pid
 
-    def simulate_preemption(self, zone: str, name: str) -> TpuNode:
+    def simulate_preemption(self, zone: str, name: str, notice_s: float = 0.0) -> TpuNode:
+        """Preempt the TPU as Compute Engine preempts a Spot VM. With ``notice_s``: the notice now
+        (SIGTERM to each attempt wrapper on the TPU, which gives its program SIGTERM and records
+        an exit after it as a preemption), the power-off pending until ``notice_s`` has passed or
+        no job process is left (whoever reads the TPU then applies it, as every transition here).
+        Without: PREEMPTED, and the job SIGKILLed, at once."""
         path = self._tpu_path(zone, name)
 
         def preempt(cur: dict[str, Any] | None) -> dict[str, Any]:
             if cur is None:
                 raise NotFound(f"TPU {name} not found in {zone}")
-            self._advance(cur, time.time())
+            now = time.time()
+            self._advance(cur, now)
             if cur["state"] in (TpuState.DELETING.value, "DELETED"):
                 raise CloudError(f"TPU {name} is being deleted; nothing to preempt", kind="invalid")
-            now = time.time()
+            if notice_s > 0 and cur["state"] == TpuState.READY.value:
+                earlier = (cur.get("pending") or {}).get("at", now + notice_s)    # a notice given already
+                cur["pending"] = {"state": TpuState.PREEMPTED.value, "at": min(earlier, now + notice_s),
+                                  "notice": now}
+                return cur
             cur.update(state=TpuState.PREEMPTED.value, state_since=now, pending=None,
-                       health=Health.HEALTH_UNSPECIFIED.value,
-                       health_description="The TPU was preempted (simulated by tpuctl simulate preempt).")
+                       health=Health.HEALTH_UNSPECIFIED.value, health_description=PREEMPTED_DESCRIPTION)
             return cur
 
         rec = statefile.update_json(path, preempt)
-        # No warning, no SIGTERM: a preempted TPU disappears under the job.
-        self._kill_job(zone, name)
+        if rec.get("pending"):
+            self._notify_job(zone, name)
+        else:
+            # no notice: a preempted TPU disappears under the job
+            self._kill_job(zone, name)
         return self._tpu(rec)
+
+    def _notify_job(self, zone: str, name: str) -> None:
+        """The preemption notice: SIGTERM to each process registered on the TPU (the attempt
+        wrappers, which pass it on to their program as the host agent passes the metadata
+        server's notice on), not to their groups, so that a program gets it once."""
+        rec = self.job(zone, name)
+        for pid in (rec or {}).get("pgids") or ([rec["pid"]] if rec else []):
+            if pid and pid != os.getpid():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGTERM)
 
     def region_of(self, zone: str) -> str:
         return region_of(zone)

@@ -30,8 +30,8 @@ from .resources import (
 )
 from .result import UpResult
 from .up import up
-from .view import ClusterView, preempt, status
+from .view import PREEMPTION_GRACE_S, ClusterView, preempt, status
 
-__all__ = ["LOCAL_DEFAULT_ZONE", "ClusterView", "DownResult", "Found", "UpResult", "bucket_for", "cache_dir",
+__all__ = ["LOCAL_DEFAULT_ZONE", "PREEMPTION_GRACE_S", "ClusterView", "DownResult", "Found", "UpResult", "bucket_for", "cache_dir",
            "cache_spec", "cached_names", "cached_spec", "cached_specs", "default_zone", "delete_request", "delete_tpu", "down", "find", "preempt", "recreate_tpu",
            "status", "tpu_hourly", "tpu_price", "uncache", "up"]

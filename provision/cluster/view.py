@@ -166,7 +166,17 @@ def join_by_cluster(vms: list[Vm], tpus: list[TpuNode], queued: list[QueuedReque
 
 # ---- rehearsal -----------------------------------------------------------------------------------
 
-def preempt(provider: Provider, name: str) -> TpuNode:
+# How long Compute Engine gives a Spot (or preemptible) VM's guest between the preemption notice
+# and the power-off: the ACPI G2 soft-off, then G3 "30 seconds for Spot" (compute v1 discovery
+# document, Scheduling.skipGuestOsShutdown); TPU VMs are Compute Engine VMs underneath
+# (tpu/docs/prepare-for-maintenance), and TPU Spot VMs defer to Compute Engine's Spot VMs (tpu/docs/spot).
+PREEMPTION_GRACE_S = 30.0
+
+
+def preempt(provider: Provider, name: str, notice_s: float = 0.0) -> tuple[TpuNode, TpuNode | None]:
+    """Preempt cluster ``name``'s READY, interruptible TPU as its cloud would: the notice now and
+    the power-off ``notice_s`` later (0: at once, no notice). Returns the TPU before, and as it
+    is right after the notice (READY) or the power-off (None: deleted)."""
     found = find(provider, name)
     if found.empty:
         raise UnknownName(f"no cluster named {name}", hint="run tpuctl status to list clusters")
@@ -179,7 +189,7 @@ def preempt(provider: Provider, name: str) -> TpuNode:
     if not node.interruptible:
         raise UsageError(f"TPU {node.name} is on-demand and cannot be preempted",
                          hint=f"create it with tpuctl up {name} --preemptible (or --spot)")
-    return provider.simulate_preemption(node.zone, node.name)
+    return node, provider.simulate_preemption(node.zone, node.name, notice_s=notice_s)
 
 
 def _paid_as(t: Any) -> str:

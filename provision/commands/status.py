@@ -113,9 +113,12 @@ def _run_row(r: dict) -> list:
     em, f1 = r.get("exact_match"), r.get("f1")
     if isinstance(em, (int, float)) and isinstance(f1, (int, float)):  # SQuAD: the official metrics
         status = f"{status} (EM {em:.1f}, F1 {f1:.1f})"
-    return [r["run_id"], r["cluster"], status, f"{r.get('step') or 0}/{r.get('num_train_steps')}",
+    reported = r.get("progress_reported", True)
+    step = f"{r.get('step') or 0}/{r.get('num_train_steps')}" if reported else "no progress reported"
+    lost = f"{r['steps_lost']} steps" if reported else "steps unknown"
+    return [r["run_id"], r["cluster"], status, step,
             f"{loss:.4f}" if loss is not None else None, f"{eps:.1f}" if eps else None, r["preemptions"],
-            r["failures"], f"{r['steps_lost']} steps, {format_duration(r['seconds_lost'])}"]
+            r["failures"], f"{lost}, {format_duration(r['seconds_lost'])}"]
 
 
 def run_summary(entry: dict | None, target) -> dict | None:
@@ -140,7 +143,10 @@ def run_summary(entry: dict | None, target) -> dict | None:
         down = bootstrap.failed(bootstrap.read(store.bucket, rec.cluster), workers_since=since)
     except TpuctlError:
         down = []
-    return {"run_id": rec.run_id, "cluster": rec.cluster, "status": rec.status, "step": p.get("step"),
+    # a program of the user's that has reported no step yet (provision.runs.reports): its step is unknown
+    reported = p.get("progress_reported") is not False
+    return {"run_id": rec.run_id, "cluster": rec.cluster, "status": rec.status,
+            "step": p.get("step") if reported else None, "progress_reported": reported,
             "num_train_steps": rec.num_train_steps, "loss": p.get("loss"),
             "examples_per_sec": p.get("examples_per_sec"), "preemptions": rec.preemptions,
             "failures": rec.failures, "steps_lost": rec.steps_lost, "seconds_lost": round(rec.seconds_lost, 1),

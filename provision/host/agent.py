@@ -25,6 +25,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ..basics.private import UnsafeDirectory, open_append, private_dir
+from ..basics.procs import group_members, wait_for_group
 from ..runs.store import ALIVE_EVERY_S
 from .trust import HostPin
 
@@ -49,6 +51,9 @@ JOB_ENV_KEYS = frozenset({"TPU_NAME", "TPUCTL_TPU_ZONE", "TPUCTL_TPU_PROJECT", "
                           "TF_PLUGGABLE_DEVICE_LIBRARY_PATH"})
 FIXED_ENV_VALUES = {"TF_PLUGGABLE_DEVICE_LIBRARY_PATH": "/lib/libtpu.so"}
 STOP_GRACE_S = 60.0
+LEFTOVER_GRACE_S = 5.0     # what a finished job left running gets between SIGTERM and SIGKILL
+TAIL_LINES = 12            # of a failed job's output, in its exit record and train's output
+_ERROR_LINE = re.compile(r"^(\w+\.)*\w*(Error|Exception|Exit|Interrupt)\b.*|^(FATAL|Fatal|fatal|ERROR|Error|error)\b.*")
 LOG_TAIL_BYTES = 4 << 20   # the bucket keeps the last 4 MiB of a log; the host keeps all of it
 
 
@@ -128,6 +133,7 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
     log = os.fdopen(open_append(log_path), "ab", buffering=0)  # the attempt process writes to it until it exits
     log.write(f"[tpuctl] attempt {n} of run {run_id} on {socket.gethostname()} (worker {worker})\n".encode())
     program = None
+    kept = None                        # a job: command's checkpoint directory (provision.host.checkpoint_dir)
     grace_s = STOP_GRACE_S
     if job.get("job") == "command":
         from . import program as programs
@@ -150,29 +156,39 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
         except Exception as exc:  # noqa: BLE001 - a pinned spec this tpuctl cannot run: one line, never retried
             return refuse(store, n, worker, f"the run's spec cannot run here: {exc}")
         argv, cwd, env, grace_s = program.argv, program.cwd, program.env, program.grace_s
-        log.write(f"[tpuctl] running {_shown(argv)} in the workdir (SIGTERM is the preemption notice: "
-                  f"{grace_s:g} s to save and exit, then SIGKILL)\n".encode())
+        if program.checkpoint_dir is not None:
+            kept, problem = _restore_checkpoint_dir(program.checkpoint_dir, env["TPUCTL_MODEL_DIR"], work, log,
+                                                    provider=provider, project=project,
+                                                    worker=env.get("TPUCTL_WORKER_INDEX", "0"))
+            if problem:       # the bucket is away: an infrastructure failure, retried (never a fresh start)
+                return _exit_before_start(store, prefix, worker, log, log_path, 42, problem)
+        log.write(f"[tpuctl] running {_shown(argv)} in the workdir, in a process group of its own (SIGTERM to "
+                  f"the group is the preemption notice: {grace_s:g} s to save and exit, then SIGKILL)\n".encode())
     else:
         argv, cwd = [sys.executable, "-m", "jobs", "run", str(spec_path)], work
 
     # the local provider's bucket is a directory in $TPUCTL_HOME: the job's checkpoints and
     # summaries there are the user's alone (provision.basics.private), whatever the umask
+    started_at = log.tell()      # where the job's own output begins, for the error tail
     try:
+        # a session of its own: a signal reaches everything the job started (``bash run.sh`` and
+        # its python), and what it leaves behind can be found and stopped when the attempt ends
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(cwd),
-                                start_new_session=False, umask=0o077 if provider == "local" else -1)
+                                start_new_session=True, umask=0o077 if provider == "local" else -1)
     except OSError as exc:    # the program is not there, or not executable: it cannot run (exit 2)
         reason = f"cannot start {argv[0]}: {exc.strerror or exc} (the command's program must be in the workdir " \
                  f"or on the host's PATH)"
         log.write(f"[tpuctl] {reason}\n".encode())
-        log.close()
-        _upload_log(store, prefix, worker, log_path)
-        store.write_json(f"{prefix}/exit-{worker}.json", {"code": 2, "time": time.time(), "reason": reason,
-                                                           "host": socket.gethostname()})
-        return 2
+        return _exit_before_start(store, prefix, worker, log, log_path, 2, reason)
+    group = proc.pid                   # the job's process group (start_new_session: its pid)
+    if kept is not None:
+        kept.start(group)
     sink = program.sink if program is not None else None
     if sink is not None:
-        sink.begin(int(job.get("num_train_steps") or 0), run_id, proc.pid)
+        sink.begin(int(job.get("num_train_steps") or 0), run_id, proc.pid, log_path=log_path,
+                   event_dirs=[program.checkpoint_dir] if program.checkpoint_dir is not None else [])
     stop_sent = threading.Event()
+    kill_at = [0.0]                     # when the grace after SIGTERM runs out (monotonic)
     terminated = threading.Event()      # the program got SIGTERM: whatever it exits with is a preemption
     killed = threading.Event()          # ... and did not exit within the grace period
     done = threading.Event()
@@ -182,13 +198,13 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
         if terminated.is_set():
             return
         terminated.set()
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGTERM)
+        kill_at[0] = time.monotonic() + grace_s
+        _signal_group(group, signal.SIGTERM)
 
         def kill() -> None:
-            if proc.poll() is None:
+            if proc.poll() is None or group_members(group):
                 killed.set()
-                proc.kill()
+                _signal_group(group, signal.SIGKILL)
 
         timer = threading.Timer(grace_s, kill)
         timer.daemon = True
@@ -217,15 +233,14 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
         # it checkpoints inside the ~30 s a Spot VM is given (provision/host/preemption.py)
         from .preemption import watch
 
-        watch(lambda: _notify(proc, log), done)
+        watch(lambda: _notify(proc, log, terminate if program is not None else None), done)
 
     def forward(signum: int, _frame: Any) -> None:
         # a host shutting down (or the supervisor stopping this run) reaches the job as SIGTERM
         if program is not None:
             threading.Thread(target=terminate, daemon=True).start()
             return
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signum)
+        _signal_group(group, signum)
 
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
@@ -233,9 +248,21 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    left = _stop_leftovers(group, terminated.is_set(), kill_at[0], killed)
+    if left:
+        log.write(f"[tpuctl] {left} process(es) the job started were still running after it exited: "
+                  f"{'killed after the grace period' if killed.is_set() else 'stopped'}\n".encode())
+    if kept is not None:
+        try:
+            kept.finish()          # the final upload, every file taken: the group is gone
+        except Exception as exc:  # noqa: BLE001 - the bucket is away: what the scans sent is what is kept
+            log.write(f"[tpuctl] checkpoint dir: the final upload failed: {' '.join(str(exc).split())[:300]}\n"
+                      .encode())
     done.set()
     syncer.join(timeout=ALIVE_EVERY_S + 5)
     record: dict[str, Any] = {"code": code, "time": time.time(), "host": socket.gethostname()}
+    if code not in (0, 42) and not terminated.is_set():
+        record.update(error_tail(log_path, started_at))
     if program is not None and terminated.is_set():
         # the preemption notice was given: however the program ended, the run resumes (exit 42)
         record.update(code=42, program_code=code, after_sigterm=True)
@@ -254,6 +281,85 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
         sink.finish(program.progress_file, code, None)
     _upload_log(store, prefix, worker, log_path)
     store.write_json(f"{prefix}/exit-{worker}.json", record)
+    return code
+
+
+def _signal_group(group: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(group, sig)
+
+
+def _stop_leftovers(group: int, noticed: bool, kill_at: float, killed: threading.Event) -> int:
+    """Stop what the job left in its process group once it exited (a shell's child, a data
+    loader): after the notice they may still be saving until the grace runs out; otherwise
+    SIGTERM, a few seconds, then SIGKILL. Nothing of an attempt outlives it, holding the
+    accelerator or writing to the model directory. Returns how many there were."""
+    left = len(group_members(group))
+    if not left:
+        return 0
+    if not noticed:
+        _signal_group(group, signal.SIGTERM)
+        kill_at = time.monotonic() + LEFTOVER_GRACE_S
+    if not wait_for_group(group, kill_at):
+        killed.set()
+        _signal_group(group, signal.SIGKILL)
+        wait_for_group(group, time.monotonic() + 5)
+    return left
+
+
+def error_tail(log_path: Path, start: int) -> dict[str, Any]:
+    """The last lines the job printed and its error line (the last ``...Error: ...`` or
+    ``...Exception...`` line, else the last line), redacted: what ``train`` shows of a job that
+    failed, and what the supervisor compares across attempts (a failure that repeats before any
+    progress is not retried again: provision/runs/policy.py)."""
+    from ..basics.redact import redact
+    from ..basics.text import printable
+
+    try:
+        size = log_path.stat().st_size
+        with open(log_path, "rb") as fh:
+            fh.seek(max(start, size - 16384))
+            text = fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return {}
+    lines = [printable(redact(line.rstrip()))[:300] for line in text.splitlines()
+             if line.strip() and not line.startswith("[tpuctl]")][-TAIL_LINES:]
+    if not lines:
+        return {}
+    errors = [line for line in lines if _ERROR_LINE.match(line)]
+    return {"tail": lines, "error_line": (errors or lines)[-1]}
+
+
+def _restore_checkpoint_dir(path: Path, model_dir: str, work: Path, log: Any, *, provider: str, project: str,
+                            worker: str) -> tuple[Any, str | None]:
+    """This worker's checkpoint directory, restored from the bucket before the program starts
+    (its scans and uploads report to the attempt's log); or why it could not be."""
+    from .checkpoint_dir import CheckpointDir, part_name
+
+    started = time.monotonic()
+    try:
+        kept = CheckpointDir.open(model_dir, worker, work, lambda m: log.write(f"[tpuctl] {m}\n".encode()),
+                                  provider=provider, project=project)
+        files, size = kept.restore()
+    except Exception as exc:  # noqa: BLE001 - the bucket is away, or a file would not verify
+        return None, (f"the checkpoint directory could not be restored from {part_name(model_dir, worker)}: "
+                      f"{' '.join(str(exc).split())[:300]}")
+    log.write((f"[tpuctl] TPUCTL_CHECKPOINT_DIR={path}: restored {files} file(s), {size} bytes, from "
+               f"{kept.describe()} in {time.monotonic() - started:.1f} s\n" if files else
+               f"[tpuctl] TPUCTL_CHECKPOINT_DIR={path}: empty (nothing kept in {kept.describe()} yet)\n").encode())
+    return kept, None
+
+
+def _exit_before_start(store: Any, prefix: str, worker: str, log: Any, log_path: Path, code: int,
+                       reason: str) -> int:
+    """Record an attempt that ended before its job started (``code`` 2: it cannot run; 42: the
+    host could not get it ready, retried), with the reason in its log and exit record."""
+    if code != 2:
+        log.write(f"[tpuctl] {reason}\n".encode())
+    log.close()
+    _upload_log(store, prefix, worker, log_path)
+    store.write_json(f"{prefix}/exit-{worker}.json", {"code": code, "time": time.time(), "reason": reason,
+                                                       "host": socket.gethostname()})
     return code
 
 
@@ -315,9 +421,14 @@ def refuse(store: Any, n: int, worker: str, reason: str) -> int:
     return 2
 
 
-def _notify(proc: subprocess.Popen, log: Any) -> None:
+def _notify(proc: subprocess.Popen, log: Any, terminate: Any = None) -> None:
+    """The metadata server's notice reaches the job as SIGTERM; a ``job: command`` program's through
+    ``terminate`` (SIGTERM, SIGKILL after its grace), so that however it exits then, it is a preemption."""
     with contextlib.suppress(OSError, ValueError):
         log.write(b"[tpuctl] preemption notice from the metadata server: SIGTERM to the job\n")
+    if terminate is not None:
+        terminate()
+        return
     with contextlib.suppress(ProcessLookupError):
         proc.send_signal(signal.SIGTERM)
 

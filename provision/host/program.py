@@ -34,6 +34,7 @@ class Program:
     grace_s: float                    # SIGTERM to SIGKILL, stated in the log and the event log
     progress_file: Path
     sink: ProgressSink | None         # worker 0's: the run's progress.json
+    checkpoint_dir: Path | None = None    # TPUCTL_CHECKPOINT_DIR (provision.host.checkpoint_dir)
 
 
 def prepare(spec: dict[str, Any], env: dict[str, str], *, work: Path, code_dir: Path | None, run_id: str, n: int,
@@ -48,7 +49,11 @@ def prepare(spec: dict[str, Any], env: dict[str, str], *, work: Path, code_dir: 
     progress_file = work / f"progress-{n}.jsonl"
     with contextlib.suppress(FileNotFoundError):
         progress_file.unlink()
-    out.update({"TPUCTL_MODEL_DIR": checked.model_dir, "TPUCTL_RUN": run_id, "TPUCTL_ATTEMPT": str(n - 1),
+    from .checkpoint_dir import FOLDER
+
+    checkpoint_dir = work / FOLDER
+    out.update({"TPUCTL_MODEL_DIR": checked.model_dir, "TPUCTL_CHECKPOINT_DIR": str(checkpoint_dir),
+                "TPUCTL_RUN": run_id, "TPUCTL_ATTEMPT": str(n - 1),
                 "TPUCTL_PROGRESS_FILE": str(progress_file),
                 "TPUCTL_PARAMS": json.dumps(checked.params, sort_keys=True),
                 "TPUCTL_EVAL_EVERY_STEPS": str(checked.eval_every_steps)})
@@ -60,9 +65,10 @@ def prepare(spec: dict[str, Any], env: dict[str, str], *, work: Path, code_dir: 
         path.insert(0, str(site / "bin"))
         out["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), out.get("PYTHONPATH", "")) if p)
     out["PATH"] = os.pathsep.join([*path, out.get("PATH") or os.defpath])
-    sink = ProgressSink(checked.model_dir, provider, project) if out["TPUCTL_WORKER_INDEX"] == "0" else None
+    sink = ProgressSink(checked.model_dir, provider, project, pattern=checked.progress_pattern) \
+        if out["TPUCTL_WORKER_INDEX"] == "0" else None
     return Program(argv=checked.argv(), cwd=code_dir or work, env=out, grace_s=float(checked.stop_grace_seconds),
-                   progress_file=progress_file, sink=sink)
+                   progress_file=progress_file, sink=sink, checkpoint_dir=checkpoint_dir)
 
 
 @dataclass
@@ -73,13 +79,22 @@ class ProgressSink:
     model_dir: str
     provider: str
     project: str
+    pattern: str | None = None   # the spec's progress_pattern (jobs.command.patterns)
     record: dict[str, Any] = field(default_factory=dict)
+    sources: Any = None          # this attempt's other progress sources (provision.host.progress_sources)
     _offset: int = 0
     _partial: bytes = b""
     _bucket: Any = None          # the model directory's bucket, opened once
 
-    def begin(self, num_train_steps: int, run_id: str, pid: int) -> None:
+    def begin(self, num_train_steps: int, run_id: str, pid: int, *, log_path: Path | None = None,
+              event_dirs: list[Path] | None = None) -> None:
+        """A new attempt's record; ``log_path`` is the program's output (for ``progress_pattern``),
+        ``event_dirs`` where its TensorBoard event files may be (a local model directory too)."""
         from ..runs.supervisor import read_progress
+        from .progress_sources import open_sources
+
+        roots = [*(event_dirs or []), *([] if self.model_dir.startswith("gs://") else [Path(self.model_dir)])]
+        self.sources = open_sources(pattern=self.pattern, log_path=log_path, event_roots=roots)
 
         previous = read_progress(self.model_dir, self.provider, self.project)
         self.record = reports.start(previous, run_id=run_id, num_train_steps=num_train_steps, now=time.time(),
@@ -89,14 +104,22 @@ class ProgressSink:
     def beat(self, progress_file: Path) -> None:
         """Fold the program's new whole lines in and write the record (its ``time`` is now)."""
         self.record = reports.fold(self.record, self._new_lines(progress_file), time.time())
+        self._fold_sources(final=False)
         self.write()
 
     def finish(self, progress_file: Path, code: int, message: str | None) -> None:
         lines = self._new_lines(progress_file)
         if self._partial:            # a last line without its newline: the program has exited
             lines.append(self._partial)
-        self.record = reports.end(reports.fold(self.record, lines, time.time()), code, time.time(), message)
+        self.record = reports.fold(self.record, lines, time.time())
+        self._fold_sources(final=True)
+        self.record = reports.end(self.record, code, time.time(), message)
         self.write()
+
+    def _fold_sources(self, *, final: bool) -> None:
+        items = self.sources.read(final=final) if self.sources is not None else []
+        if items:
+            self.record = reports.fold_items(self.record, items, time.time())
 
     def _new_lines(self, path: Path) -> list[bytes]:
         try:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ..basics import private
+from ..basics.procs import child_groups
 from ..cloud.base import Arch, TpuNode
 from ..cluster import bootstrap
 from .policy import JobPhase
@@ -224,7 +225,9 @@ class LocalExecutor(_BucketWatcher):
         zone = (rec.attempt or {}).get("zone", rec.zone)
         job = self.provider.job(zone, rec.cluster)
         if job and job.get("run_id") == rec.run_id:
-            for pgid in job.get("pgids") or [job.get("pgid")]:
+            wrappers = [p for p in job.get("pgids") or [job.get("pgid")] if p]
+            # the jobs' own sessions under the wrappers too (found while the wrappers still live)
+            for pgid in [*wrappers, *child_groups(wrappers)]:
                 if pgid:
                     with contextlib.suppress(ProcessLookupError, PermissionError):
                         os.killpg(pgid, signal.SIGKILL)

@@ -11,7 +11,10 @@ this module decides. The rules, in order:
    step). Restarting cannot fix that, and each try bills a TPU: give up at once.
    Likewise when a host's bootstrap failed: no agent will ever start the job there; and when a
    host refused the attempt (exit 2 with its reason: the run is not pinned there, or not as pinned).
-4. Any other exit code is a job error: restart on the same TPU, within ``max_failures``.
+4. Any other exit code is a job error: restart on the same TPU, within ``max_failures``; but not
+   when it failed before its first progress with the same error line as the attempt before
+   (:func:`repeated_failure`): a missing import or data file fails the same way every time, and
+   each try bills a TPU.
 5. A TPU on its way to READY: wait. A READY, healthy TPU without a job: start it.
 
 Preemptions are expected on preemptible TPUs, so their budget is unbounded unless the user sets
@@ -73,6 +76,8 @@ class Observed:
     outage_counted: bool = False
     # why a host refused the attempt it exited 2 for (not pinned there, or not as pinned), or None
     refused: str | None = None
+    # the error line of a job error that repeats the attempt before's, both before any progress
+    repeated_failure: str | None = None
 
 
 @dataclass(frozen=True)
@@ -111,6 +116,11 @@ def decide(o: Observed) -> Decision:
         return Decision(Action.GIVE_UP, "the job's spec or inputs cannot run (exit 2; its log says why): "
                                         "fix the spec and train again", counts_as="failure")
 
+    if o.job == JobPhase.EXITED and o.repeated_failure:
+        return Decision(Action.GIVE_UP, f"the job failed twice in a row before its first progress, with the same "
+                                        f"error: {o.repeated_failure}; not retried again: fix it and train again",
+                        counts_as="failure")
+
     ready = o.tpu_state == TpuState.READY and o.tpu_health not in UNHEALTHY
     if o.job in (JobPhase.EXITED, JobPhase.LOST) and not ready:
         # decide (and count) once the TPU can take a job again
@@ -140,6 +150,32 @@ def decide(o: Observed) -> Decision:
     if o.job == JobPhase.NOT_STARTED:
         return Decision(Action.START_JOB, "the TPU is READY")
     return Decision(Action.WAIT, "training")
+
+
+# A job error with no progress source (no step ever reported) counts as early if it came this soon.
+EARLY_FAILURE_S = 600.0
+
+
+def failed_early(*, started_at: float, ended_at: float, progress_at: float | None, reports_progress: bool) -> bool:
+    """Whether an attempt failed before its first progress: no step reported since it started, and,
+    where the job reports no progress at all, within :data:`EARLY_FAILURE_S` of its start (an hour
+    of silent training that then fails is not a program that cannot start)."""
+    if progress_at is not None and progress_at >= started_at:
+        return False
+    return reports_progress or ended_at - started_at <= EARLY_FAILURE_S
+
+
+def repeated_failure(previous: dict | None, current: dict) -> str | None:
+    """The error line when ``current`` (``{"attempt", "error_line", "early"}``) repeats the attempt
+    just before it: both failed early with the same error line. None otherwise (a different
+    error, a failure after progress, or a preemption between them: that attempt was not a
+    failure and breaks the chain)."""
+    if not previous or not current.get("early") or not previous.get("early"):
+        return None
+    line = current.get("error_line")
+    if not line or line != previous.get("error_line") or previous.get("attempt") != current.get("attempt", 0) - 1:
+        return None
+    return str(line)
 
 
 def _infrastructure_problem(o: Observed) -> str | None:

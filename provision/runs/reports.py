@@ -12,6 +12,12 @@ TensorFlow runner writes (:mod:`jobs.runner.progress`). Its ``time`` is the agen
 process lives, so a program that reports nothing is never idle while it runs. A line with
 ``metrics`` is also an evaluation at its step (``evals``: what a sweep's pruner reads); metrics
 keep their newest value by name. A line that is not such an object is skipped and counted.
+
+The same objects come from the program's output lines (``progress_pattern``:
+:mod:`jobs.command.patterns`) and its TensorBoard scalars (:mod:`provision.host.tbevents`).
+``progress_reported`` says whether the run's program has reported any step yet, in any attempt:
+until it has, ``step`` is a placeholder, ``status`` says "no progress reported" and a recovery
+ends when the new attempt's program runs rather than at a first new step that may never come.
 """
 
 from __future__ import annotations
@@ -37,25 +43,36 @@ def start(previous: dict[str, Any] | None, *, run_id: str, num_train_steps: int,
             "pid": pid, "host": host, "device": {}, "step_time": None, "first_step_time": None,
             "metrics": _metrics(prev.get("metrics")), "message": None,
             "evals": [e for e in (prev.get("evals") or []) if _eval(e)][-MAX_EVALS:],
-            "outputs": [], "data_creation": [], "reported": False, "skipped_lines": 0}
+            "outputs": [], "data_creation": [], "reported": False, "skipped_lines": 0,
+            "progress_reported": prev.get("progress_reported") is True,
+            "report_every_steps": _int(prev.get("report_every_steps"))}
 
 
 def fold(record: dict[str, Any], lines: list[bytes], now: float) -> dict[str, Any]:
     """``record`` with the program's new ``lines`` applied (and ``time`` now)."""
+    return fold_items(record, [_parse(raw) for raw in lines], now)
+
+
+def fold_items(record: dict[str, Any], items: list[dict[str, Any] | None], now: float) -> dict[str, Any]:
+    """``record`` with progress ``items`` applied (and ``time`` now): the objects of progress lines,
+    of ``progress_pattern`` matches or of TensorBoard scalars alike; None is a line skipped."""
     out = {**record, "time": now}
-    for raw in lines:
-        item = _parse(raw)
+    for item in items:
         if item is None:
             out["skipped_lines"] = out.get("skipped_lines", 0) + 1
             continue
         step = _int(item.get("step"))
         if step is not None and step >= 0:
             if not out.get("reported"):
-                # the first step this process reports: it resumed just before it (a checkpoint
-                # it names is more exact)
+                # the first step this process reports: it resumed from the checkpoint it named
+                # last (carried over from the attempt before), else one reporting interval
+                # before it (the steps between the run's last two reports; 1 if unknown)
                 ckpt = out.get("checkpoint_step")
-                out["resumed_from_step"] = ckpt if ckpt is not None and ckpt < step else max(0, step - 1)
-                out["reported"] = True
+                every = out.get("report_every_steps") or 1
+                out["resumed_from_step"] = ckpt if ckpt is not None and ckpt <= step else max(0, step - every)
+                out["reported"] = out["progress_reported"] = True
+            elif step > (out.get("step") or 0):
+                out["report_every_steps"] = step - (out.get("step") or 0)
             if step != out.get("step"):
                 out["step_time"] = now
             out["step"] = step

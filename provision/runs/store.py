@@ -108,6 +108,12 @@ class RunRecord:
     pace: dict[str, Any] = field(default_factory=dict)
 
 
+    # the last failed attempt (an exit other than 0, 2 and 42): {"attempt", "error_line", "early"}, where
+    # early means before its first progress (provision.runs.policy.repeated_failure compares two)
+    last_failure: dict[str, Any] | None = None
+    # the workdir's files its rules left out ({"path", "why"}, the first 50): named when a failure names one
+    left_out: list[dict[str, str]] = field(default_factory=list)
+
     # step, loss and metrics at each look of the supervisor, bounded (provision.runs.curve): tpuctl ui
     curve: list[dict[str, Any]] = field(default_factory=list)
 

@@ -36,9 +36,11 @@ from .policy import (
     JobPhase,
     Observed,
     decide,
+    failed_early,
     hosts_died_with_tpu,
     outage_key,
     poll_interval,
+    repeated_failure,
     run_state,
     seconds_by_state,
 )
@@ -147,7 +149,39 @@ def read_progress(model_dir: str, provider_name: str, project: str) -> dict[str,
     return data if isinstance(data, dict) else None
 
 
+def left_out_named(left_out: list[dict[str, str]], lines: list[str]) -> dict[str, str] | None:
+    """The workdir file the rules left out that a failure's output names, or None: a directory
+    (``data/``) named with something inside it (``data/train.csv``), a file by its path or, where
+    distinctive, its name, as words (``data`` in "loading data" is not the folder)."""
+    import re
+
+    text = "\n".join(lines)
+    for entry in left_out or []:
+        path = str(entry.get("path") or "")
+        base = path.rstrip("/").rsplit("/", 1)[-1]
+        if not base:
+            continue
+        if path.endswith("/"):
+            found = re.search(rf"(?<![\w.-]){re.escape(path)}", text)
+        else:
+            found = re.search(rf"(?<![\w.-]){re.escape(path)}(?![\w-])", text) or (
+                len(base) >= 5 and re.search(rf"(?<![\w.-]){re.escape(base)}(?![\w-])", text))
+        if found:
+            return {"path": path, "why": str(entry.get("why") or "left out")}
+    return None
+
+
+def step_said(p: dict[str, Any], step: Any = None) -> Any:
+    """The step an event names: ``unknown`` while the program has reported none (a placeholder 0
+    would claim progress nobody reported), else ``step`` or the record's."""
+    if p.get("progress_reported") is False:
+        return "unknown"
+    return p.get("step") if step is None else step
+
+
 def progress_line(p: dict[str, Any]) -> str:
+    if p.get("progress_reported") is False:
+        return "  no progress reported (the program runs; it has reported no step)"
     parts = [f"step {p.get('step')}/{p.get('num_train_steps')}"]
     if p.get("loss") is not None:
         parts.append(f"loss {p['loss']:.4f}")
@@ -188,6 +222,7 @@ class Supervisor:
         self._last_tick = clock()
         self._state = run_state(recovering=bool(self.rec.recovering), job_started=bool(self.rec.attempt))
         self._resumed_at: float | None = None
+        self._failure: dict[str, Any] | None = None     # the failed attempt being acted on (_failed_attempt)
         # whether the TPU billed at the last look (gone, PREEMPTED or TERMINATED: it did not), for
         # the spend the caps count (provision.runs.caps)
         self._billing = False
@@ -254,6 +289,7 @@ class Supervisor:
             self.log(f"run {self.rec.run_id} was taken over by another supervisor; stopping here")
             return True
         tpu, phase, code = self.observe()
+        self._failure = None
         self._read_progress()
         self._account()
         stop = self._pace(tpu, finished=phase == JobPhase.EXITED and code == 0)
@@ -282,6 +318,9 @@ class Supervisor:
             # a host that would not run it (provision.runs.pins) says why in its exit record
             refused = [e["refused"] for e in self.store.exits(rec.attempt["n"]).values() if e.get("refused")]
             obs = dataclasses.replace(obs, refused=str(refused[0]) if refused else None)
+        elif phase == JobPhase.EXITED and code not in (0, 2, 42, None) and rec.attempt:
+            self._failure = self._failed_attempt(rec.attempt)
+            obs = dataclasses.replace(obs, repeated_failure=repeated_failure(rec.last_failure, self._failure))
         self._check_stall(tpu, phase, now)
         d = decide(obs)
         if d.action == Action.WAIT:
@@ -297,23 +336,28 @@ class Supervisor:
         rec = self.rec
         if d.counts_as == "preemption":
             self._count_outage(self._outage)
+            rec.last_failure = None          # a preemption between two failures breaks their chain
         elif d.counts_as == "failure":
             rec.failures += 1
+            if self._failure is not None:
+                rec.last_failure = {k: self._failure.get(k) for k in ("attempt", "error_line", "early")}
+                self._show_failure(self._failure)
         if d.action == Action.FINISH:
             if rec.recovering:
                 # finished without a new step (it resumed at the last checkpoint, the final step)
                 p = rec.last_progress or {}
                 self._close_recovery(p, p.get("time") or time.time())
             rec.status, rec.ended_at = "finished", time.time()
-            self._event("finished", step=rec.step, reason=d.reason)
+            self._event("finished", step=step_said(rec.last_progress or {}, rec.step), reason=d.reason)
             self._clear_current()
             self.store.save(rec)
             return True
         if d.action == Action.GIVE_UP:
             rec.status, rec.ended_at, rec.reason = "gave_up", time.time(), d.reason
             self._stop_attempt(tpu)
+            failure = self._failure or {}
             self._event("gave_up", reason=d.reason, exit_code=code, preemptions=rec.preemptions,
-                        failures=rec.failures)
+                        failures=rec.failures, **{k: failure[k] for k in ("error_line", "left_out") if failure.get(k)})
             self._clear_current()
             self.store.save(rec)
             return True
@@ -347,7 +391,9 @@ class Supervisor:
             return False
         if d.action == Action.START_JOB:
             if d.counts_as == "failure":
-                self._event("job_failed", attempt=(rec.attempt or {}).get("n"), exit_code=code, reason=d.reason)
+                self._event("job_failed", attempt=(rec.attempt or {}).get("n"), exit_code=code, reason=d.reason,
+                            **({"error_line": self._failure["error_line"]}
+                               if self._failure and self._failure.get("error_line") else {}))
             elif d.counts_as == "preemption":
                 self._begin_recovery(d.reason, tpu)
             assert tpu is not None
@@ -371,12 +417,43 @@ class Supervisor:
             return False
         return False
 
+    def _failed_attempt(self, attempt: dict[str, Any]) -> dict[str, Any]:
+        """What the hosts' exit records say of a failed attempt: its error line and last lines
+        (the attempt wrapper's ``error_tail``; worker 0's first), and whether it failed before
+        its first progress."""
+        exits = self.store.exits(attempt["n"])
+        first = next((exits[w] for w in sorted(exits, key=lambda w: (w != "0", w)) if exits[w].get("error_line")), {})
+        p = self.rec.last_progress or {}
+        progress_at = p.get("step_time") or (p.get("time") if p.get("step") else None)
+        ended = max([e.get("time") or 0 for e in exits.values()] or [time.time()])
+        reports = p.get("progress_reported") is not False
+        return {"attempt": attempt["n"], "error_line": first.get("error_line"),
+                "tail": [str(line) for line in first.get("tail") or []][-12:],
+                "early": failed_early(started_at=attempt.get("started_at") or 0, ended_at=ended,
+                                      progress_at=progress_at, reports_progress=reports)}
+
+    def _show_failure(self, failure: dict[str, Any]) -> None:
+        """The failed attempt's last lines, where train prints: the exception line without
+        ``tpuctl logs``."""
+        if not failure.get("tail"):
+            return
+        self.log(f"attempt {failure['attempt']} failed; the last lines of its output:")
+        for line in failure["tail"]:
+            self.log(f"  | {line}")
+        named = left_out_named(self.rec.left_out, failure["tail"])
+        if named:
+            self.log(f"its output names {named['path']}, which the workdir left out ({named['why']}): add the line "
+                     f"!{named['path']} to the workdir's .tpuctlignore to ship it")
+            failure["left_out"] = named["path"]
+
     def _check_stall(self, tpu: TpuNode | None, phase: JobPhase, now: float) -> None:
         """A ``stalled`` event once per step a running job is stuck at while its TPU bills."""
         rec = self.rec
         att = rec.attempt or {}
+        # a program that reports no step cannot be seen to stall: its silence is all it says
         quiet = stalled(now=now, last_moved=since_progress(rec.last_progress, att.get("started_at")),
-                        job_running=phase == JobPhase.RUNNING, tpu_billing=tpu is not None and tpu.state == TpuState.READY,
+                        job_running=phase == JobPhase.RUNNING and
+                        (rec.last_progress or {}).get("progress_reported") is not False, tpu_billing=tpu is not None and tpu.state == TpuState.READY,
                         stall_after=self.stall_after_s)
         key = (att.get("n"), rec.step)
         if quiet is not None and self._stall_said != key:
@@ -422,7 +499,7 @@ class Supervisor:
         rec.recovering["preemptions"] = [*rec.recovering.get("preemptions", []), rec.preemptions]
         rec.status = "recovering"
         self._event("preempted", preemption=rec.preemptions, cause=reason,
-                    tpu_state=tpu.state.value if tpu else "missing", step=p.get("step"),
+                    tpu_state=tpu.state.value if tpu else "missing", step=step_said(p),
                     checkpoint_step=p.get("checkpoint_step"), during_recovery=True if overlapping else None)
 
     def _read_progress(self) -> None:
@@ -434,7 +511,7 @@ class Supervisor:
         rec.last_progress = {k: p.get(k) for k in ("step", "num_train_steps", "loss", "examples_per_sec",
                                                     "steps_per_sec", "time", "started_at", "status",
                                                     "checkpoint_step", "resumed_from_step", "step_time",
-                                                    "first_step_time",
+                                                    "first_step_time", "progress_reported",
                                                     "metrics", "evals", "outputs", "data_creation")}
         r = rec.recovering
         # resumed = a process started after the outage has trained a step (its record carries
@@ -444,6 +521,10 @@ class Supervisor:
         if r and started > r["detected_at"] and (p.get("step_time") or 0) >= started and \
                 (p.get("step") or 0) > (p.get("resumed_from_step") or 0):
             self._close_recovery(p, p.get("first_step_time") or p["step_time"])
+        elif r and started > r["detected_at"] and p.get("progress_reported") is False:
+            # a program that has never reported a step: no first new step will say it resumed,
+            # so the recovery ends when the new attempt's program runs
+            self._close_recovery(p, started)
         # a line when the step moves, and when the checkpoint catches up with it (the job saves
         # a checkpoint just after it reports the step)
         moved = (p.get("step"), p.get("checkpoint_step")) != (before.get("step"), before.get("checkpoint_step"))
@@ -455,16 +536,25 @@ class Supervisor:
         """The outage is over: count the steps and seconds it cost, and say so in the event log."""
         rec = self.rec
         r = rec.recovering
+        unknown = p.get("progress_reported") is False
+        started = p.get("started_at") or 0
+        if unknown and started > r["detected_at"]:
+            # nothing reported: the program of the new attempt running is all there is to date
+            first_step_at = min(first_step_at, started)
         resumed = p.get("resumed_from_step") or 0
         lost_steps = max(0, (r.get("step") or 0) - resumed)
         lost_s = max(0.0, first_step_at - r["detected_at"])
-        rec.steps_lost += lost_steps
+        rec.steps_lost += 0 if unknown else lost_steps
         rec.seconds_lost += lost_s
         rec.recovering = None
         rec.status = "running"
         self._resumed_at = first_step_at
         # one resume ends every preemption of an outage (more than one when they overlapped);
-        # seconds_lost dates its first new step, where tpuctl cost ends the waiting
+        # seconds_lost dates its first new step (or, for a program that reports none, its
+        # start), where tpuctl cost ends the waiting
+        if unknown:
+            self._event("resumed", step="unknown", seconds_lost=round(lost_s, 1), preemptions=r.get("preemptions"))
+            return
         self._event("resumed", step=resumed, steps_lost=lost_steps, seconds_lost=round(lost_s, 1),
                     preemptions=r.get("preemptions"))
 

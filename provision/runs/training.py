@@ -108,6 +108,25 @@ def default_workdir(job_spec: str, workdir: str | None) -> str | None:
     return os.path.dirname(os.path.abspath(job_spec)) if job == "command" else None
 
 
+LEFT_OUT_SHOWN = 5      # the workdir's left-out files train names, before "and N more"
+LEFT_OUT_KEPT = 50      # ... and keeps in the run record, to name one that a failure mentions
+
+
+def left_out_lines(skipped: Any) -> list[str]:
+    """What the workdir's rules left out, the first few by name, and how to bring a file back: a
+    program that fails for a data file its own ``.gitignore`` excludes is the usual first run."""
+    if not skipped:
+        return []
+    shown = ", ".join(f"{s.path} ({s.why})" for s in skipped[:LEFT_OUT_SHOWN])
+    more = f" and {len(skipped) - LEFT_OUT_SHOWN} more (train --dry-run lists them)" if \
+        len(skipped) > LEFT_OUT_SHOWN else ""
+    lines = [f"left out of the workdir: {shown}{more}"]
+    if any(s.why.startswith("ignored by") for s in skipped):
+        lines.append("  to ship an ignored file, add a line !PATH to the workdir's .tpuctlignore (it is read after "
+                     ".gitignore; its rules win)")
+    return lines
+
+
 def resolve_spec(job_spec: str, sets: list[tuple[str, str]], model_dir_default: str, provider: str,
                  allow_local: bool = False, code: str | None = None, check_code: bool = True) -> dict[str, Any]:
     """Load and check the job spec and the user code it names (jobs.spec and jobs.usercode need
@@ -284,9 +303,11 @@ def stage_run(store: RunStore, prep: Prepared, log: Any, provider: Provider) -> 
         log(f"staged the run's requirements: {len(wheels)} wheel(s), manifest sha256 {requirements[:12]}")
     if packed is not None and prep.code is not None:
         sent = stage_workdir(store.bucket, packed)
-        left = f" (left out {len(prep.code.skipped)}: dot paths, symlinks, ignored)" if prep.code.skipped else ""
+        for line in left_out_lines(prep.code.skipped):
+            log(line)
         log(f"{'staged' if sent else 'already staged'} the workdir {prep.code.root}: {packed.files} files, "
-            f"{packed.size / (1 << 20):.1f} MiB, sha256 {packed.digest[:12]}{left}")
+            f"{packed.size / (1 << 20):.1f} MiB, sha256 {packed.digest[:12]}")
+        rec.left_out = [{"path": s.path, "why": s.why} for s in prep.code.skipped[:LEFT_OUT_KEPT]]
     wheel_object = runs.wheel_object(store.prefix, wheel.name)
     store.bucket.upload_file(wheel, wheel_object)
     rec.wheel = f"{rec.bucket.rstrip('/')}/{wheel_object}"

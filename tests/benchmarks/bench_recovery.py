@@ -7,7 +7,13 @@ Two paths, each under a fixed schedule (preemptions at steps 150 and 400 of 600)
   --detach`` (a supervisor process of its own, its job started by the host agent's attempt
   wrapper), model_dir in the bucket.
 
-For each:
+and a third, ``command``: a ``job: command`` program that knows nothing of tpuctl (nanoGPT's
+shape: ``ckpt`` file in its ``out_dir``, which the spec points at ``$TPUCTL_CHECKPOINT_DIR``; its
+progress read from the ``iter N: loss X`` line it prints), preempted *with the notice* (``tpuctl
+simulate preempt``: SIGTERM, the program ends, its files are uploaded, the TPU goes), timed from
+the notice to the program's first new iteration by the program's own clock.
+
+For the BERT paths:
 
 - recovery time: from the preemption to the first training step of the new attempt, and the
   same minus the provider's delete + create time (what tpuctl itself adds: detection within one
@@ -66,7 +72,8 @@ def _inject(home: Path, model: Path, pending: list[int], injected: list[float]) 
     p = _progress(model / "progress.json")
     due = pending and p.get("status") == "running" and (p.get("step") or 0) >= pending[0] and \
         (not injected or (p.get("started_at") or 0) > injected[-1])
-    if due and _tpuctl(home, "simulate", "preempt", "bench").returncode == 0:
+    # the hard kill: what is measured is the recovery from a TPU lost at once, as in earlier runs
+    if due and _tpuctl(home, "simulate", "preempt", "bench", "--no-notice").returncode == 0:
         injected.append(time.time())
         pending.pop(0)
 
@@ -122,6 +129,86 @@ def _run_detached(home: Path, tiny: Path, preempt_at: tuple[int, ...]) -> dict:
     return {"wall_s": float(run["ended_at"]) - start, "run": run, "events": events, "injected": injected}
 
 
+# the command row's program: every iteration's wall time goes to a side file the benchmark reads
+PROGRAM = r'''
+import argparse, json, os, time
+p = argparse.ArgumentParser()
+p.add_argument("--out_dir"); p.add_argument("--wall"); p.add_argument("--max_iters", type=int)
+p.add_argument("--eval_interval", type=int); p.add_argument("--sleep", type=float)
+a = p.parse_args()
+ckpt = os.path.join(a.out_dir, "ckpt.json")
+it = json.load(open(ckpt))["iter_num"] if os.path.exists(ckpt) else 0
+print(f"resuming from iteration {it}" if it else "from scratch", flush=True)
+wall = open(a.wall, "a", buffering=1)
+while it < a.max_iters:
+    time.sleep(a.sleep)
+    it += 1
+    wall.write(json.dumps({"iter": it, "time": time.time(), "attempt": os.environ["TPUCTL_ATTEMPT"]}) + "\n")
+    print(f"iter {it}: loss {1.0 / it:.4f}", flush=True)
+    if it % a.eval_interval == 0:
+        with open(ckpt, "w") as f:
+            json.dump({"iter_num": it}, f)
+'''
+COMMAND_ITERS, COMMAND_EVERY, COMMAND_SLEEP = 600, 50, 0.05
+
+
+def _walls(path: Path) -> list[dict]:
+    try:
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    except (OSError, ValueError):
+        return []
+
+
+def _run_command(home: Path) -> dict:
+    """The command row: a program's own checkpoint file, preempted with the notice at SCHEDULE."""
+    work = home / "prog"
+    work.mkdir(parents=True)
+    wall = home / "wall.jsonl"
+    (work / "train.py").write_text(PROGRAM)
+    (work / "spec.yaml").write_text(
+        "job: command\n"
+        f"command: python train.py --out_dir \"$TPUCTL_CHECKPOINT_DIR\" --wall {wall} --max_iters {COMMAND_ITERS} "
+        f"--eval_interval {COMMAND_EVERY} --sleep {COMMAND_SLEEP}\n"
+        "progress_pattern: 'iter (?P<step>\\d+): loss (?P<loss>[\\d.]+)'\n"
+        f"num_train_steps: {COMMAND_ITERS}\n")
+    assert _tpuctl(home, "up", "bench", "--preemptible").returncode == 0
+    start = time.time()
+    proc = subprocess.Popen([sys.executable, "-m", "provision", "train", "bench", "--job", str(work / "spec.yaml"),
+                             "--workdir", str(work), "--poll", str(POLL_S), "--json"], env=_env(home), cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pending, notices = list(SCHEDULE), []
+    while proc.poll() is None:
+        time.sleep(0.1)
+        seen = _walls(wall)
+        if pending and seen and seen[-1]["iter"] >= pending[0] and (not notices or seen[-1]["time"] > notices[-1]):
+            notices.append(time.time())
+            if _tpuctl(home, "simulate", "preempt", "bench").returncode != 0:
+                notices.pop()
+                continue
+            pending.pop(0)
+    out, err = proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(err[-1000:])
+    run = json.loads(out)["run"]
+    seen = _walls(wall)
+    recoveries = []
+    for n, notice in enumerate(notices):
+        before = [w for w in seen if w["time"] <= notice]
+        after = [w for w in seen if w["time"] > notice and int(w["attempt"]) > n]
+        first = after[0] if after else None
+        recoveries.append({
+            "notice_at_iter": before[-1]["iter"] if before else None,
+            "resumed_at_iter": first["iter"] - 1 if first else None,
+            "notice_to_first_new_iter_s": round(first["time"] - notice, 2) if first else None,
+            "iters_lost": before[-1]["iter"] - (first["iter"] - 1) if before and first else None})
+    _tpuctl(home, "down", "bench")
+    times = [r["notice_to_first_new_iter_s"] for r in recoveries if r["notice_to_first_new_iter_s"] is not None]
+    return {"recoveries": recoveries, "mean_notice_to_first_new_iter_s": round(sum(times) / max(1, len(times)), 2),
+            "wall_s": round(time.time() - start, 1), "preemptions": run["preemptions"],
+            "finished_at_step": (run.get("last_progress") or {}).get("step"),
+            "useful_s": round(COMMAND_ITERS * COMMAND_SLEEP, 1)}
+
+
 def _recoveries(preempted: dict) -> list[dict]:
     out = []
     ev = preempted["events"]
@@ -170,6 +257,7 @@ def run() -> dict:
         baseline = _run(tmp / "baseline", tiny, ())
         attached = _run(tmp / "preempted", tiny, SCHEDULE)
         detached = _run_detached(tmp / "detached", tiny, SCHEDULE)
+        command = _run_command(tmp / "command")
     useful = baseline["wall_s"]
     return {
         "steps": STEPS, "save_checkpoints_steps": CKPT, "preempt_at_steps": list(SCHEDULE), "poll_s": POLL_S,
@@ -177,4 +265,5 @@ def run() -> dict:
         "load_average_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
         "attached": _report(attached, useful),
         "detached": _report(detached, useful),
+        "command": command,
     }

@@ -10,7 +10,7 @@ from tests.conftest import run_tpuctl_process
 from tests.e2e.test_bad_input import one_error, snapshot
 
 CASES = [
-    ("command: python train.py\n", {}, "command is the string 'python train.py', not a list"),
+    ('command: "python\\0train.py"\n', {}, "command is an empty or over-long string, or holds a NUL character"),
     ('command: [python, train.py, --epochs, 3]\n', {}, "command item 4 is 3, not a string; quote it"),
     ("command: []\n", {}, "command must be a non-empty list of strings"),
     ("command: [python, train.py]\nhosts: some\n", {}, "hosts is 'some'; use hosts: all"),

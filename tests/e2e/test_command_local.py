@@ -119,7 +119,7 @@ def test_a_program_preempted_twice_resumes_from_its_own_checkpoints_to_the_state
     model = _model_dir(run_id)
     # 1. the TPU is lost under the program (no notice): it resumes from its last periodic checkpoint
     _wait(lambda: _read(model / "state.json").get("step", 0) >= 2 * EVERY, proc=proc)
-    assert run_tpuctl_process("simulate", "preempt", "lab").code == 0
+    assert run_tpuctl_process("simulate", "preempt", "lab", "--no-notice").code == 0
     # 2. the host shuts down: its agent passes SIGTERM on; the program saves and exits 0
     second = _wait(lambda: _read(model / "attempt-1.json"), proc=proc)
     assert second["resumed_at"] >= 2 * EVERY and second["resumed_at"] % EVERY == 0
@@ -238,8 +238,8 @@ def test_a_program_that_ignores_sigterm_is_killed_after_the_stated_grace_and_the
     run_id = _wait(_run_id, proc=proc)
     log = _home() / "host" / "work" / run_id / "0" / "attempt-1-0.log"
     _wait(lambda: _read(_model_dir(run_id) / "progress.json").get("pid"), proc=proc)   # it runs
-    assert "running python stubborn.py in the workdir (SIGTERM is the preemption notice: 2 s to save and exit, " \
-           "then SIGKILL)" in log.read_text()
+    assert "running python stubborn.py in the workdir, in a process group of its own (SIGTERM to the group is the " \
+           "preemption notice: 2 s to save and exit, then SIGKILL)" in log.read_text()
     # it reports nothing more, yet its live process is the run's heartbeat: never idle while it runs
     progress = _model_dir(run_id) / "progress.json"
     _wait(lambda: _read(progress).get("time", 0) > _read(progress).get("started_at", 1e18) + 10, proc=proc)
@@ -259,7 +259,9 @@ def test_a_program_that_ignores_sigterm_is_killed_after_the_stated_grace_and_the
 def test_a_program_that_fails_is_retried_within_max_failures_then_the_run_stops(tmp_path):
     work = tmp_path / "prog"
     work.mkdir()
-    (work / "fails.py").write_text("import sys\nprint('out of luck', flush=True)\nsys.exit(3)\n")
+    # a different error each time: the same one twice before any progress stops at once (test_command_programs)
+    (work / "fails.py").write_text("import os, sys\nprint('out of luck', os.environ['TPUCTL_ATTEMPT'], flush=True)\n"
+                                   "sys.exit(3)\n")
     (work / "spec.yaml").write_text("job: command\ncommand: [python, fails.py]\n")
     assert run_tpuctl_process("up", "lab").code == 0
     r = run_tpuctl_process("train", "lab", "--job", str(work / "spec.yaml"), "--max-failures", "1", "--poll", "1",

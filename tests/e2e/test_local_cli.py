@@ -259,15 +259,16 @@ def _spec(name):
     return ClusterSpec(name=name, accelerator_type="v2-8", zones=("us-central1-b",))
 
 
-def test_simulate_preempt_kills_the_job_without_warning(tpuctl):
+@pytest.mark.parametrize("flags", [["--no-notice"], ["--grace", "0"]], ids=["no-notice", "grace-0"])
+def test_simulate_preempt_without_notice_kills_the_job_without_warning(tpuctl, flags):
     assert tpuctl("up", "pre", "--preemptible").code == 0
-    # a job that would checkpoint on SIGTERM: preemption must not give it the chance
+    # a job that would checkpoint on SIGTERM: a preemption without notice must not give it the chance
     job = subprocess.Popen([sys.executable, "-c",
                             ("import signal,time,sys\n"
                             "signal.signal(signal.SIGTERM, lambda *a: sys.exit(42))\n"
                             "time.sleep(600)")], start_new_session=True)
     provider().register_job("us-central1-b", "pre", job.pid, run_id="r1")
-    r = tpuctl("simulate", "preempt", "pre", "--json")
+    r = tpuctl("simulate", "preempt", "pre", *flags, "--json")
     assert r.code == 0 and r.json()["tpu"]["state"] == "PREEMPTED"
     assert job.wait(timeout=10) == -signal.SIGKILL
     assert provider().get_tpu("us-central1-b", "pre").state.value == "PREEMPTED"
@@ -276,6 +277,22 @@ def test_simulate_preempt_kills_the_job_without_warning(tpuctl):
     # up on a preempted cluster recreates the TPU with the same range
     again = tpuctl("up", "pre", "--preemptible", "--json").json()
     assert again["tpu"]["state"] == "READY"
+
+
+def test_simulate_preempt_gives_the_notice_and_powers_off_once_the_job_has_exited(tpuctl):
+    assert tpuctl("up", "pre", "--preemptible").code == 0
+    job = subprocess.Popen([sys.executable, "-c",
+                            ("import signal,time,sys\n"
+                             "signal.signal(signal.SIGTERM, lambda *a: (time.sleep(1), sys.exit(42)))\n"
+                             "time.sleep(600)")], start_new_session=True)
+    time.sleep(0.3)                                  # its handler is in place
+    provider().register_job("us-central1-b", "pre", job.pid, run_id="r1")
+    started = time.monotonic()
+    r = tpuctl("simulate", "preempt", "pre", "--grace", "20", "--json")
+    doc = r.json()                                   # one document, after the power-off
+    assert r.code == 0 and (doc["notice_s"], doc["outcome"], doc["tpu"]["state"]) == (20, "preempted", "PREEMPTED")
+    assert job.wait(timeout=10) == 42                # it got SIGTERM and exited its own way
+    assert time.monotonic() - started < 10           # powered off when it had exited, not 20 s later
 
 
 def test_preempting_an_on_demand_tpu_is_refused(tpuctl):

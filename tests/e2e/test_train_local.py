@@ -86,19 +86,23 @@ def test_two_preemptions_complete_and_lose_at_most_one_checkpoint_interval(tiny_
     assert st["run"]["preemptions"] == 2 and st["run"]["status"] == "finished"
 
 
-def test_a_run_that_crashes_every_time_stops_at_max_failures(tiny_bert, tmp_path):
+def test_a_run_that_crashes_the_same_way_before_its_first_step_stops_at_its_second_attempt(tiny_bert, tmp_path):
+    """Not --max-failures attempts of the same traceback, each billing a TPU: two, with the error
+    line in train's output and the run's reason."""
     broken = tmp_path / "broken"
     shutil.copytree(tiny_bert, broken)
     data = next(broken.glob("bert_model.ckpt.data-*"))
     data.write_bytes(data.read_bytes()[:64])     # the checkpoint restores with an error every time
     assert run_tpuctl_process("up", "lab").code == 0
-    proc = _start_train(broken, "--max-failures", "1")
+    proc = _start_train(broken, "--max-failures", "3")
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 1, err[-2000:]
     run = json.loads(out)["run"]
     assert run["status"] == "gave_up" and run["failures"] == 2 and run["attempts"] == 2
-    assert "--max-failures 1 is used up" in run["reason"]
-    assert "tpuctl: error: run lab-" in err and "stopped: the job failed with exit code" in err
+    assert run["reason"].startswith("the job failed twice in a row before its first progress, with the same error: ")
+    error_line = run["reason"].split("with the same error: ", 1)[1].split("; not retried again", 1)[0]
+    assert f"  | {error_line}" in err                # the exception line, where train prints
+    assert "tpuctl: error: run lab-" in err and "stopped: the job failed twice in a row" in err
 
 
 def test_a_job_that_says_its_input_cannot_work_ends_the_run_at_once(tiny_bert, tmp_path):

@@ -82,6 +82,10 @@ def register(router: Router, cloud: FakeCloud) -> None:
             node = tpu.set_node_state(store, project, b["zone"], b["name"], None,
                                       b.get("health") or "UNHEALTHY_TENSORFLOW",
                                       b.get("description", "The TPU is unhealthy."))
+        elif state == "PREEMPTED" and not b.get("health") and not b.get("description"):
+            # as the service preempts a TPU VM: its workers are told at once (instance/preempted
+            # TRUE on each), and ``notice`` seconds later the node is PREEMPTED
+            node = tpu.preempt_node(store, project, b["zone"], b["name"], notice_s=float(b.get("notice") or 0))
         elif state in ("PREEMPTED", "TERMINATED", "READY", "STOPPED", "REPAIRING", "UNKNOWN"):
             node = tpu.set_node_state(store, project, b["zone"], b["name"], state, b.get("health"),
                                       b.get("description"))

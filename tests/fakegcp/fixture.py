@@ -149,10 +149,12 @@ class FakeGCP:
         return self.admin("GET", "latencies")
 
     def preempt(self, zone: str, name: str, *, state: str = "PREEMPTED", project: str | None = None,
-                kind: str = "tpu") -> dict[str, Any]:
-        """Make a TPU PREEMPTED (or TERMINATED); ``kind="vm"`` makes an instance TERMINATED."""
+                kind: str = "tpu", notice: float = 0.0) -> dict[str, Any]:
+        """Make a TPU PREEMPTED (or TERMINATED); ``kind="vm"`` makes an instance TERMINATED. With
+        ``notice``, a TPU VM's workers read ``instance/preempted`` TRUE now and the node is
+        PREEMPTED ``notice`` seconds later."""
         return self.admin("POST", "preempt", {"zone": zone, "name": name, "state": state, "kind": kind,
-                                              "project": project or self.project})
+                                              "notice": notice, "project": project or self.project})
 
     def preempt_instance(self, zone: str, name: str, *, notice: float = 0.0,
                          project: str | None = None) -> dict[str, Any]:

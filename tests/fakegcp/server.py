@@ -227,6 +227,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_response(status)
             self.send_header("Metadata-Flavor", "Google")
             self.send_header("Content-Type", ctype)
+            if status == 200 and parts.path.endswith(metadata_server.PREEMPTED):
+                self.send_header("ETag", metadata_server.etag(payload.decode()))
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
             self.wfile.write(payload)

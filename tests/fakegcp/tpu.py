@@ -71,6 +71,7 @@ class Node:
     health: str = ""
     health_description: str = ""
     endpoints: list[dict[str, Any]] = field(default_factory=list)
+    preempted: bool = False       # its workers' metadata says instance/preempted TRUE (notice given)
 
     @property
     def path(self) -> str:
@@ -440,6 +441,36 @@ def update_node(store: Store, project: str, zone: str, node_id: str, body: dict[
     op = new_operation(store, api, project, zone, "update", node.path)
     finish(store, op, response=snapshot(node))
     return op
+
+
+def preempt_node(store: Store, project: str, zone: str, node_id: str, *, notice_s: float = 0.0) -> Node:
+    """The service preempts a TPU VM: every worker's metadata server answers ``instance/preempted``
+    TRUE at once, and ``notice_s`` later the node is PREEMPTED (its workers powered off).
+
+    A TPU VM's workers are Compute Engine VMs ("TPU VMs are instances of Compute Engine VMs with
+    attached TPU hardware", docs.cloud.google.com/tpu/docs/prepare-for-maintenance; TPU Spot VMs
+    defer to "the Compute Engine documentation about Spot VMs", tpu/docs/spot), so their guests are
+    told as a Compute Engine Spot VM's is: ``instance/preempted`` turns TRUE with the ACPI soft-off,
+    and the power-off follows 30 s later (compute v1 discovery document,
+    ``Scheduling.skipGuestOsShutdown``). What the TPU API then reports is the node's state going
+    from READY to PREEMPTED (tpu/docs/preemptible). A TPU Node (v1) has no guest of its own: the
+    flag is set, but nothing of the user's reads it. A node deleted (or recreated under the same
+    name) within the notice is left alone: the power-off was for the node that got the notice."""
+    node = get_node(store, project, zone, node_id)
+    node.preempted = True
+    store.cond.notify_all()
+
+    def off() -> None:
+        if store.nodes.get(node.key) is not node or node.state in ("DELETING", "PREEMPTED", "TERMINATED"):
+            return
+        set_node_state(store, project, zone, node_id, "PREEMPTED", None, None)
+        store.cond.notify_all()
+
+    if notice_s > 0:
+        store.schedule(notice_s, off)
+    else:
+        off()
+    return node
 
 
 def set_node_state(store: Store, project: str, zone: str, node_id: str, state: str | None,

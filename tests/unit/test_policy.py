@@ -177,3 +177,36 @@ def test_time_between_two_looks_counts_in_the_state_the_run_was_left_in():
     # noticed a look late: the waiting already counted since that step moves to training
     assert seconds_by_state("waiting", 100.0, 110.0, resumed_at=97.0) == {"waiting": -3.0, "training": 13.0}
     assert seconds_by_state("training", 100.0, 110.0, resumed_at=104.0) == {"training": 10.0}
+
+
+# ---- a job error that repeats before any progress (a missing import, a missing data file) ----------
+
+def test_a_failure_repeating_the_attempt_before_before_any_progress_gives_up_with_its_error_line():
+    from provision.runs.policy import repeated_failure
+
+    line = "ModuleNotFoundError: No module named 'numpy_x'"
+    first = {"attempt": 1, "error_line": line, "early": True}
+    second = {"attempt": 2, "error_line": line, "early": True}
+    assert repeated_failure(first, second) == line
+    d = decide(Observed(tpu_state=TpuState.READY, job=JobPhase.EXITED, exit_code=1, failures=1,
+                        repeated_failure=line))
+    assert d.action == Action.GIVE_UP and line in d.reason and d.counts_as == "failure"
+    # otherwise the job error is retried within its budget, as before
+    for previous, current in [
+            (None, second),                                                       # the first failure
+            ({**first, "error_line": "OSError: disk full"}, second),             # another error
+            ({**first, "early": False}, second),                                 # it trained before
+            (first, {**second, "early": False}),
+            (first, {**second, "attempt": 3}),                                   # a preemption between
+            ({**first, "error_line": None}, {**second, "error_line": None})]:     # nothing to compare
+        assert repeated_failure(previous, current) is None
+
+
+def test_an_attempt_failed_early_when_it_reported_no_step_and_a_silent_one_only_within_ten_minutes():
+    from provision.runs.policy import EARLY_FAILURE_S, failed_early
+
+    assert failed_early(started_at=100, ended_at=5000, progress_at=None, reports_progress=True)
+    assert not failed_early(started_at=100, ended_at=200, progress_at=150, reports_progress=True)
+    assert failed_early(started_at=100, ended_at=200, progress_at=50, reports_progress=True)    # an earlier attempt's
+    assert failed_early(started_at=100, ended_at=100 + EARLY_FAILURE_S, progress_at=None, reports_progress=False)
+    assert not failed_early(started_at=100, ended_at=101 + EARLY_FAILURE_S, progress_at=None, reports_progress=False)

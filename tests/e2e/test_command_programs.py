@@ -1,0 +1,100 @@
+"""Programs as people write them, under `tpuctl train` on the local provider (through the installed
+tpuctl): a shell command line with `$TPUCTL_*` variables (run by `bash -c`), a shell that starts
+its program without `exec`, and what a program leaves running when it ends.
+
+The job runs in a process group of its own: the notice reaches the program a shell started, and
+nothing the program started outlives its attempt (holding the accelerator, writing to the model
+directory), whether it ignores SIGTERM or not.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from provision.basics.procs import alive
+from tests.conftest import run_tpuctl_process
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("command-e2e")]
+
+# The program leaves two processes behind: one that would go on SIGTERM, one that ignores it.
+RUN = r'''
+sleep 300 &
+echo "left $!"
+python -c 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print("ready", flush=True); time.sleep(300)' &
+echo "stubborn $!"
+sleep 0.5
+python train.py --out-dir "$TPUCTL_CHECKPOINT_DIR" --lr {params.lr}
+'''
+
+TRAIN = r'''
+import argparse, os
+p = argparse.ArgumentParser()
+p.add_argument("--out-dir")
+p.add_argument("--lr", type=float)
+a = p.parse_args()
+print(f"out_dir={a.out_dir} lr={a.lr} model_dir={os.environ['TPUCTL_MODEL_DIR']}", flush=True)
+with open(os.path.join(a.out_dir, "ckpt.txt"), "w") as f:
+    f.write("done")
+'''
+
+
+def test_a_shell_string_gets_its_variables_and_what_the_program_left_running_is_gone_after_its_attempt(tmp_path):
+    work = tmp_path / "prog"
+    work.mkdir()
+    (work / "train.py").write_text(TRAIN)
+    (work / "spec.yaml").write_text("job: command\ncommand: |\n" + "".join(f"  {line}\n" for line in
+                                                                         RUN.strip().splitlines())
+                                    + "params: {lr: 0.5}\n")
+    assert run_tpuctl_process("up", "lab").code == 0
+    started = time.monotonic()
+    r = run_tpuctl_process("train", "lab", "--job", str(work / "spec.yaml"), "--json", timeout=120)
+    assert r.code == 0, r.err[-3000:]
+    run = r.json()["run"]
+    assert run["status"] == "finished"
+    log = run_tpuctl_process("logs", run["run_id"]).out
+    line = next(x for x in log.splitlines() if x.startswith("out_dir="))
+    out_dir, lr, model_dir = (part.split("=", 1)[1] for part in line.split())
+    assert lr == "0.5" and out_dir.endswith("/checkpoint-dir") and model_dir == run["model_dir"].replace(
+        "gs://tpuctl-local", str(Path(os.environ["TPUCTL_HOME"]) / "local" / "buckets" / "tpuctl-local"))
+    # the file the program wrote into its checkpoint directory is kept under the model directory
+    kept = Path(model_dir) / "checkpoint-dir" / "worker-0" / "ckpt.txt"
+    assert kept.read_text() == "done"
+    left = int(next(x for x in log.splitlines() if x.startswith("left ")).split()[1])
+    stubborn = int(next(x for x in log.splitlines() if x.startswith("stubborn ")).split()[1])
+    assert not alive(left) and not alive(stubborn)
+    assert "2 process(es) the job started were still running after it exited: killed after the grace period" in log
+    assert time.monotonic() - started < 60
+
+
+def test_a_program_that_fails_the_same_way_before_any_progress_stops_at_once_and_names_the_ignored_file(tmp_path):
+    """A data file its own .gitignore leaves out: two attempts, the exception line in train's
+    output and in the events, the ignored file named with how to ship it; not four attempts of
+    the same traceback, each billing a TPU."""
+    work = tmp_path / "prog"
+    (work / "data").mkdir(parents=True)
+    (work / "data" / "train.csv").write_text("1,2\n")
+    (work / ".gitignore").write_text("data/\n*.log\n")
+    (work / "train.py").write_text("print('loading data', flush=True)\nopen('data/train.csv').read()\n")
+    (work / "spec.yaml").write_text("job: command\ncommand: [python, train.py]\n")
+    assert run_tpuctl_process("up", "lab").code == 0
+    r = run_tpuctl_process("train", "lab", "--job", str(work / "spec.yaml"), "--poll", "1", timeout=120)
+    assert r.code == 1
+    assert "left out of the workdir: .gitignore (a dot path), data/ (ignored by .gitignore)" in r.err, r.err
+    assert "  | FileNotFoundError: [Errno 2] No such file or directory: 'data/train.csv'" in r.err, r.err
+    assert ("its output names data/, which the workdir left out (ignored by .gitignore): add the line !data/ to the "
+            "workdir's .tpuctlignore to ship it") in r.err
+    last = r.err.strip().splitlines()[-1]
+    assert last.startswith("tpuctl: error: run ") and ("the job failed twice in a row before its first progress, "
+                                                       "with the same error: FileNotFoundError: ") in last, last
+    status = run_tpuctl_process("status", "lab", "--json").json()
+    run_id = r.err.split("run ", 1)[1].split()[0].rstrip(":")
+    events = run_tpuctl_process("logs", run_id, "--events").out
+    assert events.count("attempt_started") == 2 and 'error_line="FileNotFoundError: ' in events, events
+    assert status["clusters"][0]["tpu"]["state"] == "READY"
+    # shipped with a !data/ line, the same program runs
+    (work / ".tpuctlignore").write_text("!data/\n")
+    assert run_tpuctl_process("train", "lab", "--job", str(work / "spec.yaml"), "--poll", "1", timeout=120).code == 0
