@@ -51,6 +51,7 @@ JOB_ENV_KEYS = frozenset({"TPU_NAME", "TPUCTL_TPU_ZONE", "TPUCTL_TPU_PROJECT", "
                           "TF_PLUGGABLE_DEVICE_LIBRARY_PATH"})
 FIXED_ENV_VALUES = {"TF_PLUGGABLE_DEVICE_LIBRARY_PATH": "/lib/libtpu.so"}
 STOP_GRACE_S = 60.0
+LAUNCH_PIN_WAITS = (1.0, 2.0, 4.0, 8.0)   # seconds between looks at a pin that does not name the launch yet
 LEFTOVER_GRACE_S = 5.0     # what a finished job left running gets between SIGTERM and SIGKILL
 TAIL_LINES = 12            # of a failed job's output, in its exit record and train's output
 _ERROR_LINE = re.compile(r"^(\w+\.)*\w*(Error|Exception|Exit|Interrupt)\b.*|^(FATAL|Fatal|fatal|ERROR|Error|error)\b.*")
@@ -97,6 +98,11 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
     if command is None:
         print(f"tpuctl agent: attempt {n} of {run_id} has no command", file=sys.stderr)
         return 2
+    if not isinstance(command, dict):
+        return refuse(store, n, worker, "its command.json is not a JSON object")
+    refusal = _launch_refusal(pin, run_id, command, provider, cluster)
+    if refusal:       # where the job runs and listens comes from the pin, never from the bucket alone
+        return refuse(store, n, worker, refusal)
     mine = (command.get("workers") or {}).get(worker)
     if isinstance(mine, dict) and mine.get("run") is False:
         return serve_attempt(store, n, worker, command)
@@ -282,6 +288,28 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
     _upload_log(store, prefix, worker, log_path)
     store.write_json(f"{prefix}/exit-{worker}.json", record)
     return code
+
+
+def _launch_refusal(pin: Any, run_id: str, command: dict[str, Any], provider: str, cluster: str) -> str | None:
+    """Why the attempt's ``command.json`` may not launch here: its environment and worker roles
+    (``TF_CONFIG``, ``TPU_NAME``, ``TPUCTL_DEVICE``, the coordinator...) are not those whose digest
+    the supervisor pinned with the run (:func:`provision.runs.pins.launch_digest`). The pin is
+    written before the command, but a metadata change reaches a guest a moment later: a
+    mismatch is looked at again for :data:`LAUNCH_PIN_WAITS` before it is refused."""
+    from ..runs.pinning import read_host_pin
+    from ..runs.pins import launch_digest
+
+    observed = {"launch": launch_digest(command)}
+    refusal = pin.refusal("run", run_id, observed)
+    for wait in LAUNCH_PIN_WAITS:
+        if refusal is None:
+            return None
+        time.sleep(wait)
+        refusal = read_host_pin(provider, cluster).refusal("run", run_id, observed)
+    if refusal is None:
+        return None
+    return (f"{refusal.removesuffix(': not running it')}: its command.json (where the job runs and listens) "
+            f"is not what tpuctl pinned; not running it")
 
 
 def _signal_group(group: int, sig: int) -> None:

@@ -14,6 +14,7 @@ import hashlib
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ..basics.errors import TpuctlError
 from ..cloud.base import Provider
@@ -73,6 +74,15 @@ def ensure_run_pinned(provider: Provider, cluster: str, run_id: str, entry: dict
         return
     if changed:
         log(f"pinned run {run_id} on {', '.join(changed)}")
+
+
+def pin_attempt(provider: Provider, cluster: str, run_id: str, entry: dict[str, str | None] | None,
+                command: dict[str, Any], log: Callable[[str], None]) -> None:
+    """Before an attempt's ``command.json`` is written: the run's entry, with the digest of where
+    this attempt runs and listens (:func:`provision.runs.pins.launch_digest`), pinned on the
+    cluster's hosts. A command that launches as the last one did changes nothing."""
+    ensure_run_pinned(provider, cluster, run_id,
+                      {**entry, "launch": pins.launch_digest(command)} if entry is not None else None, log)
 
 
 def read_host_pin(provider: str, cluster: str, timeout: float = 5.0) -> pins.Pin:

@@ -12,7 +12,8 @@ whose bytes differ from their pinned digest (docs/security.md).
 The pin is one JSON document under the metadata key ``tpuctl-pin``::
 
     {"version": 1,
-     "run":   {"<run id>":   {"cluster": NAME, "wheel": SHA, "spec": SHA, "code": SHA|null, "cluster_spec": SHA}},
+     "run":   {"<run id>":   {"cluster": NAME, "wheel": SHA, "spec": SHA, "workdir": SHA|null, "requirements": SHA|null,
+                              "cluster_spec": SHA, "notify": SHA, "launch": SHA}},
      "sweep": {"<sweep id>": {"wheel": SHA, "job": SHA, "record": SHA}},
      "data":  {"<request>":  {"wheel": SHA, "request": SHA}}}
 
@@ -39,6 +40,18 @@ _VALUE = re.compile(r"[a-z0-9][a-z0-9-]{0,119}")       # digests (64 hex) and cl
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def launch_digest(command: Mapping[str, Any]) -> str:
+    """The digest of what an attempt's ``command.json`` decides about where code runs and listens:
+    the environment of each worker (``TF_CONFIG``, ``TPU_NAME``, ``TPUCTL_DEVICE``, the coordinator,
+    the worker's index...) and which workers run the job. The supervisor pins it in the run's
+    entry (field ``launch``) before it writes the command; the attempt runs only a command whose
+    digest is the pinned one, so a bucket writer cannot point a job's TensorFlow server, its TPU
+    client or its device anywhere (docs/security.md). The attempt number is left out: a command
+    that is the same for the next attempt on the same TPU needs no new pin."""
+    doc = {"env": command.get("env") or {}, "workers": command.get("workers") or {}}
+    return sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode())
 
 
 def manifest(files: Iterable[tuple[str, str]]) -> str:

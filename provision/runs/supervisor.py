@@ -402,11 +402,13 @@ class Supervisor:
             self._stop_attempt(tpu)
             n = rec.attempts + 1
             rec.attempts = n
-            # a TPU VM recreated after a preemption has no pin: it would refuse the attempt
+            # a TPU VM recreated after a preemption has no pin: it would refuse the attempt; and the
+            # attempt's launch (where its job runs and listens) is pinned with the run, never taken
+            # from the bucket alone (provision.runs.pins.launch_digest)
             if self.pin is None:
                 self.pin = pinning.trusted_run_entry(self.provider, rec.cluster, rec.run_id)
-            pinning.ensure_run_pinned(self.provider, rec.cluster, rec.run_id, self.pin, self.log)
             command = self.command(rec, n, tpu)
+            pinning.pin_attempt(self.provider, rec.cluster, rec.run_id, self.pin, command, self.log)
             # every worker of a slice reports (those that run no job only that they are alive)
             rec.attempt = {"n": n, "tpu_created_at": tpu.created_at, "started_at": time.time(), "zone": tpu.zone,
                            "workers": len(command.get("workers") or {}) or 1}

@@ -109,16 +109,19 @@ def _start_attempt(bucket: str, run_id: str) -> None:
     from provision.cloud.base import Arch
     from provision.cloud.gcp import GcpProvider
     from provision.cloud.storage import open_bucket
-    from provision.runs import training
+    from provision.runs import pinning, training
     from provision.runs.executors import BucketExecutor
     from provision.runs.store import RunStore
 
     store = RunStore(open_bucket(bucket, Target(provider="gcp", project=PROJECT, zone=None)), run_id)
     rec = store.load()
-    tpu = GcpProvider(PROJECT).get_tpu(ZONE, "lab")
+    prov = GcpProvider(PROJECT)
+    tpu = prov.get_tpu(ZONE, "lab")
     rec.attempt = {"n": 1, "started_at": time.time(), "workers": 1}
     rec.attempts = 1
-    BucketExecutor(store, Arch.VM).start(rec, 1, tpu, training.attempt_command(rec, 1, tpu))
+    command = training.attempt_command(rec, 1, tpu)
+    pinning.pin_attempt(prov, "lab", run_id, pinning.trusted_run_entry(prov, "lab", run_id), command, print)
+    BucketExecutor(store, Arch.VM).start(rec, 1, tpu, command)
     store.save(rec)
 
 

@@ -23,7 +23,7 @@ from provision.cloud.storage import local_bucket
 from provision.host import data_requests as dr
 from provision.host.agent import run_attempt, watch_data
 from provision.host.trust import HostPin
-from provision.runs.pins import KEY, sha256, updated
+from provision.runs.pins import KEY, launch_digest, sha256, updated
 
 RUN = "lab-20260101-000000-abcd"
 SPEC = b"job: bert-finetune\n"           # the real job refuses it at once (exit 2, no TensorFlow)
@@ -53,10 +53,11 @@ def pinned_run():
     bucket = local_bucket("host-users")
     bucket.create("local")
     bucket.write_bytes(f"tpuctl/runs/{RUN}/spec.yaml", SPEC)
-    bucket.write_bytes(f"tpuctl/runs/{RUN}/attempts/1/command.json",
-                       json.dumps({"env": {"TPUCTL_DEVICE": "cpu"}}).encode())
+    command = {"env": {"TPUCTL_DEVICE": "cpu"}}
+    bucket.write_bytes(f"tpuctl/runs/{RUN}/attempts/1/command.json", json.dumps(command).encode())
     LocalProvider(home()).update_host_metadata("lab", KEY, lambda cur: updated(
-        cur, "run", RUN, {"cluster": "lab", "spec": sha256(SPEC), "workdir": None}))
+        cur, "run", RUN, {"cluster": "lab", "spec": sha256(SPEC), "workdir": None,
+                          "launch": launch_digest(command)}))
     return bucket
 
 
