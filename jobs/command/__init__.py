@@ -31,7 +31,7 @@ HOSTS = ("all", "first")
 # What every worker of a job: command attempt finds in its environment.
 CONTRACT = ("TPUCTL_MODEL_DIR", "TPUCTL_CHECKPOINT_DIR", "TPUCTL_RUN", "TPUCTL_ATTEMPT", "TPUCTL_WORKER_INDEX",
             "TPUCTL_NUM_WORKERS", "TPUCTL_COORDINATOR", "TPUCTL_ACCELERATOR_TYPE",
-            "TPUCTL_PROGRESS_FILE", "TPUCTL_PARAMS")
+            "TPUCTL_PROGRESS_FILE", "TPUCTL_PARAMS", "TPUCTL_EVAL_EVERY_STEPS")
 # The port worker 0 is told to listen on for the group's coordinator (jax.distributed,
 # torch.distributed): JAX's own on Cloud TPU since 2025-11 (jax-ml/jax
 # jax/_src/clusters/cloud_tpu_cluster.py: 8482, 8476 before); any free port would do, as long as

@@ -39,7 +39,7 @@ class ProgressWriter:
         self.live_step = None  # callable: the step reached inside the current host loop
         now = time.time()
         self.record = Progress(num_train_steps=num_train_steps, started_at=now, time=now,
-                               run_id=os.environ.get("TPUCTL_RUN_ID") or None, pid=os.getpid(),
+                               run_id=os.environ.get("TPUCTL_RUN") or None, pid=os.getpid(),
                                host=socket.gethostname())
         previous = self._read_previous()
         if previous is not None:  # until we restore, the last known position is the best guess

@@ -40,7 +40,7 @@ class Progress:
     status: str = RUNNING              # running | finished | preempted | failed
     checkpoint_step: int | None = None  # newest checkpoint saved in model_dir
     resumed_from_step: int | None = None  # checkpoint this process resumed from (None: fresh)
-    run_id: str | None = None          # TPUCTL_RUN_ID of the supervisor's run, if any
+    run_id: str | None = None          # TPUCTL_RUN of the supervisor's run, if any
     pid: int = 0
     host: str = ""
     device: dict[str, Any] = field(default_factory=dict)  # {"type": "tpu"|"gpu"|"cpu", "count": n}

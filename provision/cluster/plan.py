@@ -113,9 +113,12 @@ def adopt_tpu(spec: ClusterSpec, tpu: TpuNode | None, prefer: tuple[str, str] | 
                      f"or tpuctl down {spec.name} first")
         spec = capacity_plan.keep_api(spec, tpu)
         if tpu.paid_as not in spec.capacities:
+            have = "preemptible" if tpu.preemptible else tpu.paid_as.value
             raise UsageError(
-                f"cluster {spec.name} already has a {'preemptible' if tpu.preemptible else tpu.paid_as.value} TPU",
-                hint=f"match it, or tpuctl down {spec.name} first")
+                f"cluster {spec.name} already has {'an' if have[0] in 'aeiou' else 'a'} {have} TPU; a TPU's "
+                f"capacity cannot be changed in place",
+                hint=f"replace it: tpuctl down {spec.name} --keep-vm, then tpuctl up {spec.name} with the capacity you "
+                     f"want (the host VM, bucket and range stay); or run tpuctl up {spec.name} as it is")
         spec = spec.with_type(tpu.accelerator_type)
         prefer = prefer or (tpu.accelerator_type, tpu.zone)
     return spec, prefer

@@ -46,10 +46,13 @@ def command() -> None:
               help="Seconds between the notice and the power-off (default: the provider's, 30 s for a Spot VM); "
                    "0 kills at once, without a notice.")
 @click.option("--no-notice", is_flag=True, help="Kill at once, without a notice (as if it never arrived).")
+@click.option("--at-step", type=int, default=None, metavar="N",
+              help="First wait until the cluster's run has reported step N, then preempt (a rehearsal after a "
+                   "checkpoint rather than before the first step).")
 @provider_options
 @json_option
-def preempt(cluster: str, grace: float | None, no_notice: bool, provider: str | None, project: str | None,
-            as_json: bool) -> None:
+def preempt(cluster: str, grace: float | None, no_notice: bool, at_step: int | None, provider: str | None,
+            project: str | None, as_json: bool) -> None:
     """Preempt CLUSTER's TPU as the cloud does: the notice now, the power-off after the grace.
 
     The job gets SIGTERM now (on Google Cloud through the metadata server's instance/preempted,
@@ -58,6 +61,7 @@ def preempt(cluster: str, grace: float | None, no_notice: bool, provider: str | 
     it. On the local provider the power-off comes as soon as every job process has exited, as a
     guest that finished shutting down powers off. The command waits for the power-off.
     With --no-notice (or --grace 0) the TPU is PREEMPTED at once and its job killed without warning.
+    With --at-step N it first waits for the cluster's run to report step N.
 
     \b
     Example:
@@ -73,10 +77,14 @@ def preempt(cluster: str, grace: float | None, no_notice: bool, provider: str | 
     if no_notice and grace:
         raise UsageError("--no-notice kills at once, so a --grace cannot apply",
                          hint="drop --grace (or --no-notice, to give the notice)")
+    if at_step is not None and at_step < 1:
+        raise UsageError(f"--at-step {at_step} is not a step of a run", hint="give the step to wait for, e.g. --at-step 40")
     notice = 0.0 if no_notice else clusters.PREEMPTION_GRACE_S if grace is None else grace
     target = resolve_target(provider, project)
     acting_on(target, "simulate preempt", zone="all")
     prov = open_provider(target)
+    if at_step is not None:
+        _wait_for_step(cluster, at_step, target, quiet=as_json)
     before, node = clusters.preempt(prov, cluster, notice_s=notice)
     where = f"TPU {before.name} in {before.zone}"
     noticed = notice > 0 and node is not None and not node.dead
@@ -100,6 +108,39 @@ def preempt(cluster: str, grace: float | None, no_notice: bool, provider: str | 
                    "after_s": round(elapsed, 1), "tpu": node.to_dict() if node is not None else None})
     else:
         click.echo(_gone_line(where, node, outcome, noticed, elapsed, notice))
+
+
+def _wait_for_step(cluster: str, step: int, target, *, quiet: bool) -> None:
+    """Until the cluster's latest run (started on this machine) has reported ``step``: its
+    progress record, as status reads it. A run that ends first, or reports no progress, is one
+    line, exit 2: there is nothing to preempt at that step."""
+    from ..basics.errors import UsageError
+    from ..runs import store as runs
+    from ..runs import training
+    from ..runs.supervisor import read_progress
+
+    entry = runs.latest_for(cluster)
+    if entry is None:
+        raise UsageError(f"--at-step {step}: no run of cluster {cluster} is known on this machine",
+                         hint=f"start one first (tpuctl train {cluster} --job SPEC --detach), or drop --at-step")
+    store = training.open_store(entry, target)
+    said = False
+    while True:
+        rec = store.load()
+        p = read_progress(rec.model_dir, target.provider, target.project) or rec.last_progress or {}
+        now = p.get("step") if p.get("run_id") in (None, rec.run_id) else None
+        if isinstance(now, int) and now >= step:
+            return
+        if not rec.live:
+            raise UsageError(f"--at-step {step}: run {rec.run_id} is {rec.status} at step {now or 0}, before step {step}",
+                             hint=f"preempt a live run: tpuctl train {cluster} --job SPEC --detach, then simulate preempt")
+        if p.get("progress_reported") is False and (p.get("time") or 0) - (p.get("started_at") or 0) > 60:
+            raise UsageError(f"--at-step {step}: run {rec.run_id} reports no progress, so no step can be waited for",
+                             hint="report progress (docs/own-code.md#progress), or preempt without --at-step")
+        if not said and not quiet:
+            click.echo(f"waiting for run {rec.run_id} to reach step {step} (now at {now or 0})")
+            said = True
+        time.sleep(POLL_S)
 
 
 def _outcome(before, node) -> str | None:

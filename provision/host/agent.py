@@ -122,9 +122,9 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
     wanted = (mine.get("env") if isinstance(mine, dict) else None) or command.get("env") or {}
     env.update({k: str(v) for k, v in wanted.items()
                 if k in JOB_ENV_KEYS and FIXED_ENV_VALUES.get(k, str(v)) == str(v)})
-    env["TPUCTL_RUN_ID"] = run_id
-    env["TPUCTL_ATTEMPT"] = str(n)
-    env["TPUCTL_WORKER"] = worker
+    # one name and one numbering for every job, the runner's and a program's (jobs.command.CONTRACT)
+    env["TPUCTL_RUN"] = run_id
+    env["TPUCTL_ATTEMPT"] = str(n - 1)
     job = _spec_mapping(spec)
     code_dir = None
     digest = entry.get("workdir")      # the pin says whether the run has a workdir, not command.json

@@ -41,7 +41,7 @@ def prepare(spec: dict[str, Any], env: dict[str, str], *, work: Path, code_dir: 
             worker: str, provider: str, project: str, site: Path | None = None) -> Program:
     """The program of the pinned spec ``spec`` (a ``job: command`` mapping), ready to start:
     ``env`` is the attempt's (this worker's launch environment applied); ``site``: the run's
-    requirements, installed for this host (:mod:`provision.host.requirements`)."""
+    requirements, installed for this host (:func:`provision.runs.wheelhouse.install`)."""
     from jobs import spec as jobspec
 
     checked = jobspec.from_dict(spec, source="the run's spec")
@@ -53,7 +53,7 @@ def prepare(spec: dict[str, Any], env: dict[str, str], *, work: Path, code_dir: 
 
     checkpoint_dir = work / FOLDER
     out.update({"TPUCTL_MODEL_DIR": checked.model_dir, "TPUCTL_CHECKPOINT_DIR": str(checkpoint_dir),
-                "TPUCTL_RUN": run_id, "TPUCTL_ATTEMPT": str(n - 1),
+                "TPUCTL_RUN": run_id, "TPUCTL_ATTEMPT": str(n - 1),      # as the agent sets them for every job
                 "TPUCTL_PROGRESS_FILE": str(progress_file),
                 "TPUCTL_PARAMS": json.dumps(checked.params, sort_keys=True),
                 "TPUCTL_EVAL_EVERY_STEPS": str(checked.eval_every_steps)})

@@ -92,6 +92,21 @@ def check_name(name: Any, what: str = "channel") -> str:
     return name
 
 
+def _not_an_address(name: Any) -> None:
+    """A webhook URL or an e-mail address where a channel name goes (``--notify https://...``): say
+    how to save it as a channel, without repeating it (a webhook URL is a secret)."""
+    if not isinstance(name, str) or not ("://" in name or "@" in name):
+        return
+    if "://" not in name:
+        kind, flag = "an e-mail address", "--email"
+    else:
+        kind, flag = "a webhook URL", "--slack" if "hooks.slack.com" in name else "--webhook"
+    how = "--email --smtp HOST:PORT --from ADDRESS --to ADDRESS" if flag == "--email" else \
+        f"{flag} (it reads the URL from stdin)"
+    raise UsageError(f"--notify takes channel names, not {kind}",
+                     hint=f"save it once as a channel: tpuctl notify add NAME {how}, then --notify NAME")
+
+
 def check_ref(ref: Any, channel: str) -> str:
     if isinstance(ref, str) and (LOCAL_REF.fullmatch(ref) or SM_REF.fullmatch(ref)):
         return ref
@@ -168,6 +183,7 @@ def select(names: Sequence[str] | None, cluster: str | None, config: Mapping[str
         raise UsageError("[notify] default must be a list of channel names", hint="such as default = [\"team\"]")
     channels = []
     for name in dict.fromkeys(chosen):
+        _not_an_address(name)
         check_name(name)
         if name not in defined:
             raise UsageError(f"no notification channel named {name}",
@@ -196,6 +212,8 @@ def parse_names(values: Sequence[str]) -> list[str] | None:
     """``--notify a,b --notify c`` -> ``[a, b, c]``; nothing given -> None (the config decides)."""
     if not values:
         return None
+    for value in values:
+        _not_an_address(value)
     out = [v.strip() for value in values for v in value.split(",") if v.strip()]
     for name in out:
         if name != "none":

@@ -98,3 +98,50 @@ def test_a_program_that_fails_the_same_way_before_any_progress_stops_at_once_and
     # shipped with a !data/ line, the same program runs
     (work / ".tpuctlignore").write_text("!data/\n")
     assert run_tpuctl_process("train", "lab", "--job", str(work / "spec.yaml"), "--poll", "1", timeout=120).code == 0
+
+
+SLOW = r'''
+import os, sys, time
+d = os.environ["TPUCTL_CHECKPOINT_DIR"]
+ckpt = os.path.join(d, "it")
+it = int(open(ckpt).read()) if os.path.exists(ckpt) else 0
+while it < 400:
+    time.sleep(0.05)
+    it += 1
+    print(f"iter {it}: loss {1 / it:.4f}", flush=True)
+    if it % 10 == 0:
+        with open(ckpt, "w") as f:
+            f.write(str(it))
+'''
+
+
+def test_simulate_preempt_at_step_waits_for_the_runs_step_and_says_so(tmp_path):
+    """A toy program finishes before one can type the next command; --at-step rehearses the
+    preemption once the run has reported step N, after a checkpoint, not before its first step."""
+    work = tmp_path / "prog"
+    work.mkdir()
+    (work / "train.py").write_text(SLOW)
+    (work / "spec.yaml").write_text("job: command\ncommand: [python, train.py]\nnum_train_steps: 400\n"
+                                    "progress_pattern: 'iter (?P<step>\\d+): loss (?P<loss>[\\d.]+)'\n")
+    assert run_tpuctl_process("up", "lab", "--preemptible").code == 0
+    bad = run_tpuctl_process("simulate", "preempt", "lab", "--at-step", "30")
+    assert bad.code == 2 and bad.err.strip().splitlines()[-1] == (
+        "tpuctl: error: --at-step 30: no run of cluster lab is known on this machine; start one first (tpuctl "
+        "train lab --job SPEC --detach), or drop --at-step"), bad.err
+    assert run_tpuctl_process("simulate", "preempt", "lab", "--at-step", "0").code == 2
+    started = run_tpuctl_process("train", "lab", "--job", str(work / "spec.yaml"), "--detach", "--poll", "1")
+    assert started.code == 0, started.err
+    sim = run_tpuctl_process("simulate", "preempt", "lab", "--at-step", "30", "--grace", "5", timeout=180)
+    assert sim.code == 0, sim.err
+    assert sim.out.splitlines()[0].startswith("waiting for run lab-") and " to reach step 30 (now at " in sim.out
+    run_id = sim.out.split("waiting for run ", 1)[1].split()[0]
+    events = ""
+    deadline = time.monotonic() + 180
+    while "finished" not in events and time.monotonic() < deadline:
+        time.sleep(1)
+        events = run_tpuctl_process("logs", run_id, "--events").out
+    preempted = next(line for line in events.splitlines() if " preempted " in line)
+    assert int(preempted.split(" step=", 1)[1].split()[0]) >= 30, events
+    resumed = next(line for line in events.splitlines() if " resumed " in line)
+    assert int(resumed.split(" step=", 1)[1].split()[0]) >= 30, events       # from its own checkpoint
+    assert "finished" in events

@@ -69,3 +69,9 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing():
     assert r.code == 2 and r.err.strip().startswith("tpuctl: error: no notification channel named nope; "), r.err
     r = run_tpuctl_process("notify", "test", "--dry-run")
     assert r.code == 2 and "no channel to test" in r.err
+    # a webhook URL where a channel name goes: how to save it, and the (secret) URL not repeated
+    r = run_tpuctl_process("train", "lab", "--job", "templates/bert-finetune-tiny.yaml", "--notify",
+                           "https://hooks.slack.com/services/T0/B0/secret-path-1a2b3c")
+    assert r.code == 2 and r.err.strip() == (
+        "tpuctl: error: --notify takes channel names, not a webhook URL; save it once as a channel: tpuctl notify "
+        "add NAME --slack (it reads the URL from stdin), then --notify NAME"), r.err

@@ -83,7 +83,7 @@ def test_sigterm_checkpoints_the_current_step_and_exits_42(tmp_path, tiny_dir):
                          save_checkpoints_steps=100000)
     model_dir = tmp_path / "run"
     proc = start_job(spec, via_tpuctl=True, env=job_env(TPUCTL_HEARTBEAT_SECONDS="0.3",
-                                                        TPUCTL_RUN_ID="run-7"))
+                                                        TPUCTL_RUN="run-7"))
     def started():
         record = read_progress(model_dir)
         return record if record and record.get("device") else None

@@ -154,3 +154,16 @@ def test_preemptible_and_queued_asks_for_spot_and_says_so_and_a_provider_without
     assert not direct.queued and direct.said == ()
     assert direct.notes == (("the gcp provider has no queued resources: --queued created the TPU directly "
                              "(it matters on Google Cloud)"),)
+
+
+def test_a_tpu_of_another_capacity_says_how_to_replace_it():
+    """docs/own-code.md's `up lab` made an on-demand TPU; `up lab --preemptible` to practise a
+    preemption must say how to get there, in English."""
+    spec = ClusterSpec(name="lab", accelerator_type="v2-8", zones=("us-central1-b",), provider="gcp",
+                       machine_type=None, preemptible=True)
+    with pytest.raises(UsageError) as caught:
+        plan.adopt_tpu(spec, TpuNode("lab", "us-central1-b", Arch.VM, "v2-8", TpuState.READY), None)
+    assert caught.value.one_line() == (
+        "cluster lab already has an on-demand TPU; a TPU's capacity cannot be changed in place; "
+        "replace it: tpuctl down lab --keep-vm, then tpuctl up lab with the capacity you want (the host VM, bucket "
+        "and range stay); or run tpuctl up lab as it is")
