@@ -30,7 +30,7 @@ from .commands import (
     ui,
     up,
 )
-from .commands.common import begin_output, report_error
+from .commands.common import begin_output, output_edge, report_error
 
 
 class _OrderedGroup(click.Group):
@@ -71,8 +71,13 @@ def main(argv: list[str] | None = None) -> int:
     """Console entry point: click for parsing, one-line errors and DESIGN.md's exit codes.
 
     The installed ``tpuctl`` script calls this with no argument, so ``argv`` falls back to
-    ``sys.argv``; every path below must work both ways."""
-    args = sys.argv[1:] if argv is None else list(argv)
+    ``sys.argv``; every path below must work both ways. Everything any command prints, its errors
+    included, passes the output edge (:func:`provision.commands.common.output_edge`)."""
+    with output_edge():
+        return _main(sys.argv[1:] if argv is None else list(argv))
+
+
+def _main(args: list[str]) -> int:
     try:
         if not args and not os.environ.get("_TPUCTL_COMPLETE"):
             # bare ``tpuctl``: the usage, as git and gcloud print it, and nothing is wrong
@@ -81,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         words = args[:args.index("--")] if "--" in args else args
         begin_output(as_json="--json" in words)
         usage.check_detached_units(cli, args)
-        cli.main(args=args, prog_name="tpuctl", standalone_mode=False)
+        # color=True: click strips no escape itself, the edge shows every one (output_edge)
+        cli.main(args=args, prog_name="tpuctl", standalone_mode=False, color=True)
         return 0
     except click.exceptions.Abort:
         click.echo("tpuctl: aborted", err=True)

@@ -32,7 +32,8 @@
 # "installing" when it starts installing, "ok" once `tpuctl --version` runs from the venv (just
 # before the agent starts), "failed" when it stops: step says where (tools, metadata, bucket,
 # agent.json, wheel, pin, venv, pip, check, agent), log_tail holds the last lines of its log (of the
-# agent's log for step agent), secrets scrubbed. The full log is /var/log/tpuctl-bootstrap.log.
+# agent's log for step agent), secrets scrubbed. The full log is /var/log/tpuctl-bootstrap.log, the
+# agent's /var/log/tpuctl-agent.log: both root's, mode 0600.
 #
 # Every value read from the metadata server or the bucket is checked against the shape tpuctl
 # writes (a cluster name, a bucket name, a project id, a wheel path) before it is used, and is
@@ -74,9 +75,22 @@ STEP=tools
 STARTED=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 CLUSTER="" ROLE="" WORKER="" BUCKET="" STATUS_OBJ="" RUN_ID="" WHEEL_OBJ="" FAIL_MSG="" FINAL=""
 
-mkdir -p "$(dirname -- "$BOOT_LOG")"
-[ ! -e "$BOOT_LOG" ] || mv -f -- "$BOOT_LOG" "$BOOT_LOG.1"
-: > "$BOOT_LOG"
+# The logs are root's alone, mode 0600, like everything under TPUCTL_HOME: they quote what pip, the
+# agent and the jobs it starts print (paths, bucket names, a secret a job echoes), and the image's
+# other users have no business reading them. Created so before the first write (umask 077), and a
+# log an older tpuctl left readable (0644) is made private before anything is appended to it.
+private_log() {  # private_log FILE: FILE exists, mode 0600, owned by root (when this runs as root)
+  mkdir -p -- "$(dirname -- "$1")"
+  (umask 077 && : >> "$1")
+  chmod 0600 -- "$1"
+  [ "$(id -u)" != 0 ] || chown 0:0 -- "$1"
+}
+if [ -e "$BOOT_LOG" ]; then
+  mv -f -- "$BOOT_LOG" "$BOOT_LOG.1"
+  chmod 0600 -- "$BOOT_LOG.1"
+fi
+private_log "$BOOT_LOG"
+private_log "$LOG"
 WORK=$(mktemp -d)
 
 say() { printf 'tpuctl bootstrap: %s\n' "$*" | tee -a "$BOOT_LOG" >&2; }

@@ -11,11 +11,21 @@ a 48-byte footer ending in a magic number. The empty key holds a ``BundleHeaderP
 (``dtype = 1``, ``shape = 2``, ``shard_id = 3``, ...). Anything unexpected (a compressed block,
 a newer format) returns ``None``: the job itself checks again with TensorFlow.
 
-The file may be anyone's (a BERT directory downloaded from elsewhere), so what it can make this
-reader allocate is bounded: a header naming more data shards than their file names' five digits
-hold, a tensor name longer than :data:`MAX_KEY_BYTES`, or names adding up to more than
-:data:`MAX_KEYS_BYTES` (prefix compression lets each entry extend the last key by a byte) are not
-a checkpoint index; the shards' files are looked for one at a time (:func:`data_files`).
+The file may be anyone's (a BERT directory downloaded from elsewhere, a bucket others can write),
+so what it can make this reader allocate and compute is bounded by its size:
+
+- the index block must point at data blocks in the order TensorFlow writes them, each after the
+  last one's end: a block is read once, not once more for every index entry an attacker points at
+  it (a 36 kB file of those took 18.6 s);
+- an entry costs the bytes of its name even when prefix compression stores none of them (empty
+  names, or a long name repeated with an empty suffix): the names may add up to at most
+  :data:`NAMES_PER_BYTE` times the file's size, and :data:`MAX_KEYS_BYTES` in all;
+- so the reader touches at most :data:`WORK_PER_BYTE` bytes per byte of the file (:class:`Work`
+  counts them), and an entry takes at least three bytes of its own.
+
+A header naming more data shards than their file names' five digits hold, a tensor name longer
+than :data:`MAX_KEY_BYTES`, or a file beyond those bounds is not a checkpoint index (a one-line
+reason); the shards' files are looked for one at a time (:func:`data_files`).
 """
 
 from __future__ import annotations
@@ -33,6 +43,15 @@ MAX_SHARDS = 99_999
 MAX_KEY_BYTES = 16 << 10
 # all the names of an index: BERT-large with Adam's slots has about 1,200 of them, ~100 kB
 MAX_KEYS_BYTES = 32 << 20
+# TensorFlow's tables spell a name out in full at least every 16th entry (their restart interval),
+# so its names add up to at most 16 bytes per byte of the file: 1.3 in BERT's and the runner's
+# checkpoints, 14 for 300 names of 2,000 bytes that differ in their last five
+NAMES_PER_BYTE = 32
+# what one read touches per byte of the file: the index block, the data blocks (which do not
+# overlap), the entries' own bytes in each, and the names
+WORK_PER_BYTE = 4 + NAMES_PER_BYTE
+# a block's trailer: its compression type and CRC
+TRAILER = 5
 
 
 class IndexError_(ValueError):
@@ -57,16 +76,42 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def _block(data: bytes, offset: int, size: int) -> bytes:
-    if offset < 0 or size < 0 or offset + size + 5 > len(data):
+class Work:
+    """What one read of an index has cost so far, counted as it goes, so that it can stop in time.
+
+    ``touched``: the bytes gone through (blocks cut out of the file, entries walked, names spelled
+    out), never more than :data:`WORK_PER_BYTE` times ``size``; ``names_left``: the name bytes the
+    reader may still spell out. A test reads ``touched`` to see that no crafted file makes the work
+    grow faster than the file.
+    """
+
+    def __init__(self, size: int):
+        self.size = size
+        self.touched = 0
+        self.names_left = min(MAX_KEYS_BYTES, NAMES_PER_BYTE * size)
+
+    def name(self, length: int) -> None:
+        """Charge a name of ``length`` bytes before it is spelled out."""
+        self.names_left -= length
+        if self.names_left < 0:
+            if NAMES_PER_BYTE * self.size > MAX_KEYS_BYTES:
+                raise IndexError_(f"tensor names of more than {MAX_KEYS_BYTES >> 20} MiB in all", corrupt=True)
+            raise IndexError_(f"tensor names adding up to more than {NAMES_PER_BYTE} times the file's size",
+                              corrupt=True)
+        self.touched += length
+
+
+def _block(data: bytes, offset: int, size: int, work: Work) -> bytes:
+    if offset < 0 or size < 0 or offset + size + TRAILER > len(data):
         raise IndexError_("block outside the file")
     if data[offset + size] != 0:  # the trailer's compression type: 0 = none
         raise IndexError_("compressed block")
+    work.touched += size
     return data[offset:offset + size]
 
 
-def _entries(block: bytes, budget: list[int]):
-    """``(key, value)`` of a block; ``budget[0]``: the key bytes the caller may still be given."""
+def _entries(block: bytes, work: Work):
+    """``(key, value)`` of a block, each charged to ``work`` before it is built."""
     if len(block) < 4:
         raise IndexError_("short block")
     (restarts,) = struct.unpack_from("<I", block, len(block) - 4)
@@ -75,6 +120,7 @@ def _entries(block: bytes, budget: list[int]):
         raise IndexError_("bad restart array")
     pos, key = 0, b""
     while pos < end:
+        start = pos
         shared, pos = _varint(block, pos)
         unshared, pos = _varint(block, pos)
         vlen, pos = _varint(block, pos)
@@ -82,9 +128,8 @@ def _entries(block: bytes, budget: list[int]):
             raise IndexError_("bad entry")
         if shared + unshared > MAX_KEY_BYTES:
             raise IndexError_(f"a tensor name of more than {MAX_KEY_BYTES} bytes", corrupt=True)
-        budget[0] -= shared + unshared
-        if budget[0] < 0:
-            raise IndexError_(f"tensor names of more than {MAX_KEYS_BYTES >> 20} MiB in all", corrupt=True)
+        work.name(shared + unshared)
+        work.touched += pos + unshared + vlen - start
         key = key[:shared] + block[pos:pos + unshared]
         pos += unshared
         yield key, block[pos:pos + vlen]
@@ -137,6 +182,14 @@ def read_index(prefix: str) -> tuple[dict[str, tuple[int, ...]], int]:
         raise IndexError_(f"{size} bytes", corrupt=True)
     with open(path, "rb") as fh:
         data = fh.read()
+    return parse_index(data)
+
+
+def parse_index(data: bytes, work: Work | None = None) -> tuple[dict[str, tuple[int, ...]], int]:
+    """:func:`read_index` of an index's bytes; ``work`` (one per read) counts what it costs."""
+    if len(data) < FOOTER:
+        raise IndexError_(f"{len(data)} bytes", corrupt=True)
+    work = Work(len(data)) if work is None else work
     footer = data[-FOOTER:]
     (magic,) = struct.unpack_from("<Q", footer, 40)
     if magic != MAGIC:
@@ -148,11 +201,14 @@ def read_index(prefix: str) -> tuple[dict[str, tuple[int, ...]], int]:
     index_size, pos = _varint(footer, pos)
     shapes: dict[str, tuple[int, ...]] = {}
     shards = 1
-    budget = [MAX_KEYS_BYTES]
-    for _last_key, handle in _entries(_block(data, index_off, index_size), budget):
+    after = 0  # where the last data block's trailer ends: the next block starts there or later
+    for _last_key, handle in _entries(_block(data, index_off, index_size, work), work):
         off, p = _varint(handle, 0)
         length, _ = _varint(handle, p)
-        for key, value in _entries(_block(data, off, length), budget):
+        if off < after:
+            raise IndexError_("its index points at a data block twice or out of order", corrupt=True)
+        after = off + length + TRAILER
+        for key, value in _entries(_block(data, off, length, work), work):
             if key == b"":
                 for number, wire, v in _fields(value):
                     if number == 1 and wire == 0:

@@ -9,7 +9,9 @@ through :func:`redact`, which removes two kinds of secret:
   signed-URL parameters (``X-Goog-Signature``, ``X-Goog-Credential``, V2 ``Signature``), the
   ``upload_id`` of resumable-upload session URIs (a credential for that upload), token,
   secret and assertion fields in JSON, Python reprs, form bodies and ``name: value`` lines, the
-  password of a URL's user information (``https://user:PASSWORD@host``), PEM private keys, API keys;
+  password of a URL's user information (``https://user:PASSWORD@host``), PEM private keys, API keys,
+  Slack and Discord webhook URLs, GitHub and Slack tokens, AWS access key ids and secret keys (each
+  format's public source is cited beside its pattern);
 - the exact secrets tpuctl itself holds, whatever they look like: the tokens of the credential
   objects the providers built (:func:`remember_credentials`) and the secret fields of the
   credential file in use (``GOOGLE_APPLICATION_CREDENTIALS`` or gcloud's application-default file).
@@ -29,7 +31,10 @@ from typing import Any
 # ones ("key", "code", ...) only as URL query parameters (tpuctl's own text says "key=value").
 _DISTINCT = (r"access_token|refresh_token|id_token|client_secret|private_key_id|private_key|assertion|"
              r"x-goog-signature|x-goog-credential|x-amz-signature|x-amz-credential|googleaccessid|"
-             r"api_key|apikey|password|passwd|upload_id")
+             r"api_key|apikey|password|passwd|upload_id|"
+             # AWS: the credentials file's and environment's names, and STS's JSON fields
+             # (https://docs.aws.amazon.com/cli/latest/userguide/cli-configure-files.html)
+             r"aws_secret_access_key|secret_access_key|secretaccesskey|aws_session_token|sessiontoken")
 _GENERIC = r"token|key|code|signature|sig|secret|credential"
 
 _PATTERNS: list[tuple[re.Pattern[str], str]] = [
@@ -67,6 +72,30 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
      r"\1<redacted>\3"),
     # API keys
     (re.compile(r"AIza[0-9A-Za-z_\-]{35}"), "<redacted-api-key>"),
+    # Slack incoming-webhook URLs: the path is the credential, https://hooks.slack.com/services/T.../B.../X...
+    # (https://api.slack.com/messaging/webhooks); workflow triggers likewise (/triggers/, /workflows/)
+    (re.compile(r"(?i)(\bhttps?://hooks\.slack\.com/(?:services|triggers|workflows)/)(?!<redacted)[^\s\"'<>)]+"),
+     r"\1<redacted>"),
+    # Discord webhook URLs: /api[/vN]/webhooks/{webhook.id}/{webhook.token}, the token a credential
+    # (https://discord.com/developers/docs/resources/webhook#execute-webhook), on discord.com and the
+    # older discordapp.com, and their ptb./canary. hosts
+    (re.compile(r"(?i)(\bhttps?://(?:[a-z]+\.)?discord(?:app)?\.com/api/(?:v\d+/)?webhooks/\d+/)(?!<redacted)"
+                r"[^\s\"'<>/?)]+"), r"\1<redacted>"),
+    # GitHub tokens: ghp_ (personal), gho_ (OAuth), ghu_ (app user-to-server), ghs_ (app
+    # server-to-server, Actions' GITHUB_TOKEN), ghr_ (refresh), then [A-Za-z0-9_], up to 255 long
+    # ("Behind GitHub's new authentication token formats", github.blog, 2021-04-05); github_pat_
+    # (fine-grained personal access tokens, "Introducing fine-grained personal access tokens",
+    # github.blog, 2022-10-18)
+    (re.compile(r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9_]{36,255}|github_pat_[A-Za-z0-9_]{22,255})"),
+     "<redacted-github-token>"),
+    # Slack tokens: xoxb- (bot), xoxp- (user), xoxa- and xoxr- (app access and refresh), xoxs-
+    # (session), xoxe- (configuration), xapp- (app-level) (https://api.slack.com/authentication/token-types)
+    (re.compile(r"(?<![A-Za-z0-9_])(?:xox[abeprs]|xapp)-[A-Za-z0-9-]{10,}"), "<redacted-slack-token>"),
+    # AWS access key ids: AKIA (long-term) or ASIA (temporary, from STS) and 16 more of [A-Z0-9]
+    # (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html#identifiers-unique-ids,
+    # https://docs.aws.amazon.com/STS/latest/APIReference/API_GetAccessKeyInfo.html); the secret key
+    # beside one goes by its name (aws_secret_access_key, in _DISTINCT)
+    (re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])"), "<redacted-aws-key-id>"),
 ]
 
 

@@ -73,7 +73,8 @@ class Lifetime:
         return price_of(self.accelerator_type, self.interruptible, self.zone, self.book)
 
     @property
-    def hourly(self) -> float:
+    def hourly(self) -> float | None:
+        """Its list price per hour; None when no source knows it."""
         return hourly(self.accelerator_type, self.interruptible, self.zone, self.book)
 
     def billed_until(self, now: float) -> float:
@@ -106,9 +107,11 @@ def price_of(accelerator_type: str, interruptible: bool, zone: str | None = None
 
 
 def hourly(accelerator_type: str, interruptible: bool, zone: str | None = None,
-           book: PriceBook | None = None) -> float:
+           book: PriceBook | None = None) -> float | None:
+    """The list price per hour; None for a type or tier no source prices (the sums below count
+    it as nothing and :func:`cluster_cost` notes that they are lower bounds)."""
     p = price_of(accelerator_type, interruptible, zone, book)
-    return p.usd_per_hour if p else 0.0
+    return p.usd_per_hour if p else None
 
 
 def _price_dict(p: Price | None) -> dict[str, Any] | None:
@@ -315,9 +318,9 @@ def account(lives: list[Lifetime], runs: list[RunSpan], *, now: float, start: fl
             state = _state_at((x + y) / 2, runs, now)
             h = (y - x) / 3600
             hours[state] += h
-            cost[state] += h * lt.hourly
-            cost_od[state] += h * hourly(lt.accelerator_type, False, lt.zone, lt.book)
-            cost_pe[state] += h * hourly(lt.accelerator_type, True, lt.zone, lt.book)
+            cost[state] += h * (lt.hourly or 0.0)
+            cost_od[state] += h * (hourly(lt.accelerator_type, False, lt.zone, lt.book) or 0.0)
+            cost_pe[state] += h * (hourly(lt.accelerator_type, True, lt.zone, lt.book) or 0.0)
     # recovering from preemption while no TPU billed (preempted, deleted, being recreated)
     unbilled = 0.0
     for r in runs:
@@ -353,7 +356,7 @@ class Saving:
     node: str
     deleted_at: float
     idle_since: float | None
-    hourly: float
+    hourly: float | None   # None: its price is unknown
     until: float
     ongoing: bool          # no action on the cluster since: still saving ``hourly`` per hour
     by: str
@@ -362,7 +365,7 @@ class Saving:
 
     @property
     def usd(self) -> float:
-        return self.hourly * max(0.0, self.until - self.deleted_at) / 3600
+        return (self.hourly or 0.0) * max(0.0, self.until - self.deleted_at) / 3600
 
     def to_dict(self) -> dict[str, Any]:
         return {"cluster": self.cluster, "node": self.node, "deleted_at": self.deleted_at, "by": self.by,
@@ -427,7 +430,7 @@ class ClusterCost:
 
     @property
     def saving_per_hour(self) -> float:
-        return sum(s.hourly for s in self.savings if s.ongoing)
+        return sum(s.hourly or 0.0 for s in self.savings if s.ongoing)
 
     def to_dict(self, now: float) -> dict[str, Any]:
         return {"cluster": self.cluster, "account": self.account.to_dict(),
@@ -543,6 +546,10 @@ def cluster_cost(provider: Any, target: Any, cluster: str, live: list[dict[str, 
         acct = account(lives, all_spans, now=now)
         saves = savings(lives, events, now=now)
     for lt in lives:
+        if lt.hourly is None:
+            notes.append(f"TPU {lt.node} ({lt.accelerator_type}): its price is unknown "
+                         f"({(lt.price.note if lt.price else None) or 'no source prices it'}); the dollar figures "
+                         f"leave its hours out, so they are at least what is shown")
         if lt.open_note:
             notes.append(f"TPU {lt.node} created {time.strftime('%Y-%m-%d %H:%M', time.localtime(lt.created_at))}: "
                          f"{lt.open_note}")

@@ -79,7 +79,7 @@ class NodeReport:
     run: RunView | None = None
     run_source: str | None = None
     bucket: str | None = None
-    hourly: float = 0.0
+    hourly: float | None = 0.0            # None: no source knows its price
     price: prices.Price | None = None     # what ``hourly`` is: region, tier, source, date
     duty: str | None = None
     duty_cycle: DutyCycle | None = None
@@ -172,9 +172,14 @@ class ReapResult:
         return [r for r in self.requests if r.error]
 
     @property
-    def saved_per_hour(self) -> float:
+    def saved(self) -> prices.Total:
+        """What the deletions save per hour; a TPU whose price is unknown makes it a lower bound."""
         done = self.to_delete if self.dry_run else self.deleted
-        return round(sum(r.hourly for r in done), 4)
+        return prices.Total.of((f"TPU {r.node.name}", r.hourly) for r in done)
+
+    @property
+    def saved_per_hour(self) -> float | None:
+        return self.saved.usd
 
     def to_dict(self) -> dict[str, Any]:
         gone = [r for r in self.requests if r.deleted]
@@ -206,7 +211,7 @@ class ReapResult:
                     if r.verdict.delete else "keep"
                 rows.append([r.cluster, n.zone, n.accelerator_type, n.state.value,
                              f"{r.run.run_id} ({r.run.status})" if r.run else None, action, r.verdict.reason,
-                             f"{r.hourly:.2f}" if r.verdict.delete else None])
+                             prices.usd_text(r.hourly, dollar=False) if r.verdict.delete else None])
             for q in self.requests:
                 action = ("would delete" if self.dry_run else "deleted" if q.deleted else "FAILED") \
                     if q.verdict.delete else "keep"
@@ -230,10 +235,10 @@ class ReapResult:
         reqs = len(self.requests_to_delete) if self.dry_run else len([r for r in self.requests if r.deleted])
         tail = " (dry run: nothing was deleted)" if self.dry_run else ""
         done = self.to_delete if self.dry_run else self.deleted
-        labels = sorted({r.price.label() for r in done if r.price and r.hourly})
+        labels = sorted({r.price.label() for r in done if r.price and r.hourly != 0})
         lines.append(f"{'would delete' if self.dry_run else 'deleted'} {count} TPU(s)"
                      + (f" and {reqs} queued resource(s)" if reqs else "")
-                     + f", saves ${self.saved_per_hour:.2f}/hour at list price"
+                     + f", saves {self.saved.text()} at list price"
                      + (f" ({'; '.join(labels)})" if labels else "") + tail)
         return "\n".join(lines)
 

@@ -27,7 +27,7 @@ and what a run cost, at list price, without committed-use or sustained-use disco
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,14 +73,22 @@ class Rate:
 
 @dataclass(frozen=True)
 class Price:
-    """A price as tpuctl shows it: the figure and where it holds and comes from."""
+    """A price as tpuctl shows it: the figure and where it holds and comes from.
 
-    usd_per_hour: float
+    ``usd_per_hour`` is None when no source knows the rate (TPU7x spot, a type no row prices): the
+    one way tpuctl holds "unknown", shown as ``unknown`` (:func:`usd_text`), null in --json, and
+    never added into a total as 0 (:class:`Total`). 0.0 is a price: nothing billed."""
+
+    usd_per_hour: float | None
     region: str
     tier: str
     source: str
     date: str
     note: str | None = None      # e.g. priced in the nearest known region, or not offered
+
+    @property
+    def known(self) -> bool:
+        return self.usd_per_hour is not None
 
     def label(self) -> str:
         """``us-central1 spot/preemptible, bundled table, 2026-11-24`` (plus the note): a few words
@@ -98,6 +106,61 @@ class Price:
 
 NOTHING_BILLED = "nothing billed"
 NO_PRICE = Price(0.0, "-", ON_DEMAND, NOTHING_BILLED, "-")
+UNKNOWN = "unknown"
+
+
+def usd_text(usd: float | None, digits: int = 2, *, dollar: bool = True) -> str:
+    """A rate or an amount as shown: ``$1.35`` (``1.35`` in a $ column), or ``unknown`` where no
+    source knows it, never ``$0.00``."""
+    if usd is None:
+        return UNKNOWN
+    return f"{'$' if dollar else ''}{usd:.{digits}f}"
+
+
+@dataclass(frozen=True)
+class Total:
+    """A sum of prices, some of which may be unknown: what is known, and which parts are not.
+
+    A total with an unknown part is a lower bound and says so (``at least $0.07/hour (the TPU's
+    price is unknown)``); its ``usd`` is None (null in --json), never the known part alone."""
+
+    known_usd: float
+    unknown: tuple[str, ...] = ()     # the parts without a price, as a listing names them
+
+    @classmethod
+    def of(cls, parts: Iterable[tuple[str, Price | float | None]]) -> Total:
+        """``parts``: (what, its price or rate); a part that is None or priced None is unknown."""
+        known, unknown = 0.0, []
+        for what, p in parts:
+            usd = p.usd_per_hour if isinstance(p, Price) else p
+            if usd is None:
+                unknown.append(what)
+            else:
+                known += usd
+        return cls(round(known, 4), tuple(unknown))
+
+    @property
+    def usd(self) -> float | None:
+        return None if self.unknown else self.known_usd
+
+    def why(self) -> str:
+        """``the TPU's price is unknown``: what a lower bound leaves out."""
+        names = " and ".join(self.unknown)
+        return f"{names}'s price is unknown" if len(self.unknown) == 1 else f"the prices of {names} are unknown"
+
+    def text(self, digits: int = 2, per: str = "/hour") -> str:
+        """``$1.42/hour``; ``at least $0.07/hour (the TPU's price is unknown)``; ``unknown``."""
+        if not self.unknown:
+            return f"${self.known_usd:.{digits}f}{per}"
+        if not self.known_usd:
+            return f"{UNKNOWN} ({self.why()})"
+        return f"at least ${self.known_usd:.{digits}f}{per} ({self.why()})"
+
+    def cell(self, digits: int = 2) -> str:
+        """For a $ column: ``1.42``, ``>=0.07`` (a part unknown) or ``unknown``."""
+        if not self.unknown:
+            return f"{self.known_usd:.{digits}f}"
+        return f">={self.known_usd:.{digits}f}" if self.known_usd else UNKNOWN
 CATALOG_API = "Cloud Billing Catalog API"
 BUNDLED_NAME = "bundled table"
 
@@ -171,18 +234,18 @@ class PriceBook:
                          f"{on_demand.note}; {note}" if on_demand.note else note)
         found = self._lookup(self.tpu, rate_class(acc), region_of(zone), tier, acc.generation.name)
         if found is None:
-            return Price(0.0, region_of(zone) or "-", tier, self.origin, "-",
+            return Price(None, region_of(zone) or "-", tier, self.origin, "-",
                          f"no {tier} price known for {acc.name}")
         rate, region, note = found
         return Price(round(rate.usd * acc.chips, 4), region, tier, rate.source, rate.date, note)
 
     def vm_price(self, machine_type: str | None, zone: str | None, tier: str = ON_DEMAND) -> Price:
-        """A host VM per hour; no VM costs nothing, an unknown type is said to be unpriced."""
+        """A host VM per hour; no VM costs nothing, an unknown type's price is unknown (None)."""
         if not machine_type:
             return NO_PRICE
         found = self._lookup(self.vm, machine_type, region_of(zone), tier, machine_type)
         if found is None:
-            return Price(0.0, region_of(zone) or "-", tier, self.origin, "-",
+            return Price(None, region_of(zone) or "-", tier, self.origin, "-",
                          f"no price known for machine type {machine_type}")
         rate, region, note = found
         return Price(round(rate.usd, 5), region, tier, rate.source, rate.date, note)
@@ -208,11 +271,13 @@ class PriceBook:
 
 
 def usd_per_peak_pflop_hour(acc: AcceleratorType, zone: str | None, tier: str,
-                            book: PriceBook | None = None) -> float:
+                            book: PriceBook | None = None) -> float | None:
     """Dollars per hour per peak bf16 PFLOP/s: the figure to rank slices by, cheapest first.
 
-    0.0 when the slice has no known price (callers rank those last, not first)."""
+    None when the slice has no known price (callers rank those last)."""
     price = (book or BUNDLED).tpu_price(acc, zone, tier)
+    if price.usd_per_hour is None:
+        return None
     return round(price.usd_per_hour / (acc.peak_bf16_flops / 1e15), 6)
 
 
@@ -255,7 +320,7 @@ TPU7X_SKU = "Cloud Billing Catalog API services/6F81-5844-456A SKU 0F71-4391-B6C
 _TPU_SOURCE_OVERRIDES = {("v3-pod", "us-east1"): SKYPILOT_FETCHER, ("tpu7x", "us-central1"): TPU7X_SKU,
                          ("tpu7x", "us-west1"): TPU7X_SKU}
 _TPU_DATE_OVERRIDES = {("tpu7x", "us-central1"): "2026-06-14", ("tpu7x", "us-west1"): "2026-06-14"}
-# Generations without a public spot rate: their spot price says so (priced 0, with a note).
+# Generations without a public spot rate: their spot price is unknown (None, with a note).
 NO_PUBLIC_SPOT = frozenset({"tpu7x"})
 
 # Host VMs per hour (on demand, spot) for one base shape per family; the other standard sizes are
@@ -323,12 +388,12 @@ BUNDLED = _bundled()
 # ---- shortcuts for callers that price with the bundled table ---------------------------------------
 
 def tpu_hourly(acc: AcceleratorType, *, preemptible: bool, zone: str | None = None,
-               book: PriceBook | None = None) -> float:
+               book: PriceBook | None = None) -> float | None:
     return (book or BUNDLED).tpu_price(acc, zone, tier_of(preemptible)).usd_per_hour
 
 
-def vm_hourly(machine_type: str | None, zone: str | None = None, book: PriceBook | None = None) -> float:
-    """Hourly price of a host VM; 0 when there is none or its type is not priced."""
+def vm_hourly(machine_type: str | None, zone: str | None = None, book: PriceBook | None = None) -> float | None:
+    """Hourly price of a host VM; 0 when there is none, None when its type is not priced."""
     return (book or BUNDLED).vm_price(machine_type, zone).usd_per_hour
 
 

@@ -560,6 +560,19 @@ class QueuedRequest(Labelled):
         return d
 
 
+@dataclass(frozen=True)
+class Preemption:
+    """A TPU VM the cloud deleted when it preempted it (a Spot VM whose termination action is
+    DELETE): no resource is left to list, only the cloud's record of the preemption. It says
+    which cluster's TPU instance, where and when; what that TPU was (type, capacity) is the
+    cluster's spec's to say (provision/cluster/preempted.py)."""
+
+    cluster: str
+    zone: str
+    instance: str             # the deleted instance's name (NAME-tpu)
+    at: float | None          # when it was preempted (the record's insertTime)
+
+
 @dataclass
 class OperationError:
     code: int                 # google.rpc.Code: 3 INVALID_ARGUMENT, 8 RESOURCE_EXHAUSTED, ...
@@ -673,6 +686,10 @@ class Provider(Protocol):
     # SIGTERM), the power-off (PREEMPTED, or deleted) ``notice_s`` later; 0: the power-off at once.
     # The TPU as it is then; None: deleted at the power-off
     def simulate_preemption(self, zone: str, name: str, notice_s: float = 0.0) -> TpuNode | None: ...
+    # TPU VMs deleted by their preemption, as the cloud's own records say (``cluster``: of that
+    # cluster only): those the cloud preempted and that nothing made or deleted again since; []
+    # where a preempted TPU stays listed (it reads as PREEMPTED there)
+    def preempted_tpus(self, cluster: str | None = None) -> list[Preemption]: ...
 
     # List prices per region and tier: the cloud's catalog where it has one (cached), else the
     # bundled table (provision.catalog.prices); never raises

@@ -227,6 +227,8 @@ ROLE_FOR_PERMISSION_PREFIX = {
     "compute.networks.": "roles/compute.networkViewer",
     "compute.subnetworks.": "roles/compute.networkViewer",
     "compute.routes.": "roles/compute.networkViewer",
+    "compute.routers.get": "roles/compute.networkViewer",      # up --least-privilege: is there a Cloud NAT
+    "compute.routers.list": "roles/compute.networkViewer",
     "compute.": "roles/compute.instanceAdmin.v1",
     "storage.objects.": "roles/storage.objectUser (on the bucket)",
     "storage.multipartUploads.": "roles/storage.objectUser (on the bucket)",
@@ -236,6 +238,9 @@ ROLE_FOR_PERMISSION_PREFIX = {
     "storage.buckets.setIamPolicy": "roles/storage.admin (on the bucket)",
     "storage.": "roles/storage.admin",
     "iam.serviceAccounts.actAs": "roles/iam.serviceAccountUser (on the service account)",
+    "iam.serviceAccounts.create": "roles/iam.serviceAccountCreator",     # up --least-privilege
+    "iam.serviceAccounts.get": "roles/iam.serviceAccountViewer",
+    "iam.serviceAccounts.delete": "roles/iam.serviceAccountDeleter",     # down of such a cluster
     "monitoring.": "roles/monitoring.viewer",    # the duty cycle (down --idle --min-duty-cycle)
 }
 

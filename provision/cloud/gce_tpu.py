@@ -46,7 +46,7 @@ from typing import Any
 
 from ..catalog import compute_tpus
 from ..catalog.accelerators import parse as parse_accelerator
-from .base import Arch, ClusterSpec, Endpoint, Health, TpuNode, TpuState
+from .base import Arch, ClusterSpec, Endpoint, Health, Preemption, TpuNode, TpuState
 from .capacity import Capacity
 from .gcp_fields import tpuctl_keys
 
@@ -405,3 +405,41 @@ def resize_error(rr: Json) -> list[Json] | None:
     if state == "CANCELLED":
         return [{"code": "CANCELLED", "message": f"the flex-start request {rr.get('name')} was cancelled"}]
     return None
+
+
+# ---- what is left of a TPU VM its preemption deleted ----------------------------------------------
+# Compute Engine records a preemption as a zonal operation of type compute.instances.preempted on the
+# instance, by "system" (Google's sample "List preemption history of a Google Compute Engine instance",
+# compute/docs/samples/compute-preemptible-history, lists zone operations filtered on that type and
+# the instance's targetLink); users' listings show it for Spot VMs whose termination action is DELETE
+# too, which is all that is left of such a VM.
+PREEMPTED_OP = "compute.instances.preempted"
+_LIFETIME_OPS = (PREEMPTED_OP, "insert", "delete")
+
+
+def preemptions_filter(cluster: str | None) -> str:
+    """The aggregatedList filter for the records that decide whether a single-host TPU VM was
+    deleted by its preemption: its (or every tpuctl TPU VM's) preemptions, creations, deletions."""
+    name = re.escape(resource_name(cluster)) if cluster else "[a-z]([-a-z0-9]*[a-z0-9])?" + re.escape(SUFFIX)
+    types = "|".join(re.escape(t) for t in _LIFETIME_OPS)
+    return f'(targetLink eq ".*/instances/{name}") (operationType eq "{types}")'
+
+
+def preemptions(ops: Sequence[Json]) -> list[Preemption]:
+    """The TPU VMs whose last recorded lifetime event is their preemption: nobody made the instance
+    again (insert) or deleted it (a delete by anyone but the system) since. A record of a VM that
+    is back, or that down deleted, says nothing about now."""
+    last: dict[tuple[str, str], Json] = {}
+    for op in ops:
+        kind = str(op.get("operationType") or "")
+        if kind not in _LIFETIME_OPS or (kind == "delete" and op.get("user") == "system"):
+            continue
+        key = (_short(op.get("zone")), _short(op.get("targetLink")))
+        if key not in last or (_timestamp(op.get("insertTime")) or 0.0) >= (_timestamp(last[key].get("insertTime")) or 0.0):
+            last[key] = op
+    out = []
+    for (zone, instance), op in sorted(last.items()):
+        cluster = cluster_of(instance)
+        if op.get("operationType") == PREEMPTED_OP and cluster and zone:
+            out.append(Preemption(cluster=cluster, zone=zone, instance=instance, at=_timestamp(op.get("insertTime"))))
+    return out

@@ -52,6 +52,7 @@ from .base import (
     Health,
     Operation,
     OperationError,
+    Preemption,
     QueuedRequest,
     QueuedState,
     TpuNode,
@@ -1097,6 +1098,11 @@ class GcpProvider:
         res = self._call("tpu.v2.generateServiceIdentity", "POST", f"{self._loc(zone)}:generateServiceIdentity",
                          body={})
         return str((res.get("identity") or {}).get("email") or "")
+
+    def preempted_tpus(self, cluster: str | None = None) -> list[Preemption]:
+        """Compute Engine TPU VMs deleted by their preemption (the Cloud TPU API keeps a preempted
+        node, listed as PREEMPTED, so only Compute Engine's records are read)."""
+        return self._compute.preempted(cluster)
 
     # ---- rehearsal ---------------------------------------------------------------------------------
     def simulate_preemption(self, zone: str, name: str, notice_s: float = 0.0) -> TpuNode | None:

@@ -27,7 +27,7 @@ from ..basics.errors import CloudError, NotFound
 from ..basics.validate import CLUSTER_LABEL, ROLE_LABEL
 from . import gce_tpu
 from . import gcp_fields as fields
-from .base import Arch, Operation, OperationError, TpuNode, TpuState, matches
+from .base import Arch, Operation, OperationError, Preemption, TpuNode, TpuState, matches
 from .gcp_errors import compute_operation_failure
 
 Json = dict[str, Any]
@@ -228,6 +228,14 @@ class ComputeTpus:
                                    {"filter": f'labels.{gce_tpu.SLICE_LABEL} = "{name}"'}))
         return gce_tpu.node_from_slice(mig, workers, waiting=gce_tpu.may_be_waiting(mig, workers)
                                        and self._waiting(zone, mig))
+
+    def preempted(self, cluster: str | None) -> list[Preemption]:
+        """Single-host TPU VMs their preemption deleted (termination action DELETE): one
+        aggregatedList of every zone's operations, filtered to the instances' lifetime records
+        (gce_tpu.preemptions decides which still stand)."""
+        ops = self._aggregated("compute.globalOperations.aggregatedList", "operations", "operations",
+                               {"filter": gce_tpu.preemptions_filter(cluster)})
+        return gce_tpu.preemptions(list(ops))
 
     def worker_instances(self, zone: str, cluster: str) -> list[Json]:
         """The instances of the cluster's Compute Engine TPU in worker order ([] when there is none)."""

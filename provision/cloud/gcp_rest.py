@@ -18,7 +18,8 @@ google-api-core is imported only then: a command whose calls all succeed never p
 Endpoints (DESIGN.md): ``TPUCTL_TPU_API_ENDPOINT`` and ``TPUCTL_COMPUTE_API_ENDPOINT`` replace
 the base URLs (a private endpoint, or the fake cloud in tests); a Compute base without the
 ``/compute/v1`` path gets it appended, so both ``http://127.0.0.1:P`` and gcloud's override form
-``http://127.0.0.1:P/compute/v1/`` work.
+``http://127.0.0.1:P/compute/v1/`` work. ``TPUCTL_IAM_API_ENDPOINT`` replaces
+``https://iam.googleapis.com`` (service accounts, for ``up --least-privilege``; paths ``/v1/...``).
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ from typing import Any
 
 TPU_ENDPOINT_ENV = "TPUCTL_TPU_API_ENDPOINT"
 COMPUTE_ENDPOINT_ENV = "TPUCTL_COMPUTE_API_ENDPOINT"
+IAM_ENDPOINT_ENV = "TPUCTL_IAM_API_ENDPOINT"
 TPU_ENDPOINT = "https://tpu.googleapis.com"
 COMPUTE_ENDPOINT = "https://compute.googleapis.com"
+IAM_ENDPOINT = "https://iam.googleapis.com"
 COMPUTE_PATH = "/compute/v1"
 CONNECT_TIMEOUT = 10.0
 
@@ -56,6 +59,11 @@ def compute_base() -> str:
     """``https://compute.googleapis.com/compute/v1`` or its override."""
     url = _base(os.environ.get(COMPUTE_ENDPOINT_ENV), COMPUTE_ENDPOINT)
     return url if url.endswith(COMPUTE_PATH) else url + COMPUTE_PATH
+
+
+def iam_base() -> str:
+    """``https://iam.googleapis.com`` or its override; API paths start with ``/v1/``."""
+    return _base(os.environ.get(IAM_ENDPOINT_ENV), IAM_ENDPOINT)
 
 
 class BadResponse(Exception):

@@ -43,6 +43,7 @@ from .base import (
     Health,
     Operation,
     OperationError,
+    Preemption,
     QueuedRequest,
     TpuNode,
     TpuState,
@@ -463,6 +464,10 @@ class LocalProvider:
             except PermissionError:
                 pass
         return pid
+
+    def preempted_tpus(self, cluster: str | None = None) -> list[Preemption]:
+        """None: a preempted local TPU stays listed as PREEMPTED until it is recreated or deleted."""
+        return []
 
     def simulate_preemption(self, zone: str, name: str, notice_s: float = 0.0) -> TpuNode:
         """Preempt the TPU as Compute Engine preempts a Spot VM. With ``notice_s``: the notice now

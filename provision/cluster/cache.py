@@ -31,6 +31,22 @@ def cached_spec(provider: Provider, name: str) -> dict[str, Any] | None:
     return statefile.read_json(cache_dir(provider) / f"{name}.json")
 
 
+def saved_spec(provider: str, project: str | None, name: str) -> ClusterSpec | None:
+    """The cluster as its last ``up`` on this machine made it (chosen type, zone first, capacity,
+    API, image, host), or None where none is cached or it no longer reads as a spec: what ``up
+    NAME`` alone makes again. ``provider`` and ``project`` name the cache before any provider is
+    opened (the cache is laid out by them: :func:`cache_dir`)."""
+    data = statefile.read_json(home() / "clusters" / provider / (project or "-") / f"{name}.json")
+    if not isinstance(data, dict):
+        return None
+    try:
+        spec = ClusterSpec.from_dict(data)
+    except (TpuctlError, ValueError, KeyError, TypeError):
+        return None
+    zone = data.get("zone")
+    return spec.with_zone(zone) if isinstance(zone, str) and zone in spec.zones else spec
+
+
 def cached_specs(provider: Provider) -> dict[str, dict[str, Any]]:
     """Every cluster this machine has cached for the provider and project, by name, read in one
     pass over the cache: a fleet's reaper asks for thousands of clusters, most not cached here."""

@@ -16,7 +16,7 @@ from ..basics.errors import NotFound, PartialFailure, TpuctlError, UnknownName
 from ..catalog import prices
 from ..cloud.base import ClusterSpec, Provider, TpuNode, TpuState
 from ..cloud.operations import Backoff, OperationTimeout, wait_all, wait_until
-from . import ledger, pod_network
+from . import least_privilege, ledger, pod_network
 from .cache import cached_spec, uncache
 from .resources import LOCAL_DEFAULT_ZONE, delete_request, find, noop, tpu_price
 
@@ -29,16 +29,24 @@ class DownResult:
     name: str
     deleted: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
-    saved_per_hour: float = 0.0
     dry_run: bool = False
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     priced: list[dict[str, Any]] = field(default_factory=list)   # what each deletion saves, with its price
     price_source: str = field(default_factory=prices.describe_source)
 
+    @property
+    def saved(self) -> prices.Total:
+        """What the deletions save per hour (from ``priced``); an unknown price makes it a lower bound."""
+        return prices.Total.of((p["resource"], p["usd_per_hour"]) for p in self.priced)
+
+    @property
+    def saved_per_hour(self) -> float | None:
+        return self.saved.usd
+
     def to_dict(self) -> dict[str, Any]:
         return {"ok": True, "cluster": self.name, "dry_run": self.dry_run, "deleted": self.deleted,
-                "kept": self.kept, "saves_usd_per_hour": round(self.saved_per_hour, 4),
+                "kept": self.kept, "saves_usd_per_hour": self.saved_per_hour,
                 "price_source": self.price_source, "prices": self.priced, "seconds": round(self.seconds, 2),
                 "notes": self.notes}
 
@@ -49,9 +57,9 @@ class DownResult:
         if self.kept:
             lines.append(f"kept: {', '.join(self.kept)}")
         lines.extend(self.notes)
-        lines.append(f"saves ${self.saved_per_hour:.2f}/hour at list price")
-        lines.extend(f"  {p['resource']}: ${p['usd_per_hour']:.2f}/hour ({p['label']})" for p in self.priced
-                     if p["usd_per_hour"])
+        lines.append(f"saves {self.saved.text()} at list price")
+        lines.extend(f"  {p['resource']}: {prices.usd_text(p['usd_per_hour'])}/hour ({p['label']})" for p in self.priced
+                     if p["usd_per_hour"] != 0)
         return "\n".join(lines)
 
 
@@ -65,6 +73,9 @@ def down(provider: Provider, name: str, *, zone: str | None = None, keep_vm: boo
         cached = cached_spec(provider, name)
         if cached is None and provider.reserved_range(_stub_spec(name)) is None:
             raise UnknownName(f"no cluster named {name}", hint="run tpuctl status to list clusters")
+        spec = _spec_of(provider, name, [])
+        result.deleted += (least_privilege.owned(provider, spec) if dry_run
+                           else least_privilege.remove(provider, spec, log=log))
         if not dry_run:
             provider.release_range(name)
             uncache(provider, name)
@@ -76,6 +87,9 @@ def down(provider: Provider, name: str, *, zone: str | None = None, keep_vm: boo
     targets: list[tuple[str, str, str, prices.Price]] = []
     for node in found.tpus:
         targets.append(("tpu", node.zone, node.name, tpu_price(node, book)))
+    for node in found.gone:         # deleted by its preemption: nothing of it left to delete or to pay for
+        result.notes.append(f"TPU {node.name} ({node.zone}) was PREEMPTED: Compute Engine deleted its VM then, "
+                            "so nothing of it is left to delete")
     requests = found.requests       # those without a node here; a node's request goes with the node
     for req in requests:
         targets.append(("queued", req.zone, req.name, prices.NO_PRICE))
@@ -88,18 +102,18 @@ def down(provider: Provider, name: str, *, zone: str | None = None, keep_vm: boo
             targets.append(("vm", vm.zone, vm.name, book.vm_price(vm.machine_type, vm.zone)))
     for kind, z, n, price in targets:
         result.deleted.append(f"{_WHAT[kind]} {n} ({z})")
-        result.saved_per_hour += price.usd_per_hour
         result.priced.append({"resource": f"{_WHAT[kind]} {n} ({z})", "usd_per_hour": price.usd_per_hour,
                               "label": price.label(), "price": price.to_dict()})
     if dry_run:
         spec = _spec_of(provider, name, found.tpus) if not keep_vm or not found.vms else None
         result.deleted += [f"firewall rule {r}" for r in (pod_network.owned(provider, spec) if spec else [])]
+        result.deleted += least_privilege.owned(provider, spec)     # up --least-privilege's account
         result.seconds = time.monotonic() - start
         return result
 
     ops = []
     for kind, z, n, price in targets:
-        log(f"deleting {_WHAT[kind]} {n} in {z} (saves ${price.usd_per_hour:.2f}/hour)")
+        log(f"deleting {_WHAT[kind]} {n} in {z} (saves {prices.usd_text(price.usd_per_hour)}/hour)")
         try:
             if kind == "queued":
                 req = next(r for r in requests if (r.zone, r.name) == (z, n))
@@ -136,6 +150,8 @@ def down(provider: Provider, name: str, *, zone: str | None = None, keep_vm: boo
         if spec is not None:
             # the rule up --create-firewall-rule added for a pod slice: no TPU of the cluster is left
             result.deleted += pod_network.remove(provider, spec)
+            # the hosts' account up --least-privilege made: no host is left to run as it
+            result.deleted += least_privilege.remove(provider, spec, log=log)
         uncache(provider, name)
     provider.release_range(name)
     result.seconds = time.monotonic() - start
@@ -156,7 +172,7 @@ def delete_tpu(provider: Provider, name: str, *, by: str, bucket: Any = None, ru
     ops, done = [], []
     for node in found.tpus:
         price = tpu_price(node, book)
-        log(f"deleting TPU {node.name} in {node.zone} (saves ${price.usd_per_hour:.2f}/hour)")
+        log(f"deleting TPU {node.name} in {node.zone} (saves {prices.usd_text(price.usd_per_hour)}/hour)")
         req = next((r for r in found.queued if r.owns(node)), None)
         try:
             op = delete_request(provider, req, nodes=found.tpus, log=log) if req else \

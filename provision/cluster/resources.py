@@ -34,6 +34,8 @@ class Found:
     vms: list[Vm] = field(default_factory=list)
     tpus: list[TpuNode] = field(default_factory=list)
     queued: list[QueuedRequest] = field(default_factory=list)
+    # TPUs their preemption deleted (preempted.py): PREEMPTED, with nothing left to delete
+    gone: list[TpuNode] = field(default_factory=list)
 
     @property
     def vm(self) -> Vm | None:
@@ -56,12 +58,16 @@ class Found:
 
     @property
     def empty(self) -> bool:
-        return not self.vms and not self.tpus and not self.queued
+        return not self.vms and not self.tpus and not self.queued and not self.gone
 
 
 def find(provider: Provider, name: str, zone: str | None = None) -> Found:
-    """The cluster's VMs, TPUs and queued resources, looked up at the same time (independent reads)."""
+    """The cluster's VMs, TPUs and queued resources, looked up at the same time (independent reads),
+    and, where it has no TPU, one its preemption deleted (preempted.py: no call unless this
+    machine's cache says the cluster's TPU is a Compute Engine one)."""
     from concurrent.futures import ThreadPoolExecutor
+
+    from .preempted import gone_tpus
 
     selector = {CLUSTER_LABEL: name}
     with ThreadPoolExecutor(3) as pool:
@@ -69,7 +75,10 @@ def find(provider: Provider, name: str, zone: str | None = None) -> Found:
         near = cached_zones(provider, name) if not zone else ()
         tpus = pool.submit(lambda: provider.list_tpus(zone, selector, near=near))
         queued = pool.submit(provider.list_queued, zone, selector)
-        return Found(vms=vms.result(), tpus=tpus.result(), queued=queued.result())
+        found = Found(vms=vms.result(), tpus=tpus.result(), queued=queued.result())
+    if not found.tpus and not found.queued:
+        found.gone = gone_tpus(provider, name, zone=zone)
+    return found
 
 
 def delete_request(provider: Provider, req: QueuedRequest, *, nodes: list[TpuNode] | None = None,

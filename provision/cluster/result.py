@@ -44,8 +44,13 @@ class UpResult:
         return (self.book or prices.BUNDLED).vm_price(self.spec.machine_type, self.zone or self.spec.zone)
 
     @property
-    def hourly(self) -> float:
-        return round(self.tpu_price.usd_per_hour + self.vm_price.usd_per_hour, 4)
+    def hourly_total(self) -> prices.Total:
+        return prices.Total.of((("the TPU", self.tpu_price), ("the host VM", self.vm_price)))
+
+    @property
+    def hourly(self) -> float | None:
+        """TPU and host VM per hour; None when either's price is unknown."""
+        return self.hourly_total.usd
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -86,10 +91,12 @@ class UpResult:
             if self.adopted:
                 lines.append(f"already there (adopted): {', '.join(self.adopted)}")
         lines.extend(self.notes)
-        lines.append(f"list price: ${self.hourly:.2f}/hour while it exists; tpuctl down {s.name} deletes it")
-        lines.append(f"  TPU {s.accelerator_type}: ${self.tpu_price.usd_per_hour:.2f}/hour ({self.tpu_price.label()})")
+        lines.append(f"list price: {self.hourly_total.text()} while it exists; tpuctl down {s.name} deletes it")
+        lines.append(f"  TPU {s.accelerator_type}: {prices.usd_text(self.tpu_price.usd_per_hour)}/hour "
+                     f"({self.tpu_price.label()})")
         if s.machine_type:
-            lines.append(f"  VM {s.machine_type}: ${self.vm_price.usd_per_hour:.3f}/hour ({self.vm_price.label()})")
+            lines.append(f"  VM {s.machine_type}: {prices.usd_text(self.vm_price.usd_per_hour, 3)}/hour "
+                         f"({self.vm_price.label()})")
         return "\n".join(lines)
 
 

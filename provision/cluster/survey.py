@@ -127,7 +127,7 @@ def ranked_candidates(provider: Provider, spec: ClusterSpec, zones: list[str], o
 
         def price(acc: Any, zone: str) -> float | None:
             p = book.tpu_price(acc, zone, tier)
-            return p.usd_per_hour if p.usd_per_hour > 0 else None
+            return p.usd_per_hour or None      # unknown (None) and nothing (0) rank no candidate
         return price
 
     order = tuple(c.value for c in spec.capacities)

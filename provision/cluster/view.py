@@ -14,6 +14,7 @@ from ..basics.validate import CLUSTER_LABEL, format_duration
 from ..catalog import prices
 from ..cloud.base import Health, Provider, QueuedRequest, TpuNode, TpuState, Vm, VmState
 from .cache import cached_zones
+from .preempted import gone_tpus
 from .resources import find, tpu_price
 
 Log = Callable[[str], None]
@@ -45,18 +46,26 @@ class ClusterView:
         return None
 
     @property
-    def hourly(self) -> float:
-        return round(sum(p.usd_per_hour for p in (self.tpu_price, self.vm_price) if p), 4)
+    def hourly_total(self) -> prices.Total:
+        return prices.Total.of((what, p) for what, p in (("the TPU", self.tpu_price), ("the host VM", self.vm_price))
+                               if p is not None)
+
+    @property
+    def hourly(self) -> float | None:
+        """TPU and host VM per hour; None when either's price is unknown."""
+        return self.hourly_total.usd
 
     def price_lines(self) -> list[str]:
         """Where each part of the hourly figure comes from: region, tier, source and date."""
         out = []
         if self.tpu_price and self.tpu:
-            out.append(f"{self.name}: TPU {self.tpu.accelerator_type} ${self.tpu_price.usd_per_hour:.2f}/hour "
-                       f"({self.tpu_price.label()})")
+            out.append(f"{self.name}: TPU {self.tpu.accelerator_type} "
+                       f"{prices.usd_text(self.tpu_price.usd_per_hour)}/hour ({self.tpu_price.label()})")
         if self.vm_price and self.vm:
-            out.append(f"{self.name}: VM {self.vm.machine_type} ${self.vm_price.usd_per_hour:.3f}/hour "
+            out.append(f"{self.name}: VM {self.vm.machine_type} {prices.usd_text(self.vm_price.usd_per_hour, 3)}/hour "
                        f"({self.vm_price.label()})")
+        if self.hourly_total.unknown and self.hourly_total.known_usd:
+            out.append(f"{self.name}: {self.hourly_total.text()} in all")
         return out
 
     @property
@@ -75,7 +84,7 @@ class ClusterView:
         if t is None and q is not None:
             return [self.name, self.zone, self.vm_cell(),
                     f"{q.accelerator_type} (queued)", q.state.value, None, None, "spot" if q.spot else "no",
-                    None, None, f"{self.hourly:.2f}"]
+                    None, None, self.hourly_total.cell()]
         run = None
         if self.run:
             run = f"{self.run.get('run_id', '?')} ({self.run.get('status')})"
@@ -85,7 +94,7 @@ class ClusterView:
             f"{t.accelerator_type} ({t.arch.value}{', compute' if t.api == 'compute' else ''})" if t else None,
             t.state.value if t else None, _health(t), t.cidr_block if t else None,
             _paid_as(t) if t else None, run,
-            format_duration(up_s) if up_s is not None else None, f"{self.hourly:.2f}",
+            format_duration(up_s) if up_s is not None else None, self.hourly_total.cell(),
         ]
 
     def queued_line(self) -> str | None:
@@ -132,6 +141,8 @@ def status(provider: Provider, *, name: str | None = None, zone: str | None = No
         vms = [v for v in vms_f.result() if CLUSTER_LABEL in v.labels]
         tpus = [t for t in tpus_f.result() if CLUSTER_LABEL in t.labels]
         queued = [q for q in queued_f.result() if CLUSTER_LABEL in q.labels]
+    # a TPU VM its preemption deleted is still the cluster's TPU, PREEMPTED (preempted.py)
+    tpus += gone_tpus(provider, name, live=tpus, zone=zone)
     views = []
     for n, vm, tpu, req in join_by_cluster(vms, tpus, queued):
         z = tpu.zone if tpu else req.zone if req else vm.zone if vm else None
@@ -180,6 +191,10 @@ def preempt(provider: Provider, name: str, notice_s: float = 0.0) -> tuple[TpuNo
     found = find(provider, name)
     if found.empty:
         raise UnknownName(f"no cluster named {name}", hint="run tpuctl status to list clusters")
+    if found.tpu is None and found.gone:
+        gone = found.gone[0]
+        raise UsageError(f"TPU {gone.name} in {gone.zone} is PREEMPTED already: Compute Engine deleted its VM, "
+                         "so there is nothing to preempt", hint=f"run tpuctl up {name} to bring it back")
     if found.tpu is None:
         raise NotFound(f"cluster {name} has no TPU", hint=f"run tpuctl up {name} first")
     node = found.tpu

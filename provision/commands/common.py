@@ -1,14 +1,16 @@
 """What every command shares: provider options, --json/--dry-run, output and error reporting.
 
 Human-readable progress goes to stderr, so stdout carries only the command's result: a table, or
-with ``--json`` exactly one JSON document (errors included), which scripts can parse.
+with ``--json`` exactly one JSON document (errors included), which scripts can parse. Both pass
+:func:`output_edge`, the one place a command's text reaches a terminal.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -53,29 +55,39 @@ def json_option(fn: Callable) -> Callable:
     return wrapper
 
 
-def printable_output(fn: Callable) -> Callable:
-    """For a command that shows what others wrote (run records, bootstrap status and sweep records
-    from a bucket anyone with write access may fill): while it runs, all it writes to stdout and
-    stderr passes :func:`provision.basics.text.printable` (lines and tabs kept), so a terminal
-    escape stored there (clear the screen, an OSC 52 clipboard write) shows as ``?`` and does
-    nothing, on a terminal or through a pipe. JSON is ASCII with escaped controls: unchanged.
-    click's own stripping of colour codes off a terminal is turned off for the command (tpuctl
-    prints no colour): every escape shows the same way wherever the output goes."""
+@contextlib.contextmanager
+def output_edge() -> Iterator[None]:
+    """While a command runs (``provision.cli.main`` wraps every one in this), all it writes to
+    stdout and stderr passes :func:`provision.basics.text.printable` (lines and tabs kept): run
+    records, events, a job's log, sweep records and host statuses come from a bucket anyone with
+    write access may fill, and a terminal escape stored there (clear the screen, an OSC 8 link
+    whose text hides its target, an OSC 52 clipboard write, a C1 control, a right-to-left
+    override) shows as ``?`` and does nothing, on a terminal or through a pipe. Here, not where
+    each command prints, so that no command, and no line added to one, can forget it. JSON is
+    ASCII with escaped controls: unchanged. The CLI also turns click's own stripping of colour
+    codes off a terminal off (tpuctl prints no colour), so every escape shows the same way
+    wherever the output goes."""
+    saved = sys.stdout, sys.stderr
+    if not isinstance(sys.stdout, _PrintableStream):
+        sys.stdout = _PrintableStream(sys.stdout)
+    if not isinstance(sys.stderr, _PrintableStream):
+        sys.stderr = _PrintableStream(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
 
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        saved = sys.stdout, sys.stderr
-        if not isinstance(sys.stdout, _PrintableStream):
-            sys.stdout, sys.stderr = _PrintableStream(sys.stdout), _PrintableStream(sys.stderr)
-        ctx = click.get_current_context(silent=True)
-        if ctx is not None:
-            ctx.color = True
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            sys.stdout, sys.stderr = saved
 
-    return wrapper
+def raw_stdout() -> Any:
+    """stdout's bytes, past :func:`output_edge`: for ``tpuctl logs --raw``, which prints a log's
+    bytes as they are because the user asked for exactly that (a file, a pager)."""
+    stream = _unfiltered(sys.stdout)
+    stream.flush()
+    return getattr(stream, "buffer", stream)
+
+
+def _unfiltered(stream: Any) -> Any:
+    return stream._stream if isinstance(stream, _PrintableStream) else stream
 
 
 class _PrintableStream:

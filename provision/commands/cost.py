@@ -68,6 +68,13 @@ def command(target: str | None, provider: str | None, project: str | None, as_js
             raise UsageError(f"run {target} belongs to provider {run_entry.get('provider')}",
                            hint=f"pass --provider {run_entry.get('provider')}")
     if run_entry is not None:
+        # the run asked about must be readable: a malformed record or event log is this command's
+        # error, one line naming it (exit 2), not a note under a report with no run in it
+        from ..cloud.storage import open_bucket
+
+        asked = runs.RunStore(open_bucket(run_entry["bucket"], tgt), target)
+        asked.load()
+        asked.events()
         reports = [costs.cluster_cost(prov, tgt, run_entry["cluster"], live, now=now, run_ids={target})]
     else:
         names = [target] if target else clusters
@@ -80,6 +87,8 @@ def command(target: str | None, provider: str | None, project: str | None, as_js
         local = costs.LocalRecords.read(prov) if fleet else None
         reports = [costs.cluster_cost(prov, tgt, name, None if live is None else live_of.get(name, []), now=now,
                                       local=local, ledgers=ledgers) for name in names]
+    from ..catalog.prices import usd_text
+
     book = prov.price_book()
     types = {(lt.accelerator_type, lt.zone) for r in reports for lt in r.lives} or {("v2-8", None)}
     price_rows = costs.price_rows(types, book)
@@ -98,8 +107,9 @@ def command(target: str | None, provider: str | None, project: str | None, as_js
     for r in reports:
         click.echo(_cluster_text(r, run_id=target if run_entry else None))
         click.echo("")
-    click.echo(table([[p["accelerator_type"], p["region"], f"{p['on_demand_usd_per_hour']:.2f}",
-                       f"{p['preemptible_usd_per_hour']:.2f}", p["source"], p["recorded"]] for p in price_rows],
+    click.echo(table([[p["accelerator_type"], p["region"], usd_text(p["on_demand_usd_per_hour"], dollar=False),
+                       usd_text(p["preemptible_usd_per_hour"], dollar=False), p["source"], p["recorded"]]
+                      for p in price_rows],
                      ("TPU", "REGION", "ON-DEMAND $/H", "SPOT/PREEMPTIBLE $/H", "SOURCE", "DATE")))
     for p in price_rows:
         for tier in ("on_demand", "spot"):

@@ -75,7 +75,8 @@ def command(job_spec: str, sets: tuple[str, ...], accelerator_type: str, zones: 
     work = forecast.work_of(spec, target, flops_per_step=flops_per_step, steps=steps)
     book = open_provider(target).price_book()
     runs = forecast.past_runs(target)
-    cands = [forecast.candidate(acc, zone, interruptible=i, spot=s, book=book, runs=runs, work=work)
+    cands = [forecast.candidate(acc, zone, interruptible=i, spot=s, book=book, runs=runs, work=work,
+                                provider=target.provider)
              for acc in accs for zone in (given or (zone_table.suggested_zone(acc.generation.name),))
              for i, s in tiers]
     estimates, skipped = forecast.table(work, cands)

@@ -1,16 +1,18 @@
 """``tpuctl logs RUN``: the job's log and the run's events.
 
 Both come from the run's bucket, which anyone with write access to it (and the job itself) may
-fill: they are printed through the printable filter (:func:`provision.basics.text.printable`),
-so a terminal escape in them (clear the screen, an OSC 52 clipboard write) shows as ``?``.
-``--raw`` prints the log's bytes as they are, for a file or a pager that wants them.
+fill, and the job may have printed a credential of the account it runs as: both pass the
+scrubber (:func:`provision.basics.redact.redact`), whole lines at a time, and then, like all a
+command prints, the output edge (:func:`provision.commands.common.output_edge`), so a terminal
+escape in them (clear the screen, an OSC 52 clipboard write) shows as ``?``. ``--raw`` prints the
+log's bytes as they are, for a file or a pager that wants them.
 """
 
 from __future__ import annotations
 
 import click
 
-from .common import acting_on, provider_options, resolve_target
+from .common import acting_on, provider_options, raw_stdout, resolve_target
 
 
 @click.command("logs", short_help="Print a run's log, or its events")
@@ -34,7 +36,7 @@ def command(run: str, follow: bool, events: bool, attempt: int | None, worker: s
     import time
 
     from ..basics.errors import UsageError
-    from ..basics.text import printable, printable_lines
+    from ..basics.redact import redact
     from ..runs import store as runs
     from ..runs import training
 
@@ -56,7 +58,7 @@ def command(run: str, follow: bool, events: bool, attempt: int | None, worker: s
             for ev in evs[seen_events:]:
                 stamp = time.strftime("%H:%M:%S", time.localtime(ev.pop("time", 0)))
                 kind = ev.pop("event", "?")
-                click.echo(printable(f"{stamp} {kind} " + " ".join(
+                click.echo(redact(f"{stamp} {kind} " + " ".join(
                     f"{k}={json.dumps(v) if isinstance(v, str) and ' ' in v else v}" for k, v in sorted(ev.items()))))
             seen_events = len(evs)
         else:
@@ -66,19 +68,22 @@ def command(run: str, follow: bool, events: bool, attempt: int | None, worker: s
                 for w in workers:
                     data = store.log(n, w)
                     done = printed.get((n, w), 0)
-                    if len(data) > done:
-                        chunk = data[done:]
+                    # while the run lives, whole lines only: a token cut in two by the upload is
+                    # scrubbed whole at the next look
+                    end = data.rfind(b"\n") + 1 if follow and rec.live and not raw else len(data)
+                    if end > done:
+                        chunk = data[done:end]
                         if len(workers) > 1:
                             chunk = b"".join(f"[{w}] ".encode() + line for line in chunk.splitlines(keepends=True))
                         if raw:
-                            out = click.get_binary_stream("stdout")
+                            out = raw_stdout()
                             out.write(chunk)
                             out.flush()
                         else:
-                            click.echo(printable_lines(chunk.decode(errors="replace")), nl=False)
-                        printed[(n, w)] = len(data)
+                            click.echo(redact(chunk.decode(errors="replace")), nl=False)
+                        printed[(n, w)] = end
         if not follow or not rec.live:
             if follow and not events:
-                click.echo(printable(f"[tpuctl] run {rec.run_id} {rec.status}"), err=True)
+                click.echo(f"[tpuctl] run {rec.run_id} {rec.status}", err=True)
             return
         time.sleep(2.0)

@@ -10,7 +10,6 @@ from .common import (
     emit_json,
     json_option,
     open_provider,
-    printable_output,
     provider_options,
     resolve_target,
 )
@@ -22,7 +21,6 @@ from .up import complete_cluster
 @click.option("--zone", "-z", metavar="ZONE", help="Only this zone (default: every zone).")
 @provider_options
 @json_option
-@printable_output      # run reasons, bootstrap messages, sweep records: what the bucket's writers wrote
 def command(name: str | None, zone: str | None, provider: str | None, project: str | None, as_json: bool) -> None:
     """Show clusters: VM state, TPU type/state/health/CIDR, run, uptime and hourly price.
 
@@ -131,9 +129,16 @@ def run_summary(entry: dict | None, target) -> dict | None:
 
     if entry is None or entry.get("provider") != target.provider:
         return None
+    from ..basics.records import BadRecord
+    from .common import say
+
     try:
         store = training.open_store(entry, target)
         rec = store.load()
+    except BadRecord as exc:
+        # the rest of the table still shows: this record is named, and what is wrong with it
+        say(f"{entry.get('cluster')}: its run {entry.get('run_id')} is not shown: {exc.one_line()}")
+        return None
     except TpuctlError:
         return None
     p = rec.last_progress or {}
@@ -162,6 +167,7 @@ def pace_lines(run_id: str, pace: dict) -> list[str]:
     import time
 
     from ..basics.validate import format_duration
+    from ..runs.caps import show_deadline
 
     def when(t: float) -> str:
         return time.strftime("%Y-%m-%d %H:%M", time.localtime(t))
@@ -187,7 +193,7 @@ def pace_lines(run_id: str, pace: dict) -> list[str]:
     if pace.get("budget_usd") is not None:
         caps.append(f"budget ${pace['budget_usd']:g} ({(pace.get('spent_usd') or 0) / pace['budget_usd']:.0%} spent)")
     if pace.get("deadline") is not None:
-        caps.append(f"deadline {when(pace['deadline'])}")
+        caps.append(f"deadline {show_deadline(pace['deadline'])}")
     if caps:
         parts.append(", ".join(caps))
     if parts:

@@ -11,7 +11,6 @@ from .common import (
     emit_json,
     json_option,
     open_provider,
-    printable_output,
     provider_options,
     resolve_target,
     say,
@@ -127,6 +126,7 @@ def start(spec: str, zone: str | None, accelerator_type: str, preemptible: bool,
     # every problem of the sweep and job specs, before any cloud is asked anything
     checked = create.check(spec, provider=target.provider, max_trials=max_trials, read=read, workdir=workdir)
     from .. import cluster
+    from ..catalog.prices import usd_text
     from ..runs import store as runs
     from ..sweeps.store import SweepStore
 
@@ -158,7 +158,8 @@ def start(spec: str, zone: str | None, accelerator_type: str, preemptible: bool,
         else:
             click.echo(f"dry run: sweep {rec.sweep_id} would run up to {rec.max_trials} trial(s) of "
                        f"{plan.spec.method} search on up to {rec.max_concurrent} {rec.accelerator_type} TPU(s) "
-                       f"(${rec.hourly_usd:.2f}/hour each: {(rec.price or {}).get('region')} "
+                       f"({usd_text((rec.price or {}).get('usd_per_hour', rec.hourly_usd))}/hour each: "
+                       f"{(rec.price or {}).get('region')} "
                        f"{(rec.price or {}).get('tier')}, {(rec.price or {}).get('source')}, "
                        f"{(rec.price or {}).get('date')}); nothing was created")
         return
@@ -329,7 +330,6 @@ def _print(doc: dict) -> None:
 @click.option("--bucket", metavar="gs://BUCKET", help="Where the sweep lives (default: this machine's record of it).")
 @provider_options
 @json_option
-@printable_output      # the sweep's and its trials' records: what the bucket's writers wrote
 def status(sweep: str, bucket: str | None, provider: str | None, project: str | None, as_json: bool) -> None:
     """Show SWEEP's trials (parameters, state, metric, steps, preemptions, cost), the best marked *.
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..runs.caps import LONGEST_POLL_S
 from .common import (
     acting_on,
     dry_run_option,
@@ -37,7 +38,8 @@ from .up import complete_cluster
               help="Give up after this many preemptions (default: unbounded, preemption is expected).")
 @click.option("--max-failures", type=click.IntRange(min=0), default=3, show_default=True,
               help="Job errors (exit codes other than 0 and 42) to restart after; the next one stops the run.")
-@click.option("--poll", "poll_s", type=click.FloatRange(min=0.5, max=10.0), default=10.0, show_default=True,
+@click.option("--poll", "poll_s", type=click.FloatRange(min=0.5, max=LONGEST_POLL_S), default=LONGEST_POLL_S,
+              show_default=True,
               help="Seconds between checks of the TPU and the job (at most 10, with jitter).")
 @click.option("--notify", "notify", multiple=True, metavar="CHANNEL[,CHANNEL]",
               help="Channels told of preemptions, stalls, failures and the end (tpuctl notify add; "
@@ -222,21 +224,27 @@ def _attach(cluster: str, provider: str | None, project: str | None, *, poll_s: 
 
 
 def _ended_hint(rec) -> str:
-    """What to do after a run that did not finish: its log, and where its checkpoints are."""
+    """What to do after a run that did not finish: its log, and where its checkpoint is, named only
+    when its progress reported one (a run stopped before its first save has none to go on from)."""
     from ..runs import training
 
     where = training.as_typed(rec.model_dir)
+    ckpt = (rec.last_progress or {}).get("checkpoint_step")
+    if rec.stopped_by and ckpt is not None:
+        return (f"its checkpoint of step {ckpt} is in {where} and its TPU was deleted: to go on, tpuctl up "
+                f"{rec.cluster}, then tpuctl train {rec.cluster} with --set model_dir={where} and a larger cap")
     if rec.stopped_by:
-        return (f"its checkpoint is in {where} and its TPU was deleted: to go on, tpuctl up {rec.cluster}, then "
-                f"tpuctl train {rec.cluster} with --set model_dir={where} and a larger cap")
-    return f"see tpuctl logs {rec.run_id}; checkpoints are kept in {where}"
+        return (f"it reported no checkpoint before it stopped, and its TPU was deleted: to start again, tpuctl up "
+                f"{rec.cluster}, then tpuctl train {rec.cluster} with a larger cap")
+    if ckpt is not None:
+        return f"see tpuctl logs {rec.run_id}; its checkpoint of step {ckpt} is kept in {where}"
+    return f"see tpuctl logs {rec.run_id}; it reported no checkpoint"
 
 
 def _plan_line(rec) -> str:
     """The run's estimate and caps in one line, as it starts."""
-    import time
-
     from ..basics.validate import format_duration
+    from ..runs.caps import show_deadline
 
     est = rec.estimate or {}
     if est.get("total_s") is not None:
@@ -246,7 +254,7 @@ def _plan_line(rec) -> str:
         text = f"no estimate: {est.get('none') or 'none made'}"
     caps = [f"budget ${rec.budget_usd:g}"] if rec.budget_usd is not None else []
     if rec.deadline is not None:
-        caps.append(f"deadline {time.strftime('%Y-%m-%d %H:%M %Z', time.localtime(rec.deadline))}")
+        caps.append(f"deadline {show_deadline(rec.deadline)}")
     return text + (f"; caps: {', '.join(caps)}" if caps else "")
 
 
@@ -311,7 +319,7 @@ def _supervise_foreground(prov, target, spec, store, rec, *, poll_s: float, on_i
 @click.argument("run")
 @click.option("--where", default="host", help="Where this supervisor runs (shown in status).")
 @click.option("--bucket", default=None, help="The run's bucket, when this machine has no record of it.")
-@click.option("--poll", "poll_s", type=click.FloatRange(min=0.5, max=10.0), default=None,
+@click.option("--poll", "poll_s", type=click.FloatRange(min=0.5, max=LONGEST_POLL_S), default=None,
               help="Seconds between looks [default: the run's, from train --poll].")
 @provider_options
 def supervise(run: str, where: str, bucket: str | None, poll_s: float | None, provider: str | None,

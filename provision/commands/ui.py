@@ -21,6 +21,9 @@ def command(port: int, host: str, provider: str | None, project: str | None) -> 
     buckets this machine knows and the provider's clusters, refreshes itself every 5 s, needs no
     network beyond them (no CDN) and no write permission. Ctrl-C stops it.
 
+    Only a browser that opens the URL it prints (with its token, random at each start, or
+    TPUCTL_UI_TOKEN's) gets in; it keeps a cookie from then on. Everything else is refused (403).
+
     \b
     Example:
       tpuctl ui --port 8765
@@ -36,10 +39,18 @@ def command(port: int, host: str, provider: str | None, project: str | None) -> 
     if not loopback:
         raise UsageError(f"--host {host} is not a loopback address: the page would be open to the network",
                          hint="serve on 127.0.0.1 and reach it from another machine with ssh -L 8765:127.0.0.1:8765")
+    import os
+
+    from ..basics.redact import remember_secret
+    from ..ui.server import TOKEN_ENV, UiServer, token_problem
+
+    token = os.environ.get(TOKEN_ENV)
+    if token is not None and (problem := token_problem(token)):
+        raise UsageError(problem, hint=f"unset {TOKEN_ENV} for a random token at each start, or set one made by "
+                                       "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'")
     target = resolve_target(provider, project)
     from ..cloud import get_provider
     from ..ui.records import Records
-    from ..ui.server import UiServer
 
     try:
         prov = get_provider(target)
@@ -49,12 +60,14 @@ def command(port: int, host: str, provider: str | None, project: str | None) -> 
         say(f"tpuctl ui: clusters not shown: {exc.one_line() if isinstance(exc, TpuctlError) else type(exc).__name__}")
         prov = None
     try:
-        server = UiServer((host, port), Records(target, prov))
+        server = UiServer((host, port), Records(target, prov), token)
     except OSError as exc:
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror}",
                          hint="pick another port with --port, or --port 0 for any free one") from None
-    say(f"tpuctl ui: {target.describe()}; read-only, Ctrl-C stops it")
-    click.echo(f"tpuctl ui: serving {server.url}", err=False)
+    remember_secret(server.token)     # scrubbed from every other line tpuctl prints
+    say(f"tpuctl ui: {target.describe()}; read-only, for the browser that opens the URL below; Ctrl-C stops it")
+    # the one place the token is shown, unscrubbed: the URL is the key to the page (docs/ui.md)
+    click.echo(f"tpuctl ui: serving {server.signin_url}", err=False)
     import sys
 
     sys.stdout.flush()

@@ -16,6 +16,24 @@ from .common import (
     say,
 )
 
+# what may go with NAME alone for up to make the cluster again as it was (none of them shapes it)
+_NOT_SHAPING = frozenset({"name", "timeout", "keep_on_failure", "provider", "project", "dry_run", "as_json"})
+
+
+def _saved_spec(name: str, target):
+    """The cluster's spec as its last ``up`` on this machine saved it, when ``up NAME`` was given
+    nothing that shapes a cluster: so ``up NAME`` brings a preempted (or deleted) TPU back with
+    the same type, zone, capacity, API and host. None otherwise (the options decide, as always)."""
+    from click.core import ParameterSource
+
+    from ..cluster.cache import saved_spec
+
+    ctx = click.get_current_context()
+    given = {p for p in ctx.params if ctx.get_parameter_source(p) not in (ParameterSource.DEFAULT, None)}
+    if given - _NOT_SHAPING:
+        return None
+    return saved_spec(target.provider, target.project, name)
+
 
 def complete_cluster(ctx: click.Context, param: click.Parameter, incomplete: str) -> list:
     from ..cluster import cached_names
@@ -71,6 +89,10 @@ def complete_cluster(ctx: click.Context, param: click.Parameter, incomplete: str
               help="No external IPs on the TPU VM and the host VM (private networks: needs Private Google "
                    "Access, and Cloud NAT for pip).")
 @click.option("--service-account", metavar="EMAIL", help="Service account of the host VM and TPU VM.")
+@click.option("--least-privilege", is_flag=True,
+              help="Run the hosts as an account tpuctl makes for this cluster (tpuctl-NAME) with only "
+                   "roles/storage.objectUser on --bucket, and without external IPs where a Cloud NAT serves "
+                   "their subnetwork; down deletes the account.")
 @click.option("--create-firewall-rule", is_flag=True,
               help="Multi-host TPU VM slice: if the network's firewall keeps the workers from reaching "
                    "each other, create the rule that lets them (down deletes it).")
@@ -85,7 +107,7 @@ def command(name: str, zone: str | None, accelerator_type: str, in_order: bool, 
             machine_type: str, no_vm: bool, runtime_version: str | None, tf_version: str | None,
             cidr: str | None, network: str, subnetwork: str | None, bucket: str | None,
             labels: tuple[str, ...], queued: bool, valid_until: str | None, no_external_ips: bool,
-            service_account: str | None, create_firewall_rule: bool, autodown: str | None,
+            service_account: str | None, least_privilege: bool, create_firewall_rule: bool, autodown: str | None,
             keep_on_failure: bool, timeout: str,
             provider: str | None, project: str | None, dry_run: bool, as_json: bool) -> None:
     """Create the cluster NAME: a host VM and a TPU, or adopt what already exists.
@@ -118,7 +140,15 @@ def command(name: str, zone: str | None, accelerator_type: str, in_order: bool, 
         raise UsageError("--no-external-ips with --arch node applies to the host VM",
                          hint="TPU Nodes have no external IPs of their own; drop --no-vm or the flag")
     target = resolve_target(provider, project, zone.split(",")[0] if zone else None)
-    zones = validate.zones(zone) if zone else validate.zones(target.zone or cluster.default_zone(target))
+    from ..cluster import least_privilege as lp
+
+    lp.check(least_privilege=least_privilege, service_account=service_account, bucket=bucket,
+             provider=target.provider)
+    saved = _saved_spec(name, target)     # NAME alone: the cluster again, as its up made it
+    if saved is not None:
+        zones = saved.zones
+    else:
+        zones = validate.zones(zone) if zone else validate.zones(target.zone or cluster.default_zone(target))
     types = validate.accelerator_types(accelerator_type)
     order, flex_s = _capacity(capacity, spot=spot or preemptible, flex_start=flex_start, reservation=reservation)
     if in_order and len(types) < 2:
@@ -134,13 +164,18 @@ def command(name: str, zone: str | None, accelerator_type: str, in_order: bool, 
         external_ips=not no_external_ips, service_account=service_account, autodown_seconds=autodown_s,
         api=api, capacity=order, flex_seconds=flex_s, reservation=reservation,
     )
+    if saved is not None:
+        spec = saved
+        say(f"up {name}: as its up made it (this machine's cluster cache): {saved.accelerator_type} in "
+            f"{saved.zone}, {saved.capacities[0].value}"
+            + (", Compute Engine" if saved.api == "compute" else ""))
     acting_on(target, "up", zone=",".join(zones))
     if target.provider == "local":
         from ..runs.executors import private_slice_network
 
         for t in types:           # an emulated slice: a network of its own, or the user's explicit opt-in
             private_slice_network(t)
-    if target.provider == "gcp" and not service_account and not dry_run:
+    if target.provider == "gcp" and not service_account and not least_privilege and not dry_run:
         say(DEFAULT_ACCOUNT_NOTE.format(what=_runs_as(no_vm=no_vm, arch=arch)))
     prov = open_provider(target)
     grant = target.provider == "gcp" and arch == "node" and bool(bucket)
@@ -149,9 +184,21 @@ def command(name: str, zone: str | None, accelerator_type: str, in_order: bool, 
     if bucket and not dry_run and hasattr(prov, "stage_startup"):
         prov.stage_startup(bucket)         # what the hosts' bootstrap fetches, before their metadata names the bucket
     firewall_note = _firewall(prov, spec, create=create_firewall_rule, dry_run=dry_run)
+    hosts = None
     try:
+        if least_privilege:     # the hosts' account and external IPs, once every check has passed
+            hosts = lp.prepare(prov, spec, target=target, dry_run=dry_run, autodown=autodown_s is not None, log=say)
+            spec = hosts.spec
+            if not dry_run:
+                for line in hosts.lines:
+                    say(line)
         result = cluster.up(prov, spec, dry_run=dry_run, keep_on_failure=keep_on_failure, timeout=wait_s, log=say)
     except BaseException:
+        if hosts is not None and hosts.created and not dry_run:
+            if keep_on_failure:
+                say(f"kept: service account {hosts.email}")
+            else:
+                lp.rollback(prov, hosts, log=say)
         if firewall_note and not dry_run:
             from ..cluster import pod_network
 
@@ -162,6 +209,12 @@ def command(name: str, zone: str | None, accelerator_type: str, in_order: bool, 
         raise
     if firewall_note:
         result.notes.append(firewall_note)
+    if hosts is not None:
+        if hosts.created:
+            result.created.append(f"service account {hosts.email}")
+        elif hosts.would_create:
+            result.planned.append(f"service account {hosts.email}")
+        result.notes.extend(hosts.lines)
     if spec.autodown_seconds and not dry_run:
         from ..host.autodown import start_autodown
 

@@ -93,7 +93,8 @@ def _reap_logged(provider: Provider, target: Any, cluster: str, idle_for: float,
         res = reap(provider, target, cluster=cluster, idle_for=idle_for, bucket=bucket, who="autodown", log=log)
         for r in res.deleted:
             log(f"autodown: deleted TPU {r.node.name} ({r.verdict.reason}): "
-                + (f"saves ${r.hourly:.2f}/hour at list price" if r.hourly else "bills nothing while dead; frees its quota"))
+                + ("its price is unknown" if r.hourly is None else f"saves ${r.hourly:.2f}/hour at list price"
+                   if r.hourly else "bills nothing while dead; frees its quota"))
         for q in res.requests:
             if q.deleted:
                 log(f"autodown: {q.line(False)}")

@@ -194,15 +194,18 @@ def _scalar(value: Any) -> bool:
     return value is None or isinstance(value, (bool, int, float)) or (isinstance(value, str) and len(value) < 200)
 
 
-def reaped_notice(cluster: str, tpu: str, zone: str, accelerator_type: str, saves_usd_per_hour: float,
+def reaped_notice(cluster: str, tpu: str, zone: str, accelerator_type: str, saves_usd_per_hour: float | None,
                   reason: str, when: float) -> Notice:
-    """An idle or dead TPU the reaper deleted, and what that saves per hour at list price."""
+    """An idle or dead TPU the reaper deleted, and what that saves per hour at list price (None:
+    its price is unknown, and the notice says so rather than $0.00)."""
     title = f"cluster {cluster}: TPU {tpu} deleted"
-    text = (f"{title} ({accelerator_type} in {zone}): {_text(reason) or 'idle'}; "
-            f"saves ${saves_usd_per_hour:.2f}/hour at list price")
+    saves = (f"saves ${saves_usd_per_hour:.2f}/hour at list price" if saves_usd_per_hour is not None
+             else "its price is unknown")
+    text = f"{title} ({accelerator_type} in {zone}): {_text(reason) or 'idle'}; {saves}"
     return Notice(kind="reaped", subject=cluster, title=title, text=text, time=when, cluster=cluster,
                   fields={"tpu": tpu, "zone": zone, "accelerator_type": accelerator_type,
-                          "saves_usd_per_hour": round(saves_usd_per_hour, 4), "reason": _text(reason)})
+                          "saves_usd_per_hour": round(saves_usd_per_hour, 4) if saves_usd_per_hour is not None
+                          else None, "reason": _text(reason)})
 
 
 def sweep_notice(kind: str, sweep_id: str, *, metric_name: str, metric: float | None, trial: int | None,

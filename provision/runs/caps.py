@@ -31,6 +31,10 @@ from ..basics.validate import format_duration
 WARN_FRACTION = 0.8
 # what a stop takes on top of the next poll: the job's checkpoint and exit, the TPU's deletion
 STOP_S = 60.0
+# the longest a supervisor waits between two looks (``train --poll``'s most): a deadline must be
+# further away than a stop and one look, or the first look stops the run before its first step
+LONGEST_POLL_S = 10.0
+DEADLINE_MARGIN_S = STOP_S + LONGEST_POLL_S
 
 
 def usd(hourly_usd: float, seconds: float) -> float:
@@ -76,7 +80,7 @@ class Decision:
     reason: str = ""
 
 
-def check(budget_usd: float | None, deadline: str | None, *, now: float, usd_per_hour: float,
+def check(budget_usd: float | None, deadline: str | None, *, now: float, usd_per_hour: float | None,
           accelerator_type: str) -> Caps:
     """The caps a run asks for (``--budget-usd`` / ``--deadline`` or the spec's keys), checked before
     anything is staged: a positive budget, a deadline still ahead, a price to count the budget with.
@@ -88,7 +92,7 @@ def check(budget_usd: float | None, deadline: str | None, *, now: float, usd_per
     if budget_usd is not None and not budget_usd > 0:
         raise UsageError(f"--budget-usd {budget_usd:g} leaves nothing to spend",
                          hint="give a positive amount in US dollars, e.g. --budget-usd 50")
-    if budget_usd is not None and not usd_per_hour > 0:
+    if budget_usd is not None and (usd_per_hour is None or not usd_per_hour > 0):
         raise UsageError(f"no price is known for {accelerator_type}: a budget cannot be counted against it",
                          hint="drop --budget-usd (and budget_usd in the spec), or use a type tpuctl prices "
                               "(tpuctl cost lists the prices)")
@@ -104,10 +108,21 @@ def check(budget_usd: float | None, deadline: str | None, *, now: float, usd_per
             raise UsageError(str(exc)) from None
         if when <= now:
             raise UsageError(f"--deadline {deadline} is in the past (it is now "
-                             f"{time.strftime('%Y-%m-%dT%H:%M', time.localtime(now))})",
+                             f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.localtime(now))})",
                              hint="give a time ahead, e.g. --deadline "
                                   f"{time.strftime('%Y-%m-%dT%H:%M', time.localtime(now + 86400))}")
+        if when - now <= DEADLINE_MARGIN_S:
+            raise UsageError(f"--deadline {deadline} is {when - now:.0f} s away, within the "
+                             f"{DEADLINE_MARGIN_S:.0f} s a stop and a look take: the run would be stopped at once",
+                             hint=f"give a deadline more than {DEADLINE_MARGIN_S:.0f} s ahead, e.g. --deadline "
+                                  f"{time.strftime('%Y-%m-%dT%H:%M', time.localtime(now + 86400))}")
     return Caps(budget_usd=budget_usd, deadline=when, started_at=now)
+
+
+def show_deadline(when: float) -> str:
+    """A deadline as ``train``, ``status`` and the caps' lines show it: to the second, with its zone
+    (``2026-12-06 09:15:30 UTC``), so one set seconds ahead is not shown as a minute already gone."""
+    return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(when))
 
 
 def seconds_to_next_checkpoint(o: Looked) -> float | None:

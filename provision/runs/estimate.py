@@ -124,6 +124,20 @@ class Unknowable(ValueError):
     """Neither a measured rate nor the FLOPs of a step: nothing to estimate from."""
 
 
+class Baseless(Unknowable):
+    """A figure came out, but nothing it rests on holds at that size; its text says why in full."""
+
+
+# A FLOPs model (peak x utilisation / FLOPs per step) leaves out what does not scale with FLOPs:
+# the start (compilation, a TPU's first step takes tens of seconds or more) and each step's fixed
+# cost (dispatch, input, the host's loop). For a job whose steps it puts under a minute those
+# dominate, so its figure (the tiny BERT's 300 steps: a few milliseconds) says only that the job is
+# small: no estimate is given, and a first run measures the rate.
+MIN_MODELLED_S = 60.0
+# And no estimate at all under a second: a "0s" estimate is never shown.
+MIN_ESTIMATE_S = 1.0
+
+
 def speed(c: Candidate, step: StepFlops) -> tuple[float, str, list[str]]:
     """Steps/s of the work on the candidate, its source word and its basis lines."""
     if c.measured is not None and c.measured.steps_per_sec > 0:
@@ -158,12 +172,20 @@ def lost_per_interruption_s(rate: float, checkpoint_steps: int, recovery_s: floa
 
 
 def estimate(c: Candidate, step: StepFlops, *, steps: int, batch: int, checkpoint_steps: int) -> Estimate:
-    """Time and dollars for ``steps`` steps of the work on one candidate. Raises :class:`Unknowable`."""
+    """Time and dollars for ``steps`` steps of the work on one candidate. Raises :class:`Unknowable`
+    (:class:`Baseless` when a figure would come out but rest on nothing: never a 0 s estimate)."""
     rate, source, basis = speed(c, step)
     # the first start's warm-up is measured with the rate (a recovery's is in its recovery time)
     compute_s = steps / rate + (c.measured.warmup_s if c.measured is not None and source == "measured" else 0.0)
     each = lost_per_interruption_s(rate, checkpoint_steps, c.interruptions.recovery_s)
     total_s, count = duration(compute_s, per_hour=c.interruptions.per_hour, per_interruption_s=each)
+    if source != "measured" and compute_s < MIN_MODELLED_S:
+        raise Baseless(f"the {source} speed of a {c.accelerator.name} ({rate:.3g} steps/s from its FLOPs) puts "
+                       f"{steps} steps at {_hours(compute_s)}, too little for a FLOPs model: start-up and each "
+                       f"step's fixed cost, which it leaves out, rule a job this small; train it once on the type "
+                       f"and its measured rate is used")
+    if total_s < MIN_ESTIMATE_S:
+        raise Baseless(f"the measured {rate:.4g} steps/s puts {steps} steps under a second")
     usd = c.price.usd_per_hour * total_s / 3600.0 if math.isfinite(total_s) else math.inf
     basis = [*basis, f"{steps} steps at {rate:.4g} steps/s" + (
         f" + the warm-up = {_hours(compute_s)}" if compute_s > steps / rate else f" = {_hours(compute_s)} of steps")]

@@ -18,7 +18,7 @@ from ..basics.errors import TpuctlError, UsageError
 from ..catalog.accelerators import AcceleratorType
 from ..catalog.prices import PriceBook, tier_of
 from . import flops, history
-from .estimate import Candidate, Estimate, Unknowable, estimate, rank
+from .estimate import Baseless, Candidate, Estimate, Unknowable, estimate, rank
 
 # the newest runs of this machine read for an estimate (one bucket read each)
 PAST_RUNS_READ = 200
@@ -118,11 +118,14 @@ def past_runs(target: Any) -> list[history.RunFacts]:
 
 
 def candidate(acc: AcceleratorType, zone: str, *, interruptible: bool, spot: bool, book: PriceBook,
-              runs: Iterable[history.RunFacts], work: Work) -> Candidate:
+              runs: Iterable[history.RunFacts], work: Work, provider: str) -> Candidate:
+    """One candidate for ``provider`` (the target's): its price, and what ``provider``'s own past
+    runs measured (another provider's preemptions never count)."""
     runs = list(runs)
     return Candidate(accelerator=acc, zone=zone, interruptible=interruptible, spot=spot,
                      price=book.tpu_price(acc, zone, tier_of(interruptible)),
-                     interruptions=history.interruptions(runs, zone=zone, accelerator_type=acc.name,
+                     interruptions=history.interruptions(runs, provider=provider, zone=zone,
+                                                          accelerator_type=acc.name,
                                                           interruptible=interruptible, spot=spot),
                      measured=history.measured(runs, work.key, acc.name),
                      input_per_host=history.input_per_host(runs, work.key))
@@ -139,6 +142,8 @@ def table(work: Work, cands: Iterable[Candidate]) -> tuple[list[Estimate], list[
         try:
             done.append(estimate(c, work.step, steps=work.steps, batch=work.batch,
                                  checkpoint_steps=work.checkpoint_steps))
+        except Baseless as exc:
+            skipped.append((c, str(exc)))
         except Unknowable:
             skipped.append((c, f"no measured rate of this job on {c.accelerator.name} and {work.step.basis}"))
     return rank(done), skipped
@@ -171,7 +176,7 @@ def attach(rec: Any, spec: Mapping[str, Any], target: Any, tpu: Any, book: Price
                 batch=int(spec.get("train_batch_size") or 0), steps=int(spec["num_train_steps"]),
                 checkpoint_steps=int(spec["save_checkpoints_steps"]))
     cand = candidate(acc, tpu.zone, interruptible=interruptible, spot=spot, book=book, runs=past_runs(target),
-                     work=work or bare)
+                     work=work or bare, provider=target.provider)
     rec.pricing = {"accelerator_type": acc.name, "zone": tpu.zone, "tier": cand.tier,
                    "usd_per_hour": price.usd_per_hour, "price": price.to_dict(),
                    "interruptions_per_hour": cand.interruptions.per_hour, "recovery_s": cand.interruptions.recovery_s}

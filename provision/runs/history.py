@@ -20,6 +20,11 @@ from .estimate import Interruptions, Measured
 # a rate of preemptions is taken from the ledger once it has seen one, or this many held hours
 # without any (fewer hours with none say little: the cited default stays)
 MIN_HOURS_WITHOUT_PREEMPTION = 24.0
+# and never from fewer held hours than this in all: a rate per hour read off minutes of holding
+# extrapolates a handful of events (five practice preemptions in a few minutes are "112 an hour",
+# and no run finishes), so under an hour the cited default stays. One hour is the shortest window
+# in which a count is a rate per hour at all; the default it replaces is 1 per 24 hours.
+MIN_HELD_HOURS = 1.0
 HELD_STATES = ("training", "making_data", "starting", "waiting")
 
 
@@ -38,6 +43,7 @@ class RunFacts:
     held_s: float
     seconds_lost: float
     warmups: tuple[float, ...] = ()
+    provider: str | None = None  # the run's provider: its preemptions count only for estimates there
 
     @property
     def steps_per_sec(self) -> float | None:
@@ -60,7 +66,8 @@ def facts(record: Mapping[str, Any]) -> RunFacts | None:
         preemptions=int(record.get("preemptions") or 0),
         held_s=sum(float(held.get(s) or 0.0) for s in HELD_STATES),
         seconds_lost=float(record.get("seconds_lost") or 0.0),
-        warmups=tuple(float(w) for w in meter.get("warmups") or () if isinstance(w, (int, float))))
+        warmups=tuple(float(w) for w in meter.get("warmups") or () if isinstance(w, (int, float))),
+        provider=str(record["provider"]) if record.get("provider") else None)
 
 
 def measured(runs: Iterable[RunFacts], workload: str, accelerator_type: str) -> Measured | None:
@@ -81,20 +88,29 @@ def input_per_host(runs: Iterable[RunFacts], workload: str) -> float | None:
     return max(rates) if rates else None
 
 
-def interruptions(runs: Iterable[RunFacts], *, zone: str, accelerator_type: str, interruptible: bool,
-                  spot: bool) -> Interruptions:
-    """Interruptions per held hour and recovery seconds for a type in a zone and tier: the ledger's
-    when it has enough, the cited defaults (:mod:`provision.catalog.performance`) otherwise."""
+def interruptions(runs: Iterable[RunFacts], *, provider: str, zone: str, accelerator_type: str,
+                  interruptible: bool, spot: bool) -> Interruptions:
+    """Interruptions per held hour and recovery seconds for a type in a zone and tier on
+    ``provider``: the ledger's when it has enough, the cited defaults
+    (:mod:`provision.catalog.performance`) otherwise.
+
+    Only ``provider``'s own runs count: preemptions practised on the local provider (``tpuctl
+    simulate preempt``) say nothing about Google Cloud's, nor the other way round. A rate needs
+    :data:`MIN_HELD_HOURS` of holding in all; short of it the basis says how little was held."""
     rate = default_preemptions_per_hour(interruptible, spot)
     if rate is None:
         return Interruptions.none()
-    same = [r for r in runs if r.interruptible and r.zone == zone and r.accelerator_type == accelerator_type]
+    same = [r for r in runs if r.provider == provider and r.interruptible and r.zone == zone
+            and r.accelerator_type == accelerator_type]
     count = sum(r.preemptions for r in same)
     hours = sum(r.held_s for r in same) / 3600.0
     per_hour, per_hour_basis = rate.value, rate.flag()
-    if same and (count or hours >= MIN_HOURS_WITHOUT_PREEMPTION):
-        per_hour = count / hours if hours > 0 else rate.value
+    if same and hours >= MIN_HELD_HOURS and (count or hours >= MIN_HOURS_WITHOUT_PREEMPTION):
+        per_hour = count / hours
         per_hour_basis = f"ledger: {count} preemption(s) in {hours:.1f} held hours of {len(same)} run(s) here"
+    elif count:
+        per_hour_basis = (f"{per_hour_basis}; the ledger's {count} preemption(s) here came in "
+                          f"{hours * 60:.0f} min held, under the {MIN_HELD_HOURS:g} h a rate needs")
     recovery, recovery_basis = RECOVERY_S.value, RECOVERY_S.flag()
     lost = [r for r in same if r.preemptions]
     if lost:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .caps import Caps, Decision, Looked, Verdict, crossings, decide, usd
-from .estimate import duration, lost_per_interruption_s
+from .estimate import MIN_ESTIMATE_S, duration, lost_per_interruption_s
 
 KEPT = 48
 WARMUPS_KEPT = 16
@@ -171,7 +171,8 @@ def summary(rec: Any) -> dict[str, Any]:
         "moved": moved(history), "budget_usd": rec.budget_usd, "deadline": rec.deadline,
         "stopped_by": rec.stopped_by, "estimate": rec.estimate, "vs_estimate": None}
     est = rec.estimate or {}
-    if not rec.live and est.get("total_s") is not None and est.get("steps"):
+    # an estimate under a second (stored before tpuctl refused to make one) had no basis: no comparison
+    if not rec.live and float(est.get("total_s") or 0.0) >= MIN_ESTIMATE_S and est.get("steps"):
         done = max(0, int(rec.step or 0))
         share = min(1.0, done / float(est["steps"]))
         seconds = sum(float((rec.seconds_by_state or {}).get(s) or 0.0) for s in ACTIVE_STATES)

@@ -25,7 +25,7 @@ import secrets
 import socket
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from ..basics import statefile
 from ..basics.config import home
@@ -133,9 +133,107 @@ class RunRecord:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunRecord:
-        known = cls.__dataclass_fields__
-        return cls(**{k: v for k, v in data.items() if k in known})
+    def from_dict(cls, data: Any, where: str = "run.json") -> RunRecord:
+        """The record ``data`` (run.json's JSON) holds, its fields and the objects inside them that
+        tpuctl computes with (:data:`RECORD_PARTS`) of their types, or
+        :class:`~provision.basics.records.BadRecord` naming ``where`` and the field: a bucket's
+        writers write run.json too."""
+        from ..basics.records import checked
+
+        return checked(cls, data, where, parts=RECORD_PARTS)
+
+
+# The objects inside a run's record that tpuctl computes with, as the keys it reads: the one gate
+# for records read from a bucket (provision.basics.records) checks them with the record's own
+# fields, so a value of the wrong type is one line naming run.json, never an internal error.
+class _Progress(TypedDict, total=False):
+    """``last_progress``: the job's progress.json as the supervisor last saw it."""
+    step: float | None
+    loss: float | None
+    examples_per_sec: float | None
+    time: float | None
+    started_at: float | None
+    step_time: float | None
+    first_step_time: float | None
+    metrics: dict[str, Any] | None
+    outputs: list[Any] | None
+    data_creation: list[Any] | None
+    progress_reported: bool | None
+
+
+class _Attempt(TypedDict, total=False):
+    n: int
+    tpu_created_at: float | None
+    started_at: float | None
+    zone: str | None
+
+
+class _Lease(TypedDict, total=False):
+    owner: str | None
+    host: str | None
+    pid: int | None
+    where: str | None
+    heartbeat_at: float | None
+
+
+class _Projection(TypedDict):
+    """One entry of ``pace.projections`` (provision.runs.pace.Projection.to_dict, kept only with an ETA)."""
+    t: float
+    eta: float
+    projected_usd: float
+
+
+class _Meter(TypedDict, total=False):
+    steps: float
+    seconds: float
+    step: float | None
+    time: float | None
+    warmups: list[float]
+
+
+class _Pace(TypedDict, total=False):
+    usd_by_state: dict[str, float] | None
+    projections: list[_Projection] | None
+    meter: _Meter | None
+
+
+class _Estimate(TypedDict, total=False):
+    total_s: float | None
+    total_usd: float | None
+    steps: float | None
+    none: str
+
+
+RECORD_PARTS: dict[str, Any] = {
+    "last_progress": _Progress | None, "attempt": _Attempt | None, "supervisor": _Lease | None,
+    "pace": _Pace, "estimate": _Estimate | None,
+}
+
+
+class _Event(TypedDict, total=False):
+    """One line of events.jsonl: its time and kind (the rest is the event's own)."""
+    time: float
+    event: str
+
+
+class _WorkerRecord(TypedDict, total=False):
+    """An attempt's ``exit-<worker>.json`` or ``alive-<worker>.json`` (provision.host.agent)."""
+    code: int
+    time: float
+    pid: int | None
+    refused: str | None
+
+
+def usable_progress(data: Any) -> dict[str, Any] | None:
+    """A job's progress.json (its JSON) when the fields tpuctl computes with have their types
+    (:class:`_Progress`), else None: the supervisor then sees no progress this poll, as for a file
+    that is not JSON (the job writes it, and a program of the user's may write anything)."""
+    from ..basics.records import BadRecord, checked_object
+
+    try:
+        return checked_object(data, _Progress, "progress.json")
+    except BadRecord:
+        return None
 
 
 class RunStore:
@@ -148,11 +246,15 @@ class RunStore:
 
     # -- the record and its events (single writer: the supervisor) ---------------------------
     def load(self) -> RunRecord:
+        from ..basics.records import parse
+
+        where = f"{self.bucket.url}/{self.prefix}/run.json"
         try:
-            return RunRecord.from_dict(json.loads(self.bucket.read_bytes(f"{self.prefix}/run.json")))
+            raw = self.bucket.read_bytes(f"{self.prefix}/run.json")
         except NotFound:
             raise UnknownName(f"run {self.run_id} not found in {self.bucket.url}",
                            hint="check the run id with tpuctl status") from None
+        return RunRecord.from_dict(parse(raw, where), where)
 
     def save(self, rec: RunRecord) -> None:
         from ..basics.redact import redact_data
@@ -186,11 +288,20 @@ class RunStore:
                           f"({EVENT_ATTEMPTS} tries)", hint="is something else rewriting it?")
 
     def events(self) -> list[dict[str, Any]]:
+        """The run's events, each line checked (:class:`_Event`): a bad one is named by its line."""
+        from ..basics.records import checked_object, parse
+
+        name = f"{self.prefix}/events.jsonl"
         try:
-            raw = self.bucket.read_bytes(f"{self.prefix}/events.jsonl")
+            raw = self.bucket.read_bytes(name)
         except NotFound:
             return []
-        return [json.loads(line) for line in raw.decode().splitlines() if line.strip()]
+        out = []
+        for number, line in enumerate(raw.splitlines(), 1):
+            if line.strip():
+                where = f"{self.bucket.url}/{name} line {number}"
+                out.append(checked_object(parse(line, where), _Event, where))
+        return out
 
     # -- attempts (written by hosts) -------------------------------------------------------------
     def attempt_prefix(self, n: int) -> str:
@@ -200,10 +311,15 @@ class RunStore:
         self.bucket.write_bytes(name, _dumps(data))
 
     def read_json(self, name: str) -> Any | None:
+        """The JSON value of the object ``name`` (None: there is none); not JSON is
+        :class:`~provision.basics.records.BadRecord` naming it."""
+        from ..basics.records import parse
+
         try:
-            return json.loads(self.bucket.read_bytes(name))
+            raw = self.bucket.read_bytes(name)
         except NotFound:
             return None
+        return parse(raw, f"{self.bucket.url}/{name}")
 
     def write_current(self, cluster: str, pointer: dict[str, Any]) -> None:
         """Point ``cluster``'s hosts at a run (``current.json``), with the run it names also in the
@@ -221,12 +337,14 @@ class RunStore:
         return self._by_worker(n, "alive")
 
     def _by_worker(self, n: int, kind: str) -> dict[str, dict[str, Any]]:
+        from ..basics.records import checked_object
+
         out = {}
         for info in self.bucket.list(f"{self.attempt_prefix(n)}/{kind}-"):
             worker = info.name.rsplit(f"/{kind}-", 1)[1].removesuffix(".json")
             data = self.read_json(info.name)
             if data is not None:
-                out[worker] = data
+                out[worker] = checked_object(data, _WorkerRecord, f"{self.bucket.url}/{info.name}")
         return out
 
     def log_workers(self, n: int) -> list[str]:

@@ -45,7 +45,7 @@ from .policy import (
     seconds_by_state,
 )
 from .stall import since_progress, stalled
-from .store import RunRecord, RunStore, current_name, supervisor_identity
+from .store import RunRecord, RunStore, current_name, supervisor_identity, usable_progress
 
 LEASE_RENEW_S = 5.0
 # a lease not renewed for this long belongs to a dead supervisor (it renews every 5 s)
@@ -144,9 +144,9 @@ def read_progress(model_dir: str, provider_name: str, project: str) -> dict[str,
             return None
     try:
         data = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
-    return data if isinstance(data, dict) else None
+    return usable_progress(data)
 
 
 def left_out_named(left_out: list[dict[str, str]], lines: list[str]) -> dict[str, str] | None:

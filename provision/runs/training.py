@@ -324,16 +324,14 @@ def stage_run(store: RunStore, prep: Prepared, log: Any, provider: Provider) -> 
 def stage_workdir(bucket: Any, packed: Any) -> bool:
     """Put the workdir archive in the bucket under its sha256, unless it is there already (the
     same code staged before, byte for byte): True when it was sent. An object of that name with
-    other bytes (hosts would refuse it: its digest is not the pinned one) is replaced."""
-    from ..cloud.storage import crc
+    other bytes (hosts would refuse it: its digest is not the pinned one) is replaced, even one
+    with the same size and CRC32C, which a bucket writer can forge
+    (:func:`provision.staging.addressed.holds` compares sha256s)."""
+    from ..staging import addressed
 
-    there = bucket.stat(packed.object_name)
-    same = there is not None and there.size == len(packed.data) and (
-        crc.value(packed.data) == there.crc32c if there.crc32c is not None
-        else bucket.read_bytes(packed.object_name) == packed.data)
-    if same:
+    if addressed.holds(bucket, packed.object_name, packed.digest, len(packed.data)):
         return False
-    bucket.write_bytes(packed.object_name, packed.data)
+    addressed.wrote(bucket, packed.object_name, packed.digest, bucket.write_bytes(packed.object_name, packed.data))
     return True
 
 

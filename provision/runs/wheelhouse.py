@@ -79,14 +79,17 @@ def build(lines: tuple[str, ...], provider: str, log: Callable[[str], None]) -> 
 
 
 def stage(bucket: Any, wheels: list[tuple[str, Path, str]]) -> str:
-    """Upload the wheels (those not there yet) and their manifest; returns its digest (the pin's)."""
+    """Upload the wheels and their manifest; returns its digest (the pin's). A wheel is skipped
+    only when the bucket holds its very bytes (:func:`provision.staging.addressed.holds`): one of
+    the same name and size planted by a bucket writer, which hosts would refuse, is replaced."""
+    from ..staging import addressed
+
     entries = sorted((name, sha) for name, _p, sha in wheels)
     digest = pins.manifest(entries)
     for name, path, sha in wheels:
         obj = wheel_name(sha, name)
-        there = bucket.stat(obj)
-        if there is None or there.size != path.stat().st_size:
-            bucket.upload_file(path, obj)
+        if not addressed.holds(bucket, obj, sha, path.stat().st_size):
+            addressed.wrote(bucket, obj, sha, bucket.upload_file(path, obj))
     bucket.write_bytes(manifest_name(digest), json.dumps({"wheels": [[n, s] for n, s in entries]}).encode())
     return digest
 

@@ -7,6 +7,10 @@ user meant to ship:
 
 - no path with a segment that starts with ``.`` (``.git/``, ``.env``, ``.venv/``, ``.ssh``);
 - no symlink, to a file or a directory, wherever it points (it is never followed);
+- no file whose name says it holds a credential (:data:`SECRET_NAMES`: ``credentials.json``,
+  ``id_rsa``, ``*.pem``, ``terraform.tfstate``, ...), unless the workdir's ``.tpuctlignore`` names
+  that file itself (a line ``!PATH`` or ``!NAME`` without wildcards): a secret ships only when the
+  user said so, by name, as ``!data/`` brings back what ``.gitignore`` leaves out;
 - nothing a ``.gitignore`` or ``.tpuctlignore`` excludes, with git's semantics: each such file
   applies to its own directory and below, patterns with a ``/`` are anchored there, a deeper
   file's patterns and a later line win, ``!`` re-includes, and nothing under an excluded
@@ -21,6 +25,7 @@ exactly that: :mod:`provision.staging.workdir`); :func:`ignored_by` is the pure 
 
 from __future__ import annotations
 
+import fnmatch
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,6 +36,21 @@ from .ignore import Rule, parse_rule
 
 IGNORE_FILES = (".gitignore", ".tpuctlignore")     # in this order: the later file's rules win
 MAX_IGNORE_BYTES = 1 << 20
+
+# Names of files that hold credentials far more often than code (matched case-insensitively), and
+# what each is. A workdir is readable by everyone who reads the bucket, and a host's jobs and their
+# dependencies; a stray key there outlives the run. (Dot paths never go at all: ``.env``,
+# ``.netrc``, ``.npmrc``, ``.pypirc``, ``.git/``, ``.ssh/``, ``.aws/``, ``.kube/``, ``.docker/``.)
+SECRET_NAMES: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("credentials.json", "*credentials*.json", "client_secret*.json", "*service?account*.json"),
+     "a credentials file (a service-account key, an OAuth client secret)"),
+    (("id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", "id_ecdsa_sk", "id_ed25519_sk", "*.ppk"), "an SSH private key"),
+    (("*.pem", "*.key", "*.p12", "*.pfx", "*.jks", "*.keystore"), "a private key or a certificate bundle"),
+    (("*.tfstate", "*.tfstate.backup"), "Terraform state (it holds resources' secrets in plain text)"),
+    (("kubeconfig", "*.kubeconfig"), "a kubeconfig (a cluster's credentials)"),
+    (("_netrc", "netrc", "npmrc", "pypirc", "htpasswd"), "a password or registry-token file"),
+)
+_WILDCARDS = frozenset("*?[\\")
 
 
 @dataclass(frozen=True)
@@ -106,12 +126,37 @@ def _walk(directory: Path, base: str, levels: list[Level], files: list[str], ski
             skipped.append(Skipped(shown, "Python bytecode"))
         elif not is_dir and not entry.is_file(follow_symlinks=False):
             skipped.append(Skipped(rel, "not a regular file"))
+        elif not is_dir and (what := secret_kind(entry.name)) and not named_by(levels, rel):
+            skipped.append(Skipped(rel, f"{what}: a line !{rel} in .tpuctlignore ships it"))
         elif (source := ignored_by(levels, rel, is_dir)) is not None:
             skipped.append(Skipped(shown, f"ignored by {source}"))
         elif is_dir:
             _walk(Path(entry.path), rel, levels, files, skipped)
         else:
             files.append(rel)
+
+
+def secret_kind(name: str) -> str | None:
+    """What a file of this name usually is, when that is a credential (:data:`SECRET_NAMES`). Pure."""
+    low = name.lower()
+    for patterns, what in SECRET_NAMES:
+        if any(fnmatch.fnmatchcase(low, p) for p in patterns):
+            return what
+    return None
+
+
+def named_by(levels: Sequence[Level], path: str) -> bool:
+    """Whether a ``.tpuctlignore`` names the file ``path`` itself: a ``!`` line without wildcards
+    that matches it (``!id_rsa``, ``!deploy/ca.pem``). A pattern that only happens to match
+    (``!*``) is no choice to ship a secret. Pure."""
+    for level in levels:
+        rel = path[len(level.base) + 1:] if level.base else path
+        for rule, source in level.rules:
+            if (rule.negate and os.path.basename(source) == ".tpuctlignore"
+                    and not _WILDCARDS & set(rule.pattern.lstrip("!"))
+                    and _hits(rule, rel.split("/"), False)):
+                return True
+    return False
 
 
 def _level(directory: Path, base: str) -> Level:

@@ -231,12 +231,17 @@ def plan(spec_path: str, *, provider: str, project: str | None, bucket: str, zon
     # the budget counts every trial at the dearest of the sweep's types and zones: it is never overspent
     tier = prices.tier_of(preemptible or spot)
     price = max(((book or prices.BUNDLED).tpu_price(acc, z, tier) for acc in accs for z in zones or [None]),
-                key=lambda p: p.usd_per_hour)
+                key=lambda p: float("inf") if p.usd_per_hour is None else p.usd_per_hour)
+    if price.usd_per_hour is None and budget_usd is not None:
+        raise UsageError(f"no {tier} price is known for {', '.join(a.name for a in accs)}: a budget cannot be "
+                         f"counted against it", hint="drop --budget-usd, or sweep on a type tpuctl prices "
+                                                     "(tpuctl cost lists the prices)")
     rec = SweepRecord(sweep_id=sweep_id, provider=provider, project=project or "", bucket=bucket, zones=list(zones),
                       accelerator_type=",".join(a.name for a in accs), preemptible=preemptible, spot=spot,
                       max_concurrent=max_conc,
                       max_trials=sweep.max_trials, spec=sweep.to_dict(), budget_usd=budget_usd,
-                      hourly_usd=price.usd_per_hour, price=price.to_dict(),
+                      # unpriced: its trials are counted at nothing (no budget to keep); price says unknown
+                      hourly_usd=price.usd_per_hour or 0.0, price=price.to_dict(),
                       eval_every_steps=c.eval_every if "eval_every_steps" in keys else None,
                       num_train_steps=c.num_train_steps,
                       max_failures=max_failures, poll_s=poll_s, service_account=service_account)

@@ -24,7 +24,7 @@ import secrets
 import socket
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from ..basics import statefile
 from ..basics.config import home
@@ -122,9 +122,22 @@ class SweepRecord:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SweepRecord:
-        known = cls.__dataclass_fields__
-        return cls(**{k: v for k, v in data.items() if k in known})
+    def from_dict(cls, data: Any, where: str = "sweep.json") -> SweepRecord:
+        """The record ``data`` holds, each field of its type (the spec's too: :class:`_SpecShape`),
+        or :class:`~provision.basics.records.BadRecord` naming ``where``: the bucket's writers
+        write sweep.json too."""
+        from ..basics.records import checked
+
+        return checked(cls, data, where, parts={"spec": _SpecShape})
+
+
+class _SpecShape(TypedDict):
+    """What a sweep's view reads of its spec (provision.sweeps.spec.SweepSpec.to_dict)."""
+    metric: str
+    goal: str
+    method: str
+    pruner: str
+    parameters: dict[str, Any]
 
 
 @dataclass
@@ -154,9 +167,12 @@ class TrialRecord:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TrialRecord:
-        known = cls.__dataclass_fields__
-        return cls(**{k: v for k, v in data.items() if k in known})
+    def from_dict(cls, data: Any, where: str = "trial record") -> TrialRecord:
+        """The trial ``data`` holds, each field of its type, or
+        :class:`~provision.basics.records.BadRecord` naming ``where``."""
+        from ..basics.records import checked
+
+        return checked(cls, data, where)
 
 
 class SweepStore:
@@ -181,26 +197,38 @@ class SweepStore:
         except ValueError:
             return None
 
+    def where(self, rel: str) -> str:
+        """The URL of one of the sweep's objects, as an error names it."""
+        return f"{self.bucket.url}/{self.name(rel)}"
+
     def load(self) -> SweepRecord:
-        data = self.read_json("sweep.json")
-        if not isinstance(data, dict):
+        from ..basics.records import parse
+
+        try:
+            raw = self.bucket.read_bytes(self.name("sweep.json"))
+        except NotFound:
             raise UnknownName(f"sweep {self.sweep_id} not found in {self.bucket.url}",
-                           hint="check the id, or pass --bucket gs://B where it lives")
-        return SweepRecord.from_dict(data)
+                           hint="check the id, or pass --bucket gs://B where it lives") from None
+        return SweepRecord.from_dict(parse(raw, self.where("sweep.json")), self.where("sweep.json"))
 
     def save(self, rec: SweepRecord) -> None:
         rec.updated_at = time.time()
         self.write_json("sweep.json", rec.to_dict())
 
     def trials(self) -> list[TrialRecord]:
+        from ..basics.records import parse
+
         out = []
         for info in self.bucket.list(self.name("trials/")):
             rest = info.name[len(self.name("trials/")):]
             if "/" in rest or not rest.endswith(".json"):
                 continue
-            data = self.read_json(f"trials/{rest}")
-            if isinstance(data, dict):
-                out.append(TrialRecord.from_dict(data))
+            try:
+                raw = self.bucket.read_bytes(self.name(f"trials/{rest}"))
+            except NotFound:
+                continue            # deleted since the listing
+            where = self.where(f"trials/{rest}")
+            out.append(TrialRecord.from_dict(parse(raw, where), where))
         return sorted(out, key=lambda t: t.trial)
 
     def save_trial(self, t: TrialRecord) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..catalog.prices import usd_text
 from .store import SweepRecord, TrialRecord
 
 HEADERS = ("", "TRIAL", "PARAMETERS", "STATE", "METRIC", "STEPS", "PREEMPTIONS", "COST", "RUN", "CLUSTER")
@@ -63,7 +64,8 @@ def headline(doc: dict[str, Any]) -> str:
             f"{doc['pruner']}); {parts} of at most {doc['max_trials']}; ${doc['cost_usd']:.4f}")
     p = doc.get("price")
     if p:
-        line += f" at ${p['usd_per_hour']:.2f}/hour per TPU ({p['region']} {p['tier']}, {p['source']}, {p['date']})"
+        line += (f" at {usd_text(p.get('usd_per_hour'))}/hour per TPU ({p['region']} {p['tier']}, {p['source']}, "
+                 f"{p['date']})")
     if doc.get("reason"):
         line += f"; {doc['reason']}"
     return line

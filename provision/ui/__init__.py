@@ -1,4 +1,5 @@
-"""``tpuctl ui``: a read-only page of clusters, runs, slices, sweeps and spend, served on loopback.
+"""``tpuctl ui``: a read-only page of clusters, runs, slices, sweeps and spend, served on loopback
+to the browser that opens the URL it prints (a token in it, then a cookie; ``server``).
 
 Everything it shows is read from the records tpuctl already keeps (the buckets' run and sweep
 directories, the provider's list of clusters): no server of its own elsewhere, no database.

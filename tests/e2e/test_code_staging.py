@@ -1,7 +1,9 @@
 """`tpuctl train --workdir DIR` stages what the user meant to ship, and `--dry-run` lists it: never a
 dot path (a `.git/config` holding an access token went to the bucket), never a symlink (it may
 point anywhere), nothing `.gitignore` or `.tpuctlignore` excludes (git's semantics: nested files,
-anchored patterns, `!`, no way back under an excluded directory), no `__pycache__`. The list is
+anchored patterns, `!`, no way back under an excluded directory), no `__pycache__`, no file named
+like a credential (`credentials.json`, `id_rsa`, `*.pem`, `terraform.tfstate`) unless the
+`.tpuctlignore` names it (`!ca.pem`). The list is
 read from the installed tpuctl's dry run; staging packs exactly it into the workdir archive (no
 TensorFlow needed). `--code`, the old name, still works and says it is deprecated."""
 
@@ -24,13 +26,20 @@ from tests.bert_dirs import config_only_bert
 from tests.conftest import run_tpuctl_process
 
 TOKEN = "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB"
-STAGED = ["important.log", "main.py", "pkg/__init__.py", "pkg/data.csv", "pkg/mod.py"]
+STAGED = ["ca.pem", "important.log", "main.py", "pkg/__init__.py", "pkg/data.csv", "pkg/mod.py"]
 LEFT_OUT = [
     (".env", "a dot path"), (".git/", "a dot path"), (".gitignore", "a dot path"), (".tpuctlignore", "a dot path"),
-    ("build/", "ignored by .gitignore"), ("creds", "a symlink"), ("data.csv", "ignored by .gitignore"),
-    ("debug.log", "ignored by .gitignore"), ("linkdir", "a symlink"), ("notes.tmp", "ignored by .tpuctlignore"),
+    ("build/", "ignored by .gitignore"),
+    ("credentials.json", ("a credentials file (a service-account key, an OAuth client secret): a line "
+                          "!credentials.json in .tpuctlignore ships it")),
+    ("creds", "a symlink"), ("data.csv", "ignored by .gitignore"), ("debug.log", "ignored by .gitignore"),
+    ("id_rsa", "an SSH private key: a line !id_rsa in .tpuctlignore ships it"),
+    ("infra/terraform.tfstate", ("Terraform state (it holds resources' secrets in plain text): a line "
+                                 "!infra/terraform.tfstate in .tpuctlignore ships it")),
+    ("linkdir", "a symlink"), ("notes.tmp", "ignored by .tpuctlignore"),
     ("pkg/.gitignore", "a dot path"), ("pkg/.secret.py", "a dot path"), ("pkg/__pycache__/", "Python bytecode"),
     ("pkg/generated.py", "ignored by pkg/.gitignore"),
+    ("pkg/server.pem", "a private key or a certificate bundle: a line !pkg/server.pem in .tpuctlignore ships it"),
 ]
 
 
@@ -45,9 +54,12 @@ def _code_dir(root: Path) -> Path:
         ".git/config": f"[remote \"origin\"]\n\turl = https://x-access-token:{TOKEN}@github.com/o/r.git\n",
         ".env": f"TOKEN={TOKEN}\n", "build/out.bin": "", "build/keep.txt": "", "debug.log": "",
         "important.log": "", "notes.tmp": "", "data.csv": "",
+        # secrets by their names, and a public certificate the .tpuctlignore names, so it ships
+        "credentials.json": f'{{"type": "service_account", "private_key": "{TOKEN}"}}', "id_rsa": TOKEN,
+        "pkg/server.pem": TOKEN, "infra/terraform.tfstate": TOKEN, "ca.pem": "a public CA certificate\n",
         # git cannot re-include a file whose directory is excluded (build/keep.txt stays out)
         ".gitignore": "build/\n*.log\n!important.log\n!build/keep.txt\n/data.csv\n",
-        "pkg/.gitignore": "generated.py\n", ".tpuctlignore": "*.tmp\n",
+        "pkg/.gitignore": "generated.py\n", ".tpuctlignore": "*.tmp\n!ca.pem\n",
     }.items():
         (code / rel).parent.mkdir(parents=True, exist_ok=True)
         (code / rel).write_text(text)
@@ -74,9 +86,10 @@ def test_train_dry_run_lists_the_code_it_would_stage_and_leaves_secrets_and_link
     assert [(s["path"], s["why"]) for s in doc["workdir_left_out"]] == LEFT_OUT
     human = run_tpuctl_process(*args)
     assert human.code == 0, human.err
-    assert f"would stage 5 file(s) of the workdir {code}:\n" + "".join(f"  workdir/{f}\n" for f in STAGED) \
+    assert f"would stage 6 file(s) of the workdir {code}:\n" + "".join(f"  workdir/{f}\n" for f in STAGED) \
         in human.out
     assert "  left out .git/ (a dot path)\n" in human.out and "  left out creds (a symlink)\n" in human.out
+    assert "  left out id_rsa (an SSH private key: a line !id_rsa in .tpuctlignore ships it)\n" in human.out
     old = run_tpuctl_process(*[a if a != "--workdir" else "--code" for a in args])
     assert old.code == 0 and "  workdir/main.py\n" in old.out, old.err
     assert "tpuctl: warning: --code is deprecated: pass --workdir DIR (the same directory)\n" in old.err
@@ -103,4 +116,4 @@ def test_staging_packs_exactly_the_selection_once(tmp_path):
     again = stage_run(runs.RunStore(bucket, rec2.run_id), Prepared(record=rec2, spec_yaml=prep.spec_yaml,
                       code=select(code), cluster=prep.cluster), log=said.append, provider=LocalProvider(home()))
     assert again["workdir"] == entry["workdir"]
-    assert said[-1].startswith(f"already staged the workdir {code}: 5 files")
+    assert any(line.startswith(f"already staged the workdir {code}: 6 files") for line in said)

@@ -63,7 +63,7 @@ def test_what_cannot_be_estimated_is_one_line_and_exit_2(tmp_path):
     _one_error(r, "cannot estimate job: keras")
     assert "--flops-per-step" in r.err
     ok = run_tpuctl_process("estimate", "--job", "examples/mlp/spec.yaml", "--accelerator-type", "v2-8",
-                            "--flops-per-step", "1e12", "--on-demand", "--json")
+                            "--flops-per-step", "1e14", "--on-demand", "--json")
     assert ok.code == 0 and ok.json()["estimates"][0]["speed_source"] == "published", ok.err
     _one_error(run_tpuctl_process("estimate", *SEED, "--accelerator-type", "v2-8"), "cannot count the FLOPs")
     _one_error(run_tpuctl_process("estimate", "--job", "examples/mlp/spec.yaml", "--accelerator-type", "v9-8"),
@@ -87,3 +87,83 @@ def test_bad_caps_are_refused_before_a_run_is_created(args, fragment):
     assert after == before, "nothing staged, no run recorded"
     assert not (Path(home()) / "runs").exists()
     assert (REPO / "examples/mlp/spec.yaml").is_file()
+
+
+def _practice_runs(count: int) -> None:
+    """Run records as the README tour leaves them: preemptible v2-8 runs on the local provider,
+    each preempted once (tpuctl simulate preempt) after seconds of holding its TPU."""
+    from provision.cloud.storage import local_bucket
+    from provision.runs import store as runs
+
+    bucket = local_bucket("tpuctl-local")
+    if not bucket.exists():
+        bucket.create("local")
+    for i in range(count):
+        rec = runs.RunRecord(run_id=f"lab-20261127-12000{i}-ab1{i}", cluster="lab", provider="local",
+                             project="local", zone="us-central1-b", bucket="gs://tpuctl-local",
+                             model_dir=f"gs://tpuctl-local/m{i}", num_train_steps=300, save_checkpoints_steps=50,
+                             job="bert-finetune", status="finished", preemptions=1, seconds_lost=15.0,
+                             seconds_by_state={"training": 6.0, "starting": 2.0},
+                             pricing={"accelerator_type": "v2-8", "zone": "us-central1-b", "tier": "preemptible",
+                                      "usd_per_hour": 1.35})
+        runs.RunStore(bucket, rec.run_id).save(rec)
+        runs.remember(rec)
+
+
+def test_practice_preemptions_in_minutes_make_no_rate(base_in_bucket):
+    """Issue 43, 2: after the tour, "interruptions: 112.5/h (ledger: 5 preemption(s) in 0.0 held
+    hours of 5 run(s) here) ... it never finishes" and TIME "never"; now the published limit."""
+    _practice_runs(5)
+    r = run_tpuctl_process("estimate", *SEED, "--accelerator-type", "v2-8", "--preemptible")
+    assert r.code == 0, r.err
+    (row,) = [ln for ln in r.out.splitlines() if ln.startswith("v2-8 ")]
+    assert " never " not in row and " 2d" in row, r.out
+    (line,) = [ln for ln in r.out.splitlines() if ln.strip().startswith("interruptions:")]
+    assert line.strip().startswith("interruptions: 0.04167/h (published: preemptible TPUs stop after 24 h at the "
+                                   "latest (a floor: no rate is published for earlier ones); the ledger's 5 "
+                                   "preemption(s) here came in 1 min held, under the 1 h a rate needs) x "), r.out
+
+
+def test_a_deadline_closer_than_a_stop_is_refused_before_a_run_is_created():
+    """Issue 43, 5: a deadline inside the stop margin was accepted and stopped the run at step 0."""
+    import time
+
+    assert run_tpuctl_process("up", "lab").code == 0
+    before = {p for p in home().rglob("*") if p.is_file() and not p.name.endswith(".lock")}
+    soon = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() + 40))
+    r = run_tpuctl_process("train", "lab", "--job", "examples/mlp/spec.yaml", "--code", "examples/mlp",
+                           "--deadline", soon)
+    line = _one_error(r, f"--deadline {soon} is ")
+    assert "s away, within the 70 s a stop and a look take: the run would be stopped at once; give a deadline " \
+           "more than 70 s ahead, e.g. --deadline " in line
+    after = {p for p in home().rglob("*") if p.is_file() and not p.name.endswith(".lock")}
+    assert after == before and not (Path(home()) / "runs").exists()
+
+
+def test_a_job_too_small_for_the_flops_model_gets_no_estimate_never_0s(tmp_path):
+    """Issue 43, 6: every tiny-BERT train on the local provider printed "estimate: 0s and $0.00"."""
+    import time
+
+    tiny = tmp_path / "tiny"
+    tiny.mkdir()
+    (tiny / "bert_config.json").write_text(json.dumps({
+        "vocab_size": 150, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+        "intermediate_size": 64, "hidden_act": "gelu", "max_position_embeddings": 64, "type_vocab_size": 2}))
+    (tiny / "vocab.txt").write_text("".join(f"t{i}\n" for i in range(150)))
+    (tiny / "train.tsv").write_text("a\tb\n")
+    assert run_tpuctl_process("up", "lab", "--preemptible").code == 0
+    job = ["--job", "templates/bert-finetune-tiny.yaml", "--set", f"bert_dir={tiny}",
+           "--set", f"train_file={tiny}/train.tsv"]
+    deadline = time.time() + 7200
+    r = run_tpuctl_process("train", "lab", *job, "--dry-run", "--deadline",
+                           time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(deadline)))
+    assert r.code == 0, r.err
+    (plan,) = [ln for ln in r.out.splitlines() if "estimate" in ln]
+    assert plan.startswith("no estimate: the published speed of a v2-8 (") and "estimate: 0s" not in plan
+    assert " puts 300 steps at " in plan and ("too little for a FLOPs model: start-up and each step's fixed cost, "
+                                              "which it leaves out, rule a job this small; train it once on the "
+                                              "type and its measured rate is used") in plan
+    # deadlines are shown to the second
+    assert plan.endswith(f"; caps: deadline {time.strftime('%Y-%m-%d %H:%M:%S %Z', time.localtime(deadline))}")
+    est = run_tpuctl_process("estimate", *job, "--accelerator-type", "v2-8", "--preemptible")
+    _one_error(est, "cannot estimate job: bert-finetune: the published speed of a v2-8 (")

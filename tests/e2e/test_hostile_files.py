@@ -1,8 +1,8 @@
 """Files tpuctl reads that anyone may have written (a sweep spec from elsewhere, a sweep's journal
-in a bucket others can write, a model directory's vocab.txt): hostile ones are one line naming
-the file or object, exit 2, through the installed tpuctl; before, each was an ``internal error``
-(RecursionError; JSONDecodeError, TypeError, KeyError or AssertionError inside Optuna's replay;
-MemoryError after half a minute)."""
+and a run's or sweep's records in a bucket others can write, a model directory's vocab.txt):
+hostile ones are one line naming the file or object, exit 2, through the installed tpuctl; before,
+each was an ``internal error`` (RecursionError; JSONDecodeError, TypeError, KeyError or
+AssertionError inside Optuna's replay; MemoryError after half a minute)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,10 @@ import pytest
 
 from jobs.bert.vocab import MAX_VOCAB_BYTES
 from tests.conftest import run_tpuctl_process
+from tests.e2e import hostile_records as hostile
 
-CONFIG = {"vocab_size": 8, "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
-          "intermediate_size": 32, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
-          "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 64, "type_vocab_size": 2,
-          "initializer_range": 0.02}
+# what every refusal of a bucket's record adds after naming it (provision.basics.records)
+BAD_RECORD_HINT = "tpuctl never writes that: someone who can write the bucket did; restore or delete the object"
 
 
 def one_line(res, expected: str) -> None:
@@ -28,30 +27,8 @@ def one_line(res, expected: str) -> None:
     assert "internal error" not in res.err and "Traceback" not in res.err
 
 
-def _bert_dir(root: Path) -> Path:
-    """Config and vocabulary, no checkpoint: enough for a spec that trains from scratch."""
-    bert = root / "bert"
-    bert.mkdir()
-    (bert / "bert_config.json").write_text(json.dumps(CONFIG))
-    (bert / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\na\nb\nc\n")
-    return bert
-
-
-def _sweep_spec(root: Path, text: str | None = None) -> Path:
-    bert = _bert_dir(root)
-    (root / "train.tsv").write_text("a\t0\n")
-    (root / "job.yaml").write_text(f"job: bert-finetune\nbert_dir: {bert}\ntrain_file: {root}/train.tsv\n"
-                                   f"dev_file: {root}/train.tsv\ninit_checkpoint: none\nmax_seq_length: 32\n"
-                                   "num_train_steps: 10\n")
-    spec = root / "sweep.yaml"
-    spec.write_text(text if text is not None else
-                    "job: job.yaml\nmetric: eval_accuracy\ngoal: maximize\nmethod: grid\n"
-                    "parameters:\n  learning_rate: {values: [0.001, 0.01]}\n")
-    return spec
-
-
 def test_a_sweep_spec_nested_30000_deep_is_one_line(tmp_path):
-    spec = _sweep_spec(tmp_path, "job: job.yaml\nparameters: " + "[" * 30_000 + "]" * 30_000 + "\n")
+    spec = hostile.sweep_spec(tmp_path, "job: job.yaml\nparameters: " + "[" * 30_000 + "]" * 30_000 + "\n")
     res = run_tpuctl_process("sweep", "start", str(spec), "--dry-run", "--provider", "local")
     one_line(res, f"sweep spec {spec} nests deeper than 16 levels; a spec is flat key: value lines")
 
@@ -59,29 +36,10 @@ def test_a_sweep_spec_nested_30000_deep_is_one_line(tmp_path):
 def test_a_sweep_spec_bomb_is_one_line(tmp_path):
     laughs = ["&a0 [x, x, x, x, x, x, x, x, x]"] + [f"&a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]"
                                                    for i in range(1, 9)]
-    spec = _sweep_spec(tmp_path, "job: job.yaml\nset: {bomb: [" + ", ".join(laughs) + "]}\n")
+    spec = hostile.sweep_spec(tmp_path, "job: job.yaml\nset: {bomb: [" + ", ".join(laughs) + "]}\n")
     res = run_tpuctl_process("sweep", "start", str(spec), "--dry-run", "--provider", "local")
     one_line(res, f"sweep spec {spec} uses the alias *a0 to repeat a list or mapping (or too many aliases); "
                   "write the values out, aliases may only repeat single values")
-
-
-def _made_sweep(tmp_path: Path) -> tuple[str, Path]:
-    """A sweep made as `tpuctl sweep start` makes it (its record, spec and job in the bucket),
-    with no controller: the state `sweep resume` continues from."""
-    from provision.basics.config import resolve
-    from provision.cloud.storage import open_bucket
-    from provision.sweeps import create
-    from provision.sweeps.store import SweepStore
-
-    spec = _sweep_spec(tmp_path)
-    plan = create.plan(str(spec), provider="local", project="local", bucket="gs://tpuctl-local",
-                       zones=["us-central1-b"], accelerator_type="v2-8", preemptible=False, spot=False,
-                       max_concurrent=1, max_trials=None, budget_usd=None, poll_s=1.0, max_failures=3)
-    bucket = open_bucket("gs://tpuctl-local", resolve(provider="local"))
-    bucket.create("local")
-    store = SweepStore(bucket, plan.record.sweep_id)
-    create.write(store, plan)
-    return plan.record.sweep_id, bucket.root / store.name("study/journal")
 
 
 @pytest.mark.parametrize("batch, why", [
@@ -94,7 +52,7 @@ def _made_sweep(tmp_path: Path) -> tuple[str, Path]:
     (b'[{"op_code": 99, "worker_id": "w"}]', "holds entries Optuna cannot replay (AssertionError)"),
 ], ids=["truncated", "not-utf8", "deep", "not-a-list", "op-code-string", "missing-fields", "unknown-op"])
 def test_a_garbage_sweep_journal_is_refused_by_sweep_resume_naming_the_object(tmp_path, batch, why):
-    sweep_id, journal = _made_sweep(tmp_path)
+    sweep_id, journal = hostile.made_sweep(tmp_path)
     journal.mkdir(parents=True)
     (journal / "00000000.json").write_bytes(b'[{"op_code": 0, "worker_id": "w", "study_name": "'
                                             + sweep_id.encode() + b'", "directions": [2]}]')
@@ -111,7 +69,7 @@ def test_a_garbage_sweep_journal_is_refused_by_sweep_resume_naming_the_object(tm
 
 @pytest.mark.parametrize("on", [False, True], ids=["here", "on-a-host"])
 def test_a_vocab_txt_larger_than_any_vocabulary_is_refused_before_it_is_read(tmp_path, on):
-    bert = _bert_dir(tmp_path)
+    bert = hostile.bert_dir(tmp_path)
     with open(bert / "vocab.txt", "r+b") as fh:
         fh.truncate(MAX_VOCAB_BYTES + 1)             # sparse: 64 MiB that take no disk
     (tmp_path / "corpus.txt").write_text("a b c.\n\nb c a.\n")
@@ -126,3 +84,62 @@ def test_a_vocab_txt_larger_than_any_vocabulary_is_refused_before_it_is_read(tmp
                   f"per line, a few hundred kB; at most {MAX_VOCAB_BYTES} bytes); give --bert-dir the model "
                   "directory whose vocab.txt tokenizes the corpus")
     assert not (tmp_path / "out").exists() and not os.path.exists(Path(os.environ["TPUCTL_HOME"]) / "data")
+
+
+EVENT_NOT_AN_OBJECT = 'is ["not", "an", "event"], not an object'
+# What a bucket writer put where a record's field belongs, and the line that names it: run.json,
+# an event log line, a sweep's record and a trial's.
+RUN_JSON = f"gs://tpuctl-local/tpuctl/runs/{hostile.RUN}/run.json"
+MALFORMED = {
+    "attempts-many": ("run.json", {"attempts": "many"}, f'{RUN_JSON}: "attempts" is "many", not a whole number'),
+    "seconds-by-state-list": ("run.json", {"seconds_by_state": [1, 2]},
+                              f'{RUN_JSON}: "seconds_by_state" is [1, 2], not an object of numbers'),
+    "loss-words": ("run.json", {"last_progress": {"step": 3, "loss": "low"}},
+                   f'{RUN_JSON}: "last_progress.loss" is "low", not a number or null'),
+    "event-a-list": ("events.jsonl", b'["not", "an", "event"]\n',
+                     f"gs://tpuctl-local/tpuctl/runs/{hostile.RUN}/events.jsonl line 2: " + EVENT_NOT_AN_OBJECT),
+    "trial-steps-many": ("trials/0.json", {"steps": "many"},
+                         'trials/0.json: "steps" is "many", not a whole number'),
+    "sweep-spec-a-list": ("sweep.json", {"spec": ["grid"]}, 'sweep.json: "spec" is ["grid"], not an object'),
+}
+# which commands read which object
+READS = {"run.json": ["status", "status-NAME", "logs", "logs-events", "cost", "cost-RUN", "down-idle-dry-run"],
+         "events.jsonl": ["logs-events", "cost", "cost-RUN"],
+         "trials/0.json": ["sweep-status"], "sweep.json": ["sweep-status"]}
+
+
+def _plant(world: hostile.World, obj: str, change) -> None:
+    if obj == "run.json":
+        world.patch_run(**change)
+    elif obj == "events.jsonl":
+        with open(world.bucket / f"tpuctl/runs/{world.run}/events.jsonl", "ab") as fh:
+            fh.write(change)
+    else:
+        path = world.bucket / f"tpuctl/sweeps/{world.sweep}/{obj}"
+        path.write_text(json.dumps({**json.loads(path.read_text()), **change}))
+
+
+@pytest.mark.parametrize("command, bad", [(c, m) for m, (obj, _c, _l) in sorted(MALFORMED.items())
+                                          for c in READS[obj]])
+def test_a_record_of_the_wrong_type_is_one_line_naming_it(tmp_path, command, bad):
+    """Every command that reads a record (tests/e2e/hostile_records.py), given one with a value
+    of the wrong type: a command about that record ends with one line naming the object and the
+    field (exit 2); one that lists many names it and shows the rest (exit 0). Never a traceback
+    nor an internal error: before, ``logs RUN`` of a run.json with ``"attempts": "many"`` ended in
+    ``internal error: TypeError``, ``cost RUN`` with a list for ``seconds_by_state`` reported the
+    run "unreadable (TypeError: ...)" and exited 0, and the rest went on with the bad value."""
+    world = hostile.make_world(tmp_path)
+    obj, change, line = MALFORMED[bad]
+    _plant(world, obj, change)
+    if obj in ("trials/0.json", "sweep.json"):
+        line = f"gs://tpuctl-local/tpuctl/sweeps/{world.sweep}/{line}"
+    res = hostile.run_command(world, command)
+    out, err = res.stdout.decode(), res.stderr.decode()
+    assert "internal error" not in err and "Traceback" not in err
+    assert hostile.controls(res.stdout) == [] and hostile.controls(res.stderr) == []
+    if hostile.COMMANDS[command][1] == "one":
+        assert res.returncode == 2, err
+        assert err.splitlines()[-1] == f"tpuctl: error: {line}; {BAD_RECORD_HINT}"
+    else:
+        assert res.returncode == 0, err
+        assert line in out + err

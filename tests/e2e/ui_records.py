@@ -1,5 +1,6 @@
 """A finished run with one real preemption and a sweep's records, and `tpuctl ui` serving them:
 what tests/e2e/test_ui_browser.py looks at in Chromium and tests/e2e/test_ui_server.py asks over HTTP.
+Both sign in as a user does, with the token in the URL that `tpuctl ui` printed.
 
 The run is a real supervised run on the local provider with one real preemption (its job
 scripted, as in tests/integration/test_overlapping_preemptions.py); the sweep's records are the
@@ -9,11 +10,14 @@ installed entry point) serves.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import subprocess
 import time
+from collections.abc import Iterator
+from typing import NamedTuple
 
 import pytest
 
@@ -88,15 +92,34 @@ def records(isolated_env, tmp_path, monkeypatch):
     return rec.run_id, sweep.sweep_id, store
 
 
+# the one line `tpuctl ui` prints on stdout: its URL, with the token that lets a browser in
+SERVING = re.compile(r"tpuctl ui: serving (http://127\.0\.0\.1:\d+/)\?token=([A-Za-z0-9._~-]+)")
+
+
+class Serving(NamedTuple):
+    url: str                      # without the token: what the address bar shows once signed in
+    token: str
+    proc: subprocess.Popen
+
+
+@contextlib.contextmanager
+def serving(env: dict | None = None) -> Iterator[Serving]:
+    """`tpuctl ui --port 0` (the installed entry point) as a user starts it, until the block ends;
+    its stdout and stderr stay readable after it. A random token unless ``env`` names one."""
+    proc = subprocess.Popen([str(TPUCTL_BIN), "ui", "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=REPO, env={**{k: v for k, v in os.environ.items() if k != "TPUCTL_UI_TOKEN"},
+                                                      **(env or {})})
+    try:
+        line = proc.stdout.readline()
+        m = SERVING.fullmatch(line.rstrip("\n"))
+        assert m, (line, proc.stderr.read() if proc.poll() is not None else "")
+        yield Serving(m.group(1), m.group(2), proc)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
 @pytest.fixture
 def ui(records):
-    proc = subprocess.Popen([str(TPUCTL_BIN), "ui", "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=REPO, env=dict(os.environ))
-    line = proc.stdout.readline()
-    m = re.search(r"serving (http://127\.0\.0\.1:\d+/)", line)
-    assert m, (line, proc.stderr.read() if proc.poll() is not None else "")
-    yield m.group(1), records
-    proc.terminate()
-    proc.wait(timeout=10)
-
-
+    with serving() as s:
+        yield s.url, s.token, records

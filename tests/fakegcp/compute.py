@@ -439,6 +439,22 @@ def register(router: Router, store_of: Any) -> None:
         route("DELETE", scope_tpl + "/operations/{op}", f"compute.{coll}.delete", f"compute.{coll}.delete")(op_delete)
         route("GET", scope_tpl + "/operations", f"compute.{coll}.list", f"compute.{coll}.list", True)(op_list)
 
+    @route("GET", "/aggregated/operations", "compute.globalOperations.aggregatedList", "compute.globalOperations.list")
+    def operations_aggregated(req: Request) -> Any:
+        """Every scope's operations in one list (globalOperations.aggregatedList): ``global``, each
+        region's and each zone's, as Google keys them (``zones/Z``)."""
+        s = store_of()
+        project = req.params["project"]
+        ensure_project(s, project)
+        scoped: dict[str, list[Any]] = {"global": []}
+        scoped.update({f"regions/{r}": [] for r in sorted(catalog.REGIONS)})
+        scoped.update({f"zones/{z}": [] for z in catalog.ZONES})
+        for o in list(s.compute_ops.values()):
+            if o.project == project and o.scope in scoped:
+                scoped[o.scope].append(o)
+        return aggregated_page(s, req, "compute#operationAggregatedList", project, "operations", scoped,
+                               lambda o: op_json(s, o))
+
     # -- zones, regions, projects, images, machine types -------------------------------------------------
     def zone_json(s: Store, project: str, zone: str) -> dict[str, Any]:
         region = catalog.region_of(zone)

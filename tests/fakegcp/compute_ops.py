@@ -40,6 +40,8 @@ class ComputeOp:
     ended: float | None = None
     status: str = "PENDING"
     error: OpError | None = None
+    user: str = "fakegcp@example.iam.gserviceaccount.com"
+    status_message: str = ""
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -70,6 +72,23 @@ def new_op(store: Store, project: str, scope: str, op_type: str, target: str, ta
     return op
 
 
+def system_event(store: Store, project: str, zone: str, op_type: str, target: str, target_id: str,
+                 message: str) -> ComputeOp:
+    """What Compute Engine records of something it did itself, such as a preemption: a zonal
+    operation, DONE at once, by ``system``, named ``systemevent-...``. Google's sample "List
+    preemption history of a Google Compute Engine instance" (compute/docs/samples/
+    compute-preemptible-history) finds preemptions by listing zone operations with
+    ``operationType="compute.instances.preempted"`` (and the instance's ``targetLink``); users'
+    listings show the record's user as ``system``, also for a Spot VM whose termination action is
+    DELETE, and Cloud Audit Logs give the event's status as "Instance was preempted."."""
+    now = time.time()
+    op = ComputeOp(project, f"zones/{zone}", f"systemevent-{int(now * 1000)}-{store.op_suffix()[:8]}",
+                   store.new_id(), op_type, target, target_id, created=now, started=now, ended=now,
+                   status="DONE", user="system", status_message=message)
+    store.compute_ops[op.key] = op
+    return op
+
+
 def finish(store: Store, op: ComputeOp, error: OpError | None = None) -> None:
     now = time.time()
     op.started = op.started or now
@@ -81,7 +100,7 @@ def op_json(store: Store, op: ComputeOp) -> dict[str, Any]:
     out: dict[str, Any] = {
         "kind": "compute#operation", "id": op.id, "name": op.name, "operationType": op.op_type,
         "targetLink": store.link(op.target), "targetId": op.target_id, "status": op.status,
-        "user": "fakegcp@example.iam.gserviceaccount.com",
+        "user": op.user,
         "progress": 100 if op.status == "DONE" else 0,
         "insertTime": compute_time(op.created), "selfLink": store.link(op.path),
         "selfLinkWithId": store.link(f"projects/{op.project}/{op.scope}/operations/{op.id}"),
@@ -90,6 +109,8 @@ def op_json(store: Store, op: ComputeOp) -> dict[str, Any]:
         out["zone"] = store.link(f"projects/{op.project}/{op.scope}")
     elif op.scope.startswith("regions/"):
         out["region"] = store.link(f"projects/{op.project}/{op.scope}")
+    if op.status_message:
+        out["statusMessage"] = op.status_message
     if op.started:
         out["startTime"] = compute_time(op.started)
     if op.ended:

@@ -47,7 +47,7 @@ from .compute import (
     stockout_error,
     tpu_stockout,
 )
-from .compute_ops import OpError, fault_error, new_op, op_json
+from .compute_ops import OpError, fault_error, new_op, op_json, system_event
 from .errors import ApiError
 from .network import ensure_project, valid_name
 from .routing import Request, Router
@@ -541,7 +541,9 @@ def preempt_instance(store: Store, project: str, zone: str, name: str, *, notice
                      state: str = "TERMINATED") -> Instance:
     """The guest's metadata turns ``instance/preempted`` TRUE at once; ``notice_s`` later the instance
     is TERMINATED, or deleted when its ``instanceTerminationAction`` is DELETE (Scheduling,
-    discovery document; a Spot VM's guest has 30 s after the ACPI soft-off: skipGuestOsShutdown)."""
+    discovery document; a Spot VM's guest has 30 s after the ACPI soft-off: skipGuestOsShutdown).
+    Either way the zone keeps Compute Engine's record of it, a ``compute.instances.preempted``
+    operation (compute_ops.system_event): what is left of a deleted one."""
     inst = get_instance(store, project, zone, name)
     inst.preempted = True
     store.cond.notify_all()
@@ -549,6 +551,9 @@ def preempt_instance(store: Store, project: str, zone: str, name: str, *, notice
     def off() -> None:
         if store.instances.get(inst.key) is not inst:
             return
+        if state == "TERMINATED":
+            system_event(store, project, zone, "compute.instances.preempted", inst.path, inst.id,
+                         "Instance was preempted.")
         if (inst.scheduling.get("instanceTerminationAction") == "DELETE") and state == "TERMINATED":
             del store.instances[inst.key]
         else:

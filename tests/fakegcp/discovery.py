@@ -30,14 +30,16 @@ from typing import Any
 from .errors import ApiError
 
 PACKAGE_PATH = "googleapiclient/discovery_cache/documents/compute.v1.json"
+# The protobuf package each document's schemas live in, as Google's decoding errors name them
+PROTO_PACKAGES = {"compute.v1": "google.cloud.compute.v1", "iam.v1": "google.iam.admin.v1"}
 
 
 @functools.cache
-def document() -> dict[str, Any]:
-    """compute v1's discovery document (google-api-python-client's copy)."""
+def document(name: str = "compute.v1") -> dict[str, Any]:
+    """A discovery document as google-api-python-client ships it (compute v1 by default; iam.v1)."""
     import googleapiclient
 
-    path = Path(googleapiclient.__file__).parent / "discovery_cache" / "documents" / "compute.v1.json"
+    path = Path(googleapiclient.__file__).parent / "discovery_cache" / "documents" / f"{name}.json"
     return json.loads(path.read_text(encoding="utf-8"))
 
 
@@ -45,14 +47,18 @@ def revision() -> str:
     return str(document().get("revision") or "")
 
 
-def method(method_id: str) -> dict[str, Any]:
-    """The discovery entry of ``compute.<resource>.<method>`` (KeyError if the API has none)."""
-    _, resource, name = method_id.split(".")
-    return document()["resources"][resource]["methods"][name]
+def method(method_id: str, doc: str = "compute.v1") -> dict[str, Any]:
+    """The discovery entry of ``compute.<resource>.<method>``, or of a nested resource's
+    (``iam.projects.serviceAccounts.create``); KeyError if the API has none."""
+    *resources, name = method_id.split(".")[1:]
+    node: dict[str, Any] = document(doc)
+    for resource in resources:
+        node = node["resources"][resource]
+    return node["methods"][name]
 
 
-def request_schema(method_id: str) -> str | None:
-    ref = method(method_id).get("request") or {}
+def request_schema(method_id: str, doc: str = "compute.v1") -> str | None:
+    ref = method(method_id, doc).get("request") or {}
     return ref.get("$ref")
 
 
@@ -60,10 +66,10 @@ def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
-def _invalid_value(path: str, schema: str, value: Any) -> ApiError:
+def _invalid_value(path: str, schema: str, value: Any, doc: str = "compute.v1") -> ApiError:
     shown = json.dumps(value) if not isinstance(value, str) else f'"{value}"'
-    return ApiError(3, f"Invalid value at '{path}' (type.googleapis.com/google.cloud.compute.v1.{schema}), {shown}",
-                    compute_reason="invalid")
+    return ApiError(3, f"Invalid value at '{path}' (type.googleapis.com/{PROTO_PACKAGES.get(doc, doc)}.{schema}), "
+                       f"{shown}", compute_reason="invalid")
 
 
 def _unknown(name: str, path: str) -> ApiError:
@@ -71,63 +77,63 @@ def _unknown(name: str, path: str) -> ApiError:
                     compute_reason="invalid")
 
 
-def _check_value(prop: dict[str, Any], value: Any, path: str, owner: str) -> None:
+def _check_value(prop: dict[str, Any], value: Any, path: str, owner: str, doc: str = "compute.v1") -> None:
     if "$ref" in prop:
-        _check_object(prop["$ref"], value, path)
+        _check_object(prop["$ref"], value, path, doc)
         return
     kind = prop.get("type")
     if kind == "array":
         if not isinstance(value, list):
-            raise _invalid_value(path, owner, value)
+            raise _invalid_value(path, owner, value, doc)
         for i, item in enumerate(value):
-            _check_value(prop.get("items") or {}, item, f"{path}[{i}]", owner)
+            _check_value(prop.get("items") or {}, item, f"{path}[{i}]", owner, doc)
     elif kind == "object":
         if not isinstance(value, dict):
-            raise _invalid_value(path, owner, value)
+            raise _invalid_value(path, owner, value, doc)
         extra = prop.get("additionalProperties")
         if extra:
             for key, item in value.items():
-                _check_value(extra, item, f"{path}[{key}]", owner)
+                _check_value(extra, item, f"{path}[{key}]", owner, doc)
     elif kind == "string":
         # int64 fields travel as strings, and Google also takes a JSON number for them
         if not isinstance(value, str) and not (prop.get("format") in ("int64", "uint64")
                                                and isinstance(value, int) and not isinstance(value, bool)):
-            raise _invalid_value(path, owner, value)
+            raise _invalid_value(path, owner, value, doc)
         if "enum" in prop and value not in prop["enum"]:
-            raise _invalid_value(path, owner, value)
+            raise _invalid_value(path, owner, value, doc)
     elif kind == "integer":
         if isinstance(value, bool) or not isinstance(value, (int, str)):
-            raise _invalid_value(path, owner, value)
+            raise _invalid_value(path, owner, value, doc)
         try:
             int(value)
         except ValueError:
-            raise _invalid_value(path, owner, value) from None
+            raise _invalid_value(path, owner, value, doc) from None
     elif kind == "boolean":
         if not isinstance(value, bool):
-            raise _invalid_value(path, owner, value)
+            raise _invalid_value(path, owner, value, doc)
     elif kind == "number" and (isinstance(value, bool) or not isinstance(value, (int, float))):
-        raise _invalid_value(path, owner, value)
+        raise _invalid_value(path, owner, value, doc)
 
 
-def _check_object(schema_name: str, value: Any, path: str) -> None:
-    schema = document()["schemas"][schema_name]
+def _check_object(schema_name: str, value: Any, path: str, doc: str = "compute.v1") -> None:
+    schema = document(doc)["schemas"][schema_name]
     if not isinstance(value, dict):
-        raise _invalid_value(path, schema_name, value)
+        raise _invalid_value(path, schema_name, value, doc)
     props = schema.get("properties") or {}
     for key, item in value.items():
         if key not in props:
             raise _unknown(key, path)
-        _check_value(props[key], item, f"{path}.{_snake(key)}", schema_name)
+        _check_value(props[key], item, f"{path}.{_snake(key)}", schema_name, doc)
 
 
-def check(method_id: str, body: Any) -> None:
-    """Refuse ``body`` (an ApiError, HTTP 400) unless compute v1's ``method_id`` takes it."""
-    schema = request_schema(method_id)
+def check(method_id: str, body: Any, doc: str = "compute.v1") -> None:
+    """Refuse ``body`` (an ApiError, HTTP 400) unless ``method_id`` of ``doc`` (compute v1) takes it."""
+    schema = request_schema(method_id, doc)
     if schema is None:
         if body not in (None, {}, b"", ""):
             raise ApiError(3, f"{method_id} takes no request body", compute_reason="invalid")
         return
-    _check_object(schema, body if body is not None else {}, "resource")
+    _check_object(schema, body if body is not None else {}, "resource", doc)
 
 
 def check_query(method_id: str, query: dict[str, list[str]]) -> None:

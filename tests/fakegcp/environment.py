@@ -16,6 +16,7 @@ def tpuctl_env(url: str, grpc_target: str, project: str) -> dict[str, str]:
         # google-cloud-compute's api_endpoint is the bare host: its paths start with /compute/v1/
         "TPUCTL_COMPUTE_API_ENDPOINT": url,
         "TPUCTL_TPU_GRPC_ENDPOINT": grpc_target,
+        "TPUCTL_IAM_API_ENDPOINT": url,       # service accounts (up --least-privilege): /v1/projects/P/serviceAccounts
         "TPUCTL_BILLING_API_ENDPOINT": url,
     }
 

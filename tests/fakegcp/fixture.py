@@ -316,6 +316,33 @@ class FakeGCP:
                                                   "network": network, "secondaryIpRanges": ranges,
                                                   "project": project or self.project})
 
+    def add_router(self, name: str, region: str, *, nats: list[dict[str, Any]] | None = None,
+                   network: str = "default", project: str | None = None) -> dict[str, Any]:
+        """A Cloud Router (compute v1 ``Router``) with ``nats`` (``RouterNat`` bodies), checked as an insert is."""
+        project = project or self.project
+        body: dict[str, Any] = {"name": name, "region": region, "project": project,
+                                "network": f"projects/{project}/global/networks/{network}"}
+        if nats is not None:
+            body["nats"] = nats
+        return self.admin("POST", "routers", body)
+
+    def set_private_access(self, region: str, subnetwork: str, enabled: bool = True, *,
+                           project: str | None = None) -> dict[str, Any]:
+        """A subnetwork's Private Google Access (``privateIpGoogleAccess``)."""
+        return self.admin("POST", "private-access", {"region": region, "name": subnetwork, "enabled": enabled,
+                                                     "project": project or self.project})
+
+    def create_service_account(self, account_id: str, *, display_name: str = "", description: str = "",
+                               project: str | None = None) -> dict[str, Any]:
+        """An IAM service account made as ``serviceAccounts.create`` makes one (not logged as a call)."""
+        return self.admin("POST", "service-accounts", {"accountId": account_id, "project": project or self.project,
+                                                       "serviceAccount": {"displayName": display_name,
+                                                                          "description": description}})
+
+    def service_accounts(self) -> list[dict[str, Any]]:
+        """Every IAM service account, in every project, as ``serviceAccounts.get`` answers it."""
+        return self.admin("GET", "service-accounts")["accounts"]
+
     def add_route(self, dest_range: str, *, name: str | None = None, network: str = "default",
                   next_hop_ip: str | None = None, project: str | None = None) -> dict[str, Any]:
         return self.admin("POST", "routes", {"destRange": dest_range, "name": name, "network": network,

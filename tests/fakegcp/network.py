@@ -51,6 +51,7 @@ class Subnet:
     secondary: list[dict[str, str]] = field(default_factory=list)  # [{rangeName, ipCidrRange}]
     created: float = field(default_factory=time.time)
     ipv6: str | None = None           # internalIpv6Prefix (a /64 of the network's ULA range)
+    private_google_access: bool = False   # privateIpGoogleAccess (routers.py sets it)
 
     @property
     def ipv6_only(self) -> bool:
@@ -342,7 +343,7 @@ def subnet_json(store: Store, sub: Subnet) -> dict[str, Any]:
         "ipCidrRange": sub.cidr, "gatewayAddress": str(net.network_address + 1),
         "region": store.link(f"projects/{sub.project}/regions/{sub.region}"),
         "selfLink": store.link(f"projects/{sub.project}/regions/{sub.region}/subnetworks/{sub.name}"),
-        "privateIpGoogleAccess": False, "fingerprint": sub.id[-11:], "stackType": "IPV4_ONLY",
+        "privateIpGoogleAccess": sub.private_google_access, "fingerprint": sub.id[-11:], "stackType": "IPV4_ONLY",
         "purpose": "PRIVATE",
     }
     if sub.secondary:

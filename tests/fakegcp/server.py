@@ -27,8 +27,10 @@ from . import (
     fields,
     firewalls,
     guest,
+    iam,
     metadata,
     metadata_server,
+    routers,
     tpu_rest,
 )
 from .errors import ApiError
@@ -36,7 +38,7 @@ from .routing import Request, Route, Router
 from .store import Call, Latencies, Store
 
 SERVICE_TITLES = {"tpu.googleapis.com": "Cloud TPU API", "compute.googleapis.com": "Compute Engine API",
-                  billing.SERVICE: "Cloud Billing API"}
+                  billing.SERVICE: "Cloud Billing API", iam.SERVICE: "Identity and Access Management (IAM) API"}
 
 
 @dataclass
@@ -63,12 +65,16 @@ class FakeCloud:
         compute_tpu.register(self.api, self.current)
         compute_net.register(self.api, self.current)
         firewalls.register(self.api, self.current)
+        routers.register(self.api, self.current)
+        iam.register(self.api, self.current)
         metadata.register(self.api, self.current)
         billing.register(self.api)
         self.admin = Router()
         admin.register(self.admin, self)
         tpu_rest.register_admin(self.admin, self)
         compute_tpu.register_admin(self.admin, self)
+        routers.register_admin(self.admin, self)
+        iam.register_admin(self.admin, self)
 
     def _new_store(self) -> Store:
         lat = Latencies(**vars(self.initial_latencies))

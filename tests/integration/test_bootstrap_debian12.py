@@ -158,6 +158,9 @@ def test_bare_debian12_installs_python3_venv_and_tpuctl_and_starts_the_agent(tmp
         assert "include-system-site-packages = true" in cfg
         log = (root / "var" / "log" / "tpuctl-bootstrap.log").read_text()
         assert "installing python3-venv with apt-get" in log and "Successfully installed" in log
+        for name in ("tpuctl-bootstrap.log", "tpuctl-agent.log"):      # root's alone: they quote what jobs print
+            st = (root / "var" / "log" / name).stat()
+            assert (st.st_mode & 0o777, st.st_uid, st.st_gid) == (0o600, 0, 0), (name, oct(st.st_mode))
         print(f"bare Debian 12 to a running agent: {elapsed:.0f} s")
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from provision.cloud import startup
 from provision.cluster.ledger import ledger_dir
+from tests.conftest import run_tpuctl_process
 from tests.fakegcp import catalog, discovery
 
 PROJECT = "tpuctl-test"
@@ -251,7 +252,8 @@ def test_a_degraded_slice_or_a_deleted_spot_vm_reads_as_preempted_and_up_recreat
     fake.preempt_instance("us-central1-c", "one-tpu")                    # spot, termination action DELETE
     st = {c["name"]: c["tpu"] for c in tpuctl("status", "--json").json()["clusters"]}
     assert st["deg"]["state"] == "PREEMPTED" and "ACTIVE_DEGRADED" in st["deg"]["health_description"]
-    assert "one" not in st or st["one"] is None                         # the VM is gone: no TPU left
+    # its VM is gone; Compute Engine's preemption record and the cached spec keep it the cluster's TPU
+    assert (st["one"]["state"], st["one"]["accelerator_type"]) == ("PREEMPTED", "tpu7x-8")
     fake.clear_calls()
     r = tpuctl("up", "deg", "--zone", "us-east5-c", "-a", "v5p-16", "--spot", "--no-vm", "--json")
     assert r.code == 0, r.err and r.json()["tpu"]["state"] == "READY"
@@ -316,3 +318,34 @@ def test_a_regional_quota_on_a_slice_create_moves_to_another_region_and_leaves_n
     res = _res(fake)
     assert [m["zone"].rsplit("/", 1)[-1] for m in res["instanceGroupManagers"]] == ["us-south1-b"]
     assert [p["name"] for p in res["resourcePolicies"]] == ["q-tpu"] and len(res["instanceTemplates"]) == 1
+
+
+def test_an_unknown_price_is_shown_as_unknown_in_up_status_and_down(fakegcp_env):
+    """Issue 43, 3: a tpu7x spot TPU, whose price no source knows, was "$0.00/hour", a cluster
+    total of the host VM's $0.07 alone, and "SAVES $/H 0.00": through the installed tpuctl."""
+    up = run_tpuctl_process("up", "x7", "--zone", "us-central1-c", "-a", "tpu7x-8", "--spot")
+    assert up.code == 0, up.err
+    lines = up.out.splitlines()
+    assert "list price: at least $0.07/hour (the TPU's price is unknown) while it exists; tpuctl down x7 deletes it" \
+        in lines, up.out
+    assert any(ln.startswith("  TPU tpu7x-8: unknown/hour (us-central1 spot/preemptible, ")
+               and ln.endswith("no spot/preemptible price known for tpu7x-8)") for ln in lines), up.out
+    st = run_tpuctl_process("status")
+    assert st.code == 0, st.err
+    row = next(ln for ln in st.out.splitlines() if ln.startswith("x7 "))
+    assert row.split()[-1] == ">=0.07", st.out
+    assert "x7: at least $0.07/hour (the TPU's price is unknown) in all" in st.out
+    (cluster,) = run_tpuctl_process("status", "--json").json()["clusters"]
+    assert cluster["hourly_usd"] is None and cluster["price"]["tpu"]["usd_per_hour"] is None
+    idle = run_tpuctl_process("down", "--idle", "--idle-for", "0s", "--dry-run")
+    assert idle.code == 0, idle.err
+    row = next(ln for ln in idle.out.splitlines() if ln.startswith("x7 "))
+    assert row.split()[-1] == "unknown", idle.out
+    assert "would delete 1 TPU(s), saves unknown (TPU x7's price is unknown) at list price (us-central1 " \
+        "spot/preemptible, Cloud Billing Catalog API, -; no spot/preemptible price known for tpu7x-8)" in idle.out
+    doc = run_tpuctl_process("down", "--idle", "--idle-for", "0s", "--dry-run", "--json").json()
+    assert doc["saves_usd_per_hour"] is None
+    down = run_tpuctl_process("down", "x7", "--dry-run")
+    assert "saves at least $0.07/hour (TPU x7 (us-central1-c)'s price is unknown) at list price" in down.out, \
+        down.out
+    assert "  TPU x7 (us-central1-c): unknown/hour (us-central1 spot/preemptible, " in down.out

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -162,6 +163,26 @@ def test_bootstrap_installs_the_wheel_starts_the_agent_and_reports_ok(tmp_path):
     assert ok["host"] and ok["time"].endswith("Z") and ok["started"] <= ok["time"]
     assert any("installing tpuctl-0.0.1-py3-none-any.whl" in line for line in ok["log_tail"])
     _no_secrets(stub, out, (tmp_path / "bootstrap.log").read_text())
+
+
+def test_the_logs_are_private_even_where_an_older_tpuctl_left_them_readable(tmp_path):
+    """The bootstrap's and the agent's logs quote what pip, the agent and jobs print: like
+    TPUCTL_HOME they are the host's root's alone (mode 0600), the one rotated away too, and a log
+    an older tpuctl left world-readable (0644) is made private before anything more is added."""
+    for name in ("agent.log", "bootstrap.log"):
+        (tmp_path / name).write_text(f"{name} of an earlier boot\n")
+        (tmp_path / name).chmod(0o644)
+    stub = Stub(_good_attributes(), objects("my-runs"))
+    try:
+        code, out, _ = _run(tmp_path, stub, timeout=240)
+    finally:
+        stub.close()
+    assert code == 0, out
+    for name in ("agent.log", "bootstrap.log", "bootstrap.log.1"):
+        st = (tmp_path / name).stat()
+        assert (stat.S_IMODE(st.st_mode), st.st_uid) == (0o600, os.geteuid()), (name, oct(st.st_mode))
+    assert (tmp_path / "agent.log").read_text().startswith("agent.log of an earlier boot\n")   # appended to
+    assert "installing tpuctl-0.0.1-py3-none-any.whl" in (tmp_path / "bootstrap.log").read_text()
 
 
 def _bootstrap(tmp_path: Path) -> Path:

@@ -3,6 +3,7 @@ and a simulated clock."""
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -181,3 +182,26 @@ def test_the_summary_compares_the_estimate_with_what_the_run_took():
     assert (vs["steps"], vs["estimate_s"], vs["actual_s"]) == (500, 500.0, 600.0)
     assert vs["time_error"] == pytest.approx(-1 / 6, abs=1e-4) and vs["starting_s"] == 10.0
     assert s["spent_usd"] == pytest.approx(0.51) and s["eta"] is None
+
+
+def test_a_deadline_within_a_stop_and_a_look_is_refused_and_deadlines_show_their_seconds():
+    """Issue 43, 5: a deadline 30 s ahead was accepted and stopped the run at step 0."""
+    check = {"now": T0, "usd_per_hour": 1.35, "accelerator_type": "v2-8"}
+    soon = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(T0 + 30))
+    with pytest.raises(UsageError) as refused:
+        caps.check(None, soon, **check)
+    assert refused.value.one_line() == (
+        f"--deadline {soon} is 30 s away, within the 70 s a stop and a look take: the run would be stopped at "
+        f"once; give a deadline more than 70 s ahead, e.g. --deadline "
+        f"{time.strftime('%Y-%m-%dT%H:%M', time.localtime(T0 + 86400))}")
+    later = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(T0 + 71))
+    assert caps.check(None, later, **check).deadline == T0 + 71
+    assert caps.show_deadline(T0 + 71) == time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(T0 + 71))
+    assert caps.show_deadline(T0 + 71)[-9:-4] == time.strftime("%M:%S", time.localtime(T0 + 71))
+
+
+def test_an_estimate_under_a_second_stored_earlier_is_not_compared():
+    """Issue 43, 6: a stored "0 s" estimate made status say "0s vs 30s (estimate -100%)"."""
+    rec = _rec(live=False, step=300, seconds_by_state={"training": 30.0}, estimate={"total_s": 0.0,
+               "total_usd": 0.0, "steps": 300}, budget_usd=None, deadline=None, stopped_by=None)
+    assert pace.summary(rec)["vs_estimate"] is None

@@ -29,8 +29,9 @@ def _candidate(name: str, *, interruptible: bool, spot: bool = False, zone: str 
     acc = accelerators.parse(name)
     return est.Candidate(accelerator=acc, zone=zone, interruptible=interruptible, spot=spot,
                          price=prices.BUNDLED.tpu_price(acc, zone, prices.tier_of(interruptible)),
-                         interruptions=history.interruptions(runs or [], zone=zone, accelerator_type=acc.name,
-                                                             interruptible=interruptible, spot=spot),
+                         interruptions=history.interruptions(runs or [], provider="gcp", zone=zone,
+                                                             accelerator_type=acc.name, interruptible=interruptible,
+                                                             spot=spot),
                          measured=measured, input_per_host=input_per_host)
 
 
@@ -103,8 +104,29 @@ def test_a_job_without_flops_or_history_cannot_be_estimated():
         est.estimate(_candidate("v2-8", interruptible=False), flops.unknown("keras"), steps=10, batch=8,
                      checkpoint_steps=5)
     step = flops.given(1e12)
-    e = est.estimate(_candidate("v2-8", interruptible=False), step, steps=10, batch=8, checkpoint_steps=5)
+    e = est.estimate(_candidate("v2-8", interruptible=False), step, steps=100_000, batch=8, checkpoint_steps=5)
     assert e.steps_per_sec == pytest.approx(180e12 * 0.314 / 1e12)
+
+
+def test_a_modelled_estimate_under_a_minute_or_any_under_a_second_is_not_made():
+    """Issue 43, 6: the tiny BERT's 300 steps on a v2-8 came out "0s and $0.00" from the FLOPs
+    model; a job that small is ruled by what the model leaves out, so there is no estimate."""
+    tiny = flops.bert_step({**BASE, "vocab_size": 150, "hidden_size": 32, "num_hidden_layers": 2,
+                            "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64},
+                           seq_length=32, batch=16)
+    with pytest.raises(est.Baseless) as why:
+        est.estimate(_candidate("v2-8", interruptible=True), tiny, steps=300, batch=16, checkpoint_steps=50)
+    assert str(why.value).startswith("the published speed of a v2-8 (") and \
+        "puts 300 steps at" in str(why.value) and "train it once on the type" in str(why.value)
+    fast = est.Measured(steps_per_sec=1000.0, steps=4000, seconds=4.0, runs=("lab-1",))
+    with pytest.raises(est.Baseless, match="the measured 1000 steps/s puts 300 steps under a second"):
+        est.estimate(_candidate("v2-8", interruptible=False, measured=fast), tiny, steps=300, batch=16,
+                     checkpoint_steps=50)
+    # a measured rate of the same tiny job is a basis: its seconds are what it took
+    slow = est.Measured(steps_per_sec=10.0, steps=400, seconds=40.0, runs=("lab-1",), warmup_s=6.0)
+    e = est.estimate(_candidate("v2-8", interruptible=False, measured=slow), tiny, steps=300, batch=16,
+                     checkpoint_steps=50)
+    assert e.total_s == pytest.approx(36.0)
 
 
 @pytest.mark.parametrize(("per_hour", "each", "compute", "total", "count"), [
@@ -131,7 +153,7 @@ def test_cheapest_and_fastest_are_marked():
 def _facts(run_id: str, **kw) -> history.RunFacts:
     base = {"workload": "w", "accelerator_type": "v2-8", "zone": "us-central1-b", "interruptible": True,
             "steps": 1000, "seconds": 500.0, "examples_per_step": 32, "hosts": 1, "preemptions": 0,
-            "held_s": 3600.0, "seconds_lost": 0.0, "warmups": (20.0,)}
+            "held_s": 3600.0, "seconds_lost": 0.0, "warmups": (20.0,), "provider": "gcp"}
     return history.RunFacts(run_id=run_id, **{**base, **kw})
 
 
@@ -143,16 +165,37 @@ def test_the_ledger_of_past_runs_gives_rates_preemptions_and_recovery():
     assert m.warmup_s == pytest.approx(20.0)            # a: 10 and 30 s, b: 20 s
     assert history.measured(runs, "w", "v4-8") is None
     assert history.input_per_host(runs, "w") == pytest.approx(3 * 32)     # d: 1000/500 x 32, b: 3 x 32
-    i = history.interruptions(runs, zone="us-central1-b", accelerator_type="v2-8", interruptible=True, spot=True)
+    i = history.interruptions(runs, provider="gcp", zone="us-central1-b", accelerator_type="v2-8",
+                              interruptible=True, spot=True)
     # every run on the type in the zone counts, whatever its work: a, b, c held it 12 hours
     assert i.per_hour == pytest.approx(2 / 12) and i.recovery_s == pytest.approx(150.0)
     assert i.per_hour_basis.startswith("ledger: 2 preemption(s) in 12.0 held hours of 3 run(s)")
     # a few hours without a preemption say little: the cited default stays
-    quiet = history.interruptions([_facts("e")], zone="us-central1-b", accelerator_type="v2-8",
+    quiet = history.interruptions([_facts("e")], provider="gcp", zone="us-central1-b", accelerator_type="v2-8",
                                   interruptible=True, spot=False)
     assert quiet.per_hour == performance.PREEMPTIBLE_LIMIT.value and quiet.recovery_s == performance.RECOVERY_S.value
-    assert history.interruptions(runs, zone="us-central1-b", accelerator_type="v2-8", interruptible=False,
-                                 spot=False).per_hour == 0
+    assert history.interruptions(runs, provider="gcp", zone="us-central1-b", accelerator_type="v2-8",
+                                 interruptible=False, spot=False).per_hour == 0
+
+
+def test_each_providers_preemptions_count_only_for_it_and_minutes_make_no_rate():
+    """Issue 43, 2: the tour's five practice preemptions on the local provider, in minutes of
+    holding, read as 112.5 an hour and an estimate that never finishes."""
+    practice = [_facts(f"tour-{i}", provider="local", preemptions=1, held_s=8.0, seconds_lost=15.0)
+                for i in range(5)]
+    real = [_facts("lab-1", preemptions=1, held_s=36000.0, seconds_lost=420.0)]
+    gcp = history.interruptions(practice + real, provider="gcp", zone="us-central1-b", accelerator_type="v2-8",
+                                interruptible=True, spot=False)
+    assert gcp.per_hour == pytest.approx(0.1) and gcp.recovery_s == pytest.approx(420.0)
+    assert gcp.per_hour_basis == "ledger: 1 preemption(s) in 10.0 held hours of 1 run(s) here"
+    local = history.interruptions(practice + real, provider="local", zone="us-central1-b", accelerator_type="v2-8",
+                                  interruptible=True, spot=False)
+    assert local.per_hour == performance.PREEMPTIBLE_LIMIT.value
+    assert local.per_hour_basis == (f"{performance.PREEMPTIBLE_LIMIT.flag()}; the ledger's 5 preemption(s) here "
+                                    f"came in 1 min held, under the 1 h a rate needs")
+    # the records carry their provider
+    rec = {"run_id": "r", "provider": "local", "pricing": {"accelerator_type": "v2-8", "zone": "z", "tier": "spot"}}
+    assert history.facts(rec).provider == "local"
 
 
 def test_a_tpu_faster_than_the_input_pipeline_ever_was_is_flagged():

@@ -119,3 +119,31 @@ def test_the_capacity_order_is_parsed_once_and_checked_before_anything():
         ClusterSpec(name="c", accelerator_type="v6e-8", zones=("us-east5-a",), capacity=("flex-start",), queued=True)
     with pytest.raises(UsageError, match="--api compute makes TPU VMs"):
         ClusterSpec(name="c", accelerator_type="v2-8", zones=("us-central1-b",), arch="node", api="compute")
+
+
+def _op(kind: str, instance: str, at: str, user: str = "me@example.com", zone: str = "us-east5-a") -> dict:
+    base = "https://www.googleapis.com/compute/v1/projects/p/zones"
+    return {"operationType": kind, "targetLink": f"{base}/{zone}/instances/{instance}", "zone": f"{base}/{zone}",
+            "insertTime": at, "user": user}
+
+
+def test_a_preemption_stands_until_the_instance_is_made_again_or_deleted_by_someone():
+    """Compute Engine keeps a preempted instance's record (compute.instances.preempted, by
+    system) after the instance is gone: only a later creation, or a deletion by a user, ends it."""
+    from provision.cloud.gce_tpu import preemptions
+
+    pre = "compute.instances.preempted"
+    ops = [_op("insert", "a-tpu", "2026-11-01T10:00:00.000-08:00"),
+           _op(pre, "a-tpu", "2026-11-01T11:00:00.000-08:00", "system"),
+           _op("delete", "a-tpu", "2026-11-01T11:00:01.000-08:00", "system"),     # the DELETE action's own
+           _op(pre, "b-tpu", "2026-11-01T09:00:00.000-08:00", "system"),
+           _op("insert", "b-tpu", "2026-11-01T18:00:00.000Z"),                    # made again after (offsets differ)
+           _op(pre, "c-tpu", "2026-11-01T09:00:00.000-08:00", "system"),
+           _op("delete", "c-tpu", "2026-11-01T09:30:00.000-08:00"),               # taken down after
+           _op(pre, "d-tpu-0", "2026-11-01T09:00:00.000-08:00", "system"),        # a slice's worker: its MIG says
+           _op(pre, "other", "2026-11-01T09:00:00.000-08:00", "system")]          # not tpuctl's
+    (only,) = preemptions(ops)
+    assert (only.cluster, only.zone, only.instance) == ("a", "us-east5-a", "a-tpu")
+    from datetime import datetime, timezone
+
+    assert only.at == datetime(2026, 11, 1, 19, 0, tzinfo=timezone.utc).timestamp()

@@ -49,7 +49,7 @@ def test_every_generation_has_both_tiers_in_a_region_where_it_lives():
         od, sp = price(acc.name, home, ON_DEMAND), price(acc.name, home, SPOT)
         assert od.note is None and od.usd_per_hour > 0, od
         if gen.name in prices.NO_PUBLIC_SPOT:     # TPU7x: no spot rate is public; the price says so
-            assert sp.usd_per_hour == 0 and "no spot/preemptible price known" in sp.note
+            assert sp.usd_per_hour is None and "no spot/preemptible price known" in sp.note
             continue
         assert sp.note is None, sp
         assert 0 < sp.usd_per_hour < od.usd_per_hour
@@ -97,7 +97,7 @@ def test_host_vm_prices_per_region():
     assert n1_columbus.region == "us-central1" and "us-east5" in n1_columbus.note
     assert BUNDLED.vm_price(None, "us-central1-a").usd_per_hour == 0.0
     unknown = BUNDLED.vm_price("c4-standard-8", "us-central1-a")
-    assert unknown.usd_per_hour == 0.0 and "no price known" in unknown.note
+    assert unknown.usd_per_hour is None and "no price known" in unknown.note
 
 
 def test_price_per_peak_pflop_hour_ranks_slices():
@@ -184,3 +184,23 @@ def test_a_fetched_book_falls_back_to_the_bundled_rows_it_lacks():
     assert "Cloud Billing Catalog API" in book.tpu_price(accelerators.parse("v6e-8"), "us-south1-a", ON_DEMAND).source
     bundled_row = book.tpu_price(accelerators.parse("v6e-8"), "us-central1-a", SPOT)
     assert bundled_row.usd_per_hour == 4.3537 and "skypilot-catalog" in bundled_row.source
+
+
+def test_an_unknown_price_is_unknown_and_a_total_with_one_says_so():
+    """Issue 43, 3: a tpu7x spot TPU, whose price no source knows, was $0.00/hour and made the
+    cluster's total the host VM's alone ($0.07)."""
+    tpu = prices.BUNDLED.tpu_price(accelerators.parse("tpu7x-8"), "us-central1-c", SPOT)
+    vm = prices.BUNDLED.vm_price("e2-standard-2", "us-central1-c")
+    assert tpu.usd_per_hour is None and not tpu.known and tpu.to_dict()["usd_per_hour"] is None
+    assert prices.usd_text(tpu.usd_per_hour) == "unknown" and prices.usd_text(vm.usd_per_hour) == "$0.07"
+    total = prices.Total.of([("the TPU", tpu), ("the host VM", vm)])
+    assert total.usd is None and total.known_usd == pytest.approx(0.067)
+    assert total.text() == "at least $0.07/hour (the TPU's price is unknown)"
+    assert total.cell() == ">=0.07"
+    alone = prices.Total.of([("the TPU", tpu)])
+    assert (alone.text(), alone.cell()) == ("unknown (the TPU's price is unknown)", "unknown")
+    known = prices.Total.of([("the TPU", 1.35), ("the host VM", vm)])
+    assert (known.usd, known.text(), known.cell()) == (1.417, "$1.42/hour", "1.42")
+    # nothing billed is a price: $0.00, not unknown
+    assert prices.Total.of([("the TPU", prices.NO_PRICE)]).text() == "$0.00/hour"
+    assert prices.usd_per_peak_pflop_hour(accelerators.parse("tpu7x-8"), "us-central1-c", SPOT) is None

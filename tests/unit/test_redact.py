@@ -39,6 +39,33 @@ JWT = "eyJhbGciOiJSUzI1NiJ9.eyJpc3MiOiJzYUBwLmlhbS5nc2VydmljZWFjY291bnQuY29tIn0.
     ("ProxyError: http://alice:s3cr3t-pw@proxy.corp:3128/ refused", "s3cr3t-pw"),
     ("git remote https://oauth2:ghp_abcdefg1234567@github.com/x/y.git", "ghp_abcdefg1234567"),
     ("redis://:only-a-password@cache:6379/0", "only-a-password"),
+    # chat webhooks: the URL is the credential
+    ("notify: POST https://hooks.slack.com/services/T0ABCDEF1/B0ABCDEF2/a1B2c3D4e5F6g7H8i9J0k1L2 failed",
+     "a1B2c3D4e5F6g7H8i9J0k1L2"),
+    ("https://discord.com/api/webhooks/1234567890123456789/AbC-dEf_GhIjKlMnOpQrStUvWxYz0123456789abcdEFGH",
+     "AbC-dEf_GhIjKlMnOpQrStUvWxYz0123456789abcdEFGH"),
+    ("url=https://discordapp.com/api/v10/webhooks/987654321098765432/tok3n-Of_The-Webhook42?wait=true",
+     "tok3n-Of_The-Webhook42"),
+    # GitHub tokens, every prefix (github.blog 2021-04-05) and fine-grained ones
+    ("GH_TOKEN ghp_0123456789abcdefghijklmnopqrstuvwxyz", "ghp_0123456789abcdefghijklmnopqrstuvwxyz"),
+    ("gho_ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghij used", "gho_ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghij"),
+    ("[ghu_0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ]", "ghu_0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"),
+    ("GITHUB_TOKEN=ghs_abcdefghijklmnopqrstuvwxyz0123456789", "ghs_abcdefghijklmnopqrstuvwxyz0123456789"),
+    ("'ghr_1234567890abcdefghijklmnopqrstuvwxyzABCDEFGH'", "ghr_1234567890abcdefghijklmnopqrstuvwxyzABCDEFGH"),
+    ("export T=github_pat_11ABCDEFG0123456789abc_" + "x" * 59, "github_pat_11ABCDEFG0123456789abc_"),
+    # Slack tokens
+    ("slack: xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx rejected", "AbCdEfGhIjKlMnOpQrStUvWx"),
+    ("xoxp-123456789012-123456789012-1234567890123-0123456789abcdef0123456789abcdef", "0123456789abcdef0123456"),
+    ("tokens: xoxa-2-abcdefghijkl, xoxr-9876543210-zyxwvutsrq, xoxs-1111111111-2222222222",
+     "abcdefghijkl"),
+    # AWS: an access key id alone, and a secret access key in the credentials file's form
+    ("InvalidClientTokenId: AKIAIOSFODNN7EXAMPLE is not valid", "AKIAIOSFODNN7EXAMPLE"),
+    ("session ASIAY34FZKBOKMUTVV7A expired", "ASIAY34FZKBOKMUTVV7A"),
+    ("[default]\naws_access_key_id = AKIAIOSFODNN7EXAMPLE\naws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n",
+     "wJalrXUtnFEMI/K7MDENG"),
+    ("AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY python train.py", "wJalrXUtnFEMI/K7MDENG"),
+    ('{"AccessKeyId": "ASIAY34FZKBOKMUTVV7A", "SecretAccessKey": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKEY"}',
+     "wJalrXUtnFEMI/K7MDENG"),
 ])
 def test_secrets_are_scrubbed_in_every_form(text, secret):
     out = r.redact(text)
@@ -56,6 +83,10 @@ def test_secrets_are_scrubbed_in_every_form(text, secret):
     "TPUCTL_TPU_API_ENDPOINT=http://127.0.0.1:8470 (the fake cloud)",
     "http://127.0.0.1:8470/v2/projects/p/locations/z/nodes?pageToken=&x=a@b",
     "ssh://user@host.example/path",
+    "notify: slack channel #training via https://hooks.slack.com (add one with tpuctl notify add)",
+    "see https://discord.com/channels/1234567890/987654321 and https://github.com/settings/tokens",
+    "the wheel ghp_client-1.0-py3-none-any.whl and the module xoxb_helper are code, not tokens",
+    "AKIA is the prefix of a long-term AWS access key id",
 ])
 def test_ordinary_messages_are_left_alone(text):
     assert r.redact(text) == text
