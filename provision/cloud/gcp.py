@@ -205,7 +205,8 @@ class GcpProvider:
     def _session(self) -> Rest:
         with self._lock:
             if self._rest is None:
-                self._rest = Rest(self._credentials())
+                anonymous = os.environ.get("TPUCTL_CREDENTIALS", "").lower() == "anonymous"
+                self._rest = Rest(None if anonymous else self._credentials())
             return self._rest
 
     # ---- the one place calls are retried and errors classified ---------------------------------
@@ -367,6 +368,15 @@ class GcpProvider:
         params = {"filter": f"name eq '({'|'.join(wanted)})'"}
         items = self._pages("compute.machineTypes.list", f"{self._gce}/zones/{zone}/machineTypes", "items", params)
         return [str(i["name"]) for i in items if i.get("name") in wanted]
+
+    def machine_type_zones(self, name: str) -> list[str]:
+        """The zones that list machine type ``name``: one ``machineTypes.aggregatedList`` filtered to
+        it (``gcloud compute machine-types list --filter=name=NAME`` asks the same), sorted."""
+        from ..basics.validate import machine_type
+
+        params = {"filter": f"name eq '{machine_type(name)}'"}
+        items = self._aggregated("compute.machineTypes.aggregatedList", "machineTypes", "machineTypes", params)
+        return sorted({_short(str(i.get("zone") or "")) for i in items if i.get("name") == name} - {""})
 
     def compute_tpu_image(self, accelerator_type: str) -> str:
         """The newest image of the generation's TPU image family (``images.getFromFamily``), once per family."""
@@ -566,11 +576,18 @@ class GcpProvider:
         (:meth:`_cluster_v2`), so ``status NAME`` costs the same whatever the project holds."""
         cluster = (labels or {}).get(CLUSTER_LABEL)
         what = fields.NODE_WITH_METADATA if metadata else fields.NODE
+        if cluster and near and not zone:
+            # where the cache says its node is, it is the cluster's one TPU: the Compute Engine
+            # TPU lists (MIGs, templates, policies: three requests) could add nothing to it
+            found = self._tpu_api_view(lambda: self._cluster_v2(cluster, None, what, near, only_near=True), [])
+            if found:
+                return [self._from_v2(n, metadata) for n in found]
         with ThreadPoolExecutor(2) as reads:
             compute_f = reads.submit(self._compute.list, zone, labels)
             if cluster:
-                v2 = self._tpu_api_view(lambda: self._cluster_v2(cluster, zone, what, near,
-                                                                 on_compute=lambda: bool(compute_f.result())), [])
+                v2 = self._tpu_api_view(lambda: self._cluster_v2(cluster, zone, what, () if zone else near,
+                                                                 on_compute=lambda: bool(compute_f.result()),
+                                                                 tried=near), [])
             else:
                 v2 = self._tpu_api_view(lambda: self._list_v2(zone, what), [])
             wanted = [n for n in v2 if matches(dict(n.get("labels") or {}), labels)]
@@ -582,25 +599,29 @@ class GcpProvider:
             return nodes + compute_f.result()
 
     def _cluster_v2(self, cluster: str, zone: str | None, what: str, near: tuple[str, ...],
-                    on_compute: Callable[[], bool] = lambda: False) -> list[Json]:
+                    on_compute: Callable[[], bool] = lambda: False, *, only_near: bool = False,
+                    tried: tuple[str, ...] = ()) -> list[Json]:
         """The v2 nodes labelled ``cluster``, without listing the project's: its node is named for
         it, so it is read (``nodes.get``) in ``zone``, else in the zones ``near`` names (the local
         cache's), else in the zones of the cluster's instances (its host VM: one label-filtered
         Compute list). A node in none of those (moved by zone failover, a cluster without a host
         VM) is found in a list of names and labels alone, unless the cluster's TPU is on Compute
-        Engine (``on_compute``: read at the same time), where a cluster has only the one."""
+        Engine (``on_compute``: read at the same time), where a cluster has only the one.
+        ``only_near``: the zones ``near`` names and no further (``list_tpus`` looks there first);
+        ``tried``: zones looked in already, not read again."""
         def where() -> Iterator[str]:
             if zone:
                 yield zone
                 return
-            yield from near
-            yield from (z for z in self._instance_zones(cluster) if z not in near)
+            yield from (z for z in near if z not in tried)
+            if not only_near:
+                yield from (z for z in self._instance_zones(cluster) if z not in near and z not in tried)
 
         for z in where():
             node = self._get_v2(z, cluster, what)
             if node is not None and dict(node.get("labels") or {}).get(CLUSTER_LABEL) == cluster:
                 return [node]
-        if on_compute():
+        if only_near or on_compute():
             return []
         listed = self._pages("tpu.v2.nodes.list", f"{self._loc(zone)}/nodes", "nodes",
                              {"fields": fields.tpu_listed("nodes", "name,labels")})

@@ -283,6 +283,10 @@ class LocalProvider:
         a name of no known family (a typo) is refused, as Compute would refuse it."""
         return [n for n in names if _MACHINE_FAMILY.match(n)]
 
+    def machine_type_zones(self, name: str) -> list[str]:
+        """None: the local provider emulates no Compute Engine TPU machine type in any zone."""
+        return []
+
     def compute_tpu_image(self, accelerator_type: str) -> str:
         raise UsageError("the local provider has no Compute Engine TPUs", hint="use --api auto or tpu")
 

@@ -72,9 +72,15 @@ def cached_names() -> list[str]:
     return sorted({p.stem for p in root.glob("*/*/*.json")})
 
 
-def cached_zones(provider: Provider, cluster: str) -> tuple[str, ...]:
-    """Where the cluster's TPU was when this machine last saw it (``up``): where to look first."""
-    zone = (cached_spec(provider, cluster) or {}).get("zone")
+def cached_zones(provider: Provider, cluster: str, spec: dict[str, Any] | None = None) -> tuple[str, ...]:
+    """Where the cluster's Cloud TPU API node was when this machine last saw it (``up``): where
+    to look first, and, found there, all ``status NAME`` reads of its TPU. None for a cluster
+    whose TPU is on Compute Engine (``api: compute``): it has no node to look for, and its
+    instances, MIG and remnants are read as before. ``spec``: its cached spec, read already."""
+    spec = cached_spec(provider, cluster) if spec is None else spec
+    zone = (spec or {}).get("zone")
+    if (spec or {}).get("api") == "compute":
+        return ()
     return (zone,) if isinstance(zone, str) and zone else ()
 
 

@@ -13,7 +13,7 @@ from ..basics.errors import UsageError
 from ..catalog import compute_tpus
 from ..catalog.accelerators import AcceleratorType
 from ..cloud import capacity as capacities
-from ..cloud.base import ClusterSpec, Provider, TpuNode
+from ..cloud.base import Arch, ClusterSpec, Provider, TpuNode
 from ..cloud.capacity import Capacity
 
 
@@ -72,3 +72,42 @@ def listing_command(acc: AcceleratorType) -> str:
     if shape is None:
         return "gcloud compute tpus accelerator-types list --zone ZONE"
     return f"gcloud compute machine-types list --filter=name={shape.machine_type} for Compute Engine"
+
+
+TPU_API_FROZEN = "Google gives it bug and security fixes only"
+
+
+def nearest_zones(zones: Iterable[str], near: str, *, leave_out: Iterable[str] = ()) -> list[str]:
+    """``zones`` without ``leave_out`` (the zones that just failed), those of ``near``'s region first."""
+    skip = set(leave_out)
+    region = near.rsplit("-", 1)[0]
+    return sorted((z for z in zones if z not in skip), key=lambda z: (z.rsplit("-", 1)[0] != region, z))
+
+
+def api_line(spec: ClusterSpec, acc: AcceleratorType, zone: str, api: str, compute_zones: Sequence[str] = ()) -> str:
+    """The one line ``up`` prints about the API that makes the TPU, and why that one.
+
+    ``compute_zones``: where Compute Engine sells ``acc`` (asked of the cloud only when the Cloud
+    TPU API was taken for a type Compute Engine sells too), named so the user can move: the
+    Cloud TPU API is frozen (docs/compute-engine.md)."""
+    shape = compute_tpus.shape(acc)
+    if api == "compute":
+        why = "--api compute" if spec.api == "compute" else \
+            f"{zone} lists its machine type {shape.machine_type if shape else '?'} (--api auto)"
+        return f"API: Compute Engine, because {why}"
+    if spec.arch == Arch.NODE:
+        why = "TPU Nodes (--arch node) exist only there"
+    elif spec.queued:
+        why = "queued resources (--queued) exist only there"
+    elif spec.api == "tpu":
+        why = "--api tpu"
+    elif shape is None:
+        why = f"Compute Engine does not sell {acc.name}"
+    else:
+        why = f"{zone} lists no {shape.machine_type} machine type (--api auto)"
+    line = f"API: the Cloud TPU API ({TPU_API_FROZEN}), because {why}"
+    elsewhere = nearest_zones(compute_zones, zone)
+    if elsewhere:
+        move = f"--zone {elsewhere[0]}" + ("" if spec.api == "auto" else " --api auto")
+        line += f"; Compute Engine sells {acc.name} in {', '.join(elsewhere)} ({move})"
+    return line

@@ -33,13 +33,16 @@ def gone_tpus(provider: Provider, name: str | None = None, *, live: Iterable[Tpu
     """The PREEMPTED TPUs of clusters (``name``, or every one this machine knows) that have no TPU
     in ``live`` and whose Compute Engine TPU VM the cloud says it preempted and deleted. Costs no
     call unless such a cluster is cached here: then one list of the cloud's records."""
-    have = {t.labels.get(CLUSTER_LABEL) for t in live}
     if name is not None:
         one = cached_spec(provider, name)
         specs = {name: one} if isinstance(one, dict) else {}
     else:
         specs = cached_specs(provider)
-    wanted = {n: s for n, s in specs.items() if n not in have and s.get("api") == "compute"}
+    compute = {n: s for n, s in specs.items() if s.get("api") == "compute"}
+    if not compute:
+        return []
+    have = {t.labels.get(CLUSTER_LABEL) for t in live}
+    wanted = {n: s for n, s in compute.items() if n not in have}
     if not wanted:
         return []
     out = []

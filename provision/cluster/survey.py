@@ -7,13 +7,15 @@ is a usage error before any resource exists.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..basics.errors import CloudError, UsageError
-from ..catalog import prices
-from ..catalog.zones import suggested_zone
+from ..catalog import compute_tpus, prices
+from ..catalog.accelerators import parse
+from ..catalog.zones import suggested_zone, zones_of
 from ..cloud.base import (
+    Arch,
     ClusterSpec,
     Provider,
     QueuedRequest,
@@ -104,9 +106,10 @@ def ranked_candidates(provider: Provider, spec: ClusterSpec, zones: list[str], o
         try:
             if not offered:
                 capacity_plan.check_provider(provider, spec, acc)
+                other = zone_offering(provider, spec, acc, tried=zones)
                 raise UsageError(f"{acc.name} is not offered in {', '.join(zones)}",
-                                 hint=f"pick a zone that offers it ({capacity_plan.listing_command(acc)}), "
-                                      f"e.g. --zone {suggested_zone(acc.generation.name)}")
+                                 hint=f"pick a zone that offers it ({capacity_plan.listing_command(acc)})"
+                                      + (f", e.g. --zone {other}" if other else ""))
             keep = keep_image if prefer is None or prefer[0] == acc.name else None
             got = plan_zones(offers, spec.with_type(acc.name), offered, tpu=True, vm=need_vm, keep_image=keep,
                              log=log)
@@ -143,6 +146,40 @@ def ranked_candidates(provider: Provider, spec: ClusterSpec, zones: list[str], o
         # its type and zone first within each capacity, the capacity order kept (stable sort)
         cands.sort(key=lambda c: (order.index(c.capacity), (c.name, c.zone) != prefer))
     return cands, fits
+
+
+def _compute_zones(provider: Provider, acc: Any) -> list[str]:
+    """Where Compute Engine sells ``acc``, asked of the cloud (one aggregated machine-types list);
+    [] where the provider has no Compute Engine TPUs, or the question fails (it only feeds a hint)."""
+    shape = compute_tpus.shape(acc)
+    if shape is None or not provider.offers_compute_tpus:
+        return []
+    try:
+        return provider.machine_type_zones(shape.machine_type)
+    except CloudError:
+        return []
+
+
+def zone_offering(provider: Provider, spec: ClusterSpec, acc: Any, *, tried: Sequence[str]) -> str | None:
+    """A zone to suggest when none of ``tried`` offers ``acc`` through the API the spec asks for:
+    never one that was just tried. Compute Engine's zones are the cloud's answer; the Cloud TPU
+    API's, the bundled table (catalog/zones.py), as the local provider rehearses them."""
+    on_compute = spec.api == "compute" or not acc.served_by("tpu")
+    zones = _compute_zones(provider, acc) if on_compute else list(zones_of(acc.generation.name))
+    if not zones and not on_compute:
+        zones = [suggested_zone(acc.generation.name)]
+    near = capacity_plan.nearest_zones(zones, tried[0] if tried else "", leave_out=tried)
+    return near[0] if near else None
+
+
+def api_line(provider: Provider, spec: ClusterSpec, accelerator_type: str, zone: str, api: str) -> str:
+    """``up``'s line on which API makes the TPU and why; where the Cloud TPU API was taken for a
+    type Compute Engine sells too (not for TPU Nodes or queued resources, which only it has), it
+    names the zones that sell it there."""
+    acc = parse(accelerator_type)
+    api = api or "tpu"
+    asks = api == "tpu" and spec.arch != Arch.NODE and not spec.queued
+    return capacity_plan.api_line(spec, acc, zone, api, _compute_zones(provider, acc) if asks else ())
 
 
 def _offered(offers: Offers, spec: ClusterSpec, zone: str, acc: Any, need_vm: bool, log: Log) -> bool:

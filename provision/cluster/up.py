@@ -63,6 +63,10 @@ def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_
             log(note)
 
     if dry_run:
+        if existing.need_tpu and the_plan.candidates:       # the API it would use, and why
+            first = the_plan.candidates[0]
+            fit0 = the_plan.fits.get((first.name, first.zone))
+            result.notes.append(survey.api_line(provider, spec, first.name, first.zone, fit0.api if fit0 else ""))
         result.notes.extend(provider.caveats(the_plan.planned_zone, spec.accelerator.name))
         result.spec = the_plan.as_planned
         result.zone = the_plan.zone
@@ -83,6 +87,9 @@ def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_
 
     # --- record: the spec as made in the cache, the TPU's creation in the ledger ----------------
     result.spec = as_made(spec, result)
+    if result.tpu is not None and any(c.startswith("TPU ") for c in result.created):   # the API it used, and why
+        result.notes.append(survey.api_line(provider, spec, result.tpu.accelerator_type, result.tpu.zone,
+                                            result.tpu.api))
     if result.tpu is not None:
         result.notes.extend(provider.caveats(result.tpu.zone, result.tpu.accelerator_type))
     if attempt.chosen is not None and attempt.plan is not None and (attempt.plan.several or attempt.plan.capacities):

@@ -13,7 +13,7 @@ from ..basics.errors import NotFound, UnknownName, UsageError
 from ..basics.validate import CLUSTER_LABEL, format_duration
 from ..catalog import prices
 from ..cloud.base import Health, Provider, QueuedRequest, TpuNode, TpuState, Vm, VmState
-from .cache import cached_zones
+from .cache import cached_spec, cached_zones
 from .preempted import gone_tpus
 from .resources import find, tpu_price
 
@@ -32,7 +32,10 @@ class ClusterView:
     queued: QueuedRequest | None = None    # its queued resource (the TPU to be, while it has no node)
     book: prices.PriceBook | None = field(default=None, repr=False)   # None: the bundled table
 
-    HEADERS = ("CLUSTER", "ZONE", "VM", "TPU", "STATE", "HEALTH", "RANGE", "PREEMPTIBLE", "RUN", "UPTIME", "$/HOUR")
+    # API: which Google API made the TPU, as --api names it: compute (Compute Engine) or tpu (the Cloud
+    # TPU API, which Google gives bug and security fixes only: a user should see which they are on)
+    HEADERS = ("CLUSTER", "ZONE", "VM", "TPU", "API", "STATE", "HEALTH", "RANGE", "PREEMPTIBLE", "RUN", "UPTIME",
+               "$/HOUR")
 
     # prices are looked up once per view (the table, --json and the total each read them)
     @functools.cached_property
@@ -83,7 +86,7 @@ class ClusterView:
         t, q = self.tpu, self.queued
         if t is None and q is not None:
             return [self.name, self.zone, self.vm_cell(),
-                    f"{q.accelerator_type} (queued)", q.state.value, None, None, "spot" if q.spot else "no",
+                    f"{q.accelerator_type} (queued)", "tpu", q.state.value, None, None, "spot" if q.spot else "no",
                     None, None, self.hourly_total.cell()]
         run = None
         if self.run:
@@ -91,7 +94,7 @@ class ClusterView:
         up_s = self.uptime_seconds
         return [
             self.name, self.zone, self.vm_cell(),
-            f"{t.accelerator_type} ({t.arch.value}{', compute' if t.api == 'compute' else ''})" if t else None,
+            f"{t.accelerator_type} ({t.arch.value})" if t else None, t.api if t else None,
             t.state.value if t else None, _health(t), t.cidr_block if t else None,
             _paid_as(t) if t else None, run,
             format_duration(up_s) if up_s is not None else None, self.hourly_total.cell(),
@@ -133,14 +136,20 @@ def status(provider: Provider, *, name: str | None = None, zone: str | None = No
     from concurrent.futures import ThreadPoolExecutor
 
     selector = {CLUSTER_LABEL: name} if name else None
+    spec = cached_spec(provider, name) if name and not zone else None
+    spec = spec if isinstance(spec, dict) else None
+    near = cached_zones(provider, name, spec) if spec else ()
+    # a cluster this machine made without --queued has no queued resource to read while its TPU
+    # is found; only where it is not (gone, or made elsewhere since) are its requests listed
+    later = bool(near) and not spec.get("queued") and "queued" not in (spec.get("capacity") or ())
     with ThreadPoolExecutor(3) as pool:    # independent reads (Compute, TPU nodes, queued resources): at once
         vms_f = pool.submit(provider.list_vms, zone, selector)
-        near = cached_zones(provider, name) if name and not zone else ()
         tpus_f = pool.submit(lambda: provider.list_tpus(zone, selector, near=near))
-        queued_f = pool.submit(provider.list_queued, zone, selector)
+        queued_f = None if later else pool.submit(provider.list_queued, zone, selector)
         vms = [v for v in vms_f.result() if CLUSTER_LABEL in v.labels]
         tpus = [t for t in tpus_f.result() if CLUSTER_LABEL in t.labels]
-        queued = [q for q in queued_f.result() if CLUSTER_LABEL in q.labels]
+        listed = queued_f.result() if queued_f else [] if tpus else provider.list_queued(zone, selector)
+        queued = [q for q in listed if CLUSTER_LABEL in q.labels]
     # a TPU VM its preemption deleted is still the cluster's TPU, PREEMPTED (preempted.py)
     tpus += gone_tpus(provider, name, live=tpus, zone=zone)
     views = []

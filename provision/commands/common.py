@@ -96,10 +96,12 @@ class _PrintableStream:
     def __init__(self, stream: Any):
         self._stream = stream
 
-    def write(self, text: str) -> int:
+    def write(self, text: str | bytes) -> int:
         from ..basics.text import printable_lines
 
-        self._stream.write(printable_lines(text) if isinstance(text, str) else text)
+        # bytes come from click, which finds no binary stream under this one (shell completion)
+        shown = text.decode(errors="replace") if isinstance(text, bytes) else text
+        self._stream.write(printable_lines(shown))
         return len(text)
 
     def __getattr__(self, name: str) -> Any:        # flush, isatty, encoding, fileno, ...

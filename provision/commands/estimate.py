@@ -48,7 +48,7 @@ def command(job_spec: str, sets: tuple[str, ...], accelerator_type: str, zones: 
 
     \b
     Example:
-      tpuctl estimate --job templates/bert-finetune-tiny.yaml --set bert_dir=.demo/tiny --set train_file=.demo/tiny/train.tsv --accelerator-type v2-8,v5litepod-8 --preemptible --on-demand
+      tpuctl estimate --job templates/bert-finetune-tiny.yaml --set bert_dir=.demo/tiny --set train_file=.demo/tiny/train.tsv --set num_train_steps=10000 --flops-per-step 2.2e13 --accelerator-type v2-8,v5litepod-8 --preemptible --on-demand
     """
     from pathlib import Path
 
@@ -82,9 +82,10 @@ def command(job_spec: str, sets: tuple[str, ...], accelerator_type: str, zones: 
     estimates, skipped = forecast.table(work, cands)
     if not estimates:
         why = skipped[0][1] if skipped else "no candidate"
+        # FLOPs known but too few to model (forecast's Baseless): ``why`` already says to measure
         raise UsageError(f"cannot estimate job: {work.job}: {why}",
-                         hint="pass --flops-per-step N (the FLOPs of one step over the global batch), or train it "
-                              "once on the type: its measured rate is used next time")
+                         hint=None if work.step.known else "pass --flops-per-step N (the FLOPs of one step over "
+                         "the global batch), or train it once on the type: its measured rate is used next time")
     if as_json:
         emit_json({"ok": True, "job": work.job, "steps": work.steps, "workload": work.to_dict(),
                    "estimates": [e.to_dict() for e in estimates],

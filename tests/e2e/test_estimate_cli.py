@@ -116,7 +116,7 @@ def test_practice_preemptions_in_minutes_make_no_rate(base_in_bucket):
     _practice_runs(5)
     r = run_tpuctl_process("estimate", *SEED, "--accelerator-type", "v2-8", "--preemptible")
     assert r.code == 0, r.err
-    (row,) = [ln for ln in r.out.splitlines() if ln.startswith("v2-8 ")]
+    row = next(ln for ln in r.out.splitlines() if ln.startswith("v2-8 "))
     assert " never " not in row and " 2d" in row, r.out
     (line,) = [ln for ln in r.out.splitlines() if ln.strip().startswith("interruptions:")]
     assert line.strip().startswith("interruptions: 0.04167/h (published: preemptible TPUs stop after 24 h at the "

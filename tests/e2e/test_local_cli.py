@@ -207,8 +207,8 @@ def test_prices_and_a_preempted_tpu_in_a_few_words(monkeypatch):
     assert run_tpuctl_process("simulate", "preempt", "pp").code == 0
     st = run_tpuctl_process("status")
     lines = st.out.splitlines()
-    assert lines[1].split()[:6] == ["pp", "us-central1-b", "RUNNING", "v2-8", "(vm)", "PREEMPTED"]
-    assert lines[1].split()[6] == "-" and "HEALTH_UNSPECIFIED" not in st.out
+    assert lines[1].split()[:7] == ["pp", "us-central1-b", "RUNNING", "v2-8", "(vm)", "tpu", "PREEMPTED"]
+    assert lines[1].split()[7] == "-" and "HEALTH_UNSPECIFIED" not in st.out
     assert "pp: TPU v2-8 $0.00/hour (PREEMPTED: nothing billed)" in lines
     assert lines[-1] == ("prices: list prices from the bundled table of 2026-11-24; the local provider bills "
                          "nothing; Google Cloud would bill these")

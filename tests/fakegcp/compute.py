@@ -583,3 +583,14 @@ def register(router: Router, store_of: Any) -> None:
         return list_page(s, req, "compute#machineTypeList", f"projects/{p['project']}/zones/{p['zone']}/machineTypes",
                          f"projects/{p['project']}/zones/{p['zone']}/machineTypes", items)
 
+    @route("GET", "/aggregated/machineTypes", "compute.machineTypes.aggregatedList", "compute.machineTypes.list")
+    def machine_types_aggregated(req: Request) -> Any:
+        """Every zone's machine types, scoped ``zones/Z`` (MachineTypeAggregatedList): what
+        ``gcloud compute machine-types list --filter=name=X`` reads, and tpuctl's question of which
+        zones sell a TPU machine type on Compute Engine."""
+        s, project = store_of(), req.params["project"]
+        ensure_project(s, project)
+        scoped = {f"zones/{z}": [machine_type_json(s, project, z, n) for n in catalog.machine_types_in(z)]
+                  for z in catalog.ZONES}
+        return aggregated_page(s, req, "compute#machineTypeAggregatedList", project, "machineTypes", scoped)
+

@@ -21,6 +21,7 @@ from . import (
     admin,
     billing,
     compute,
+    compute_groups,
     compute_net,
     compute_tpu,
     errors,
@@ -63,6 +64,7 @@ class FakeCloud:
         tpu_rest.register(self.api, self.current)
         compute.register(self.api, self.current)
         compute_tpu.register(self.api, self.current)
+        compute_groups.register(self.api, self.current)
         compute_net.register(self.api, self.current)
         firewalls.register(self.api, self.current)
         routers.register(self.api, self.current)

@@ -1,7 +1,9 @@
 """Google's own gcloud CLI against the fake: the proof that it speaks the real wire protocol.
 
 gcloud takes a second or more per call, so the three lifecycles (TPU VM, TPU Node, instance) run
-side by side, each through create, describe, list and delete.
+side by side, each through create, describe, list and delete; and what tpuctl makes on Compute
+Engine (a multi-host slice: MIG, instance group, template, workload policy) is listed by gcloud as
+Google Cloud lists it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+
+from tests.conftest import run_tpuctl_process
 
 ZONE = "us-central1-b"
 
@@ -96,3 +100,64 @@ def test_gcloud_reports_a_refused_tpu_node_as_google_does(fakegcp, tmp_path):
             "been denied. Please migrate to TPU VM Architecture or contact Cloud TPU team to gain TPU Node access."
             in " ".join(proc.stderr.split())), proc.stderr
     assert fakegcp.resources()["nodes"] == []
+
+
+def test_gcloud_sees_the_multi_host_compute_engine_slice_tpuctl_made(fakegcp_env, tmp_path):
+    """A v5p-16 slice made by the installed tpuctl (a MIG of two workers, its global template and its
+    regional workload policy) reads in gcloud as on Google Cloud: `instance-groups managed list`
+    (which also lists the zone's instance groups for SIZE and its autoscalers for AUTOSCALED),
+    `instance-groups list` and `list-instances`, `instance-templates list` (aggregated) and the
+    rest, with no request the fake does not serve; after `tpuctl down`, gcloud lists nothing."""
+    fake = fakegcp_env
+    fake.set_latencies(vm_create=0.1, vm_delete=0.05, address_create=0.02)
+    zone = "us-east5-c"
+    made = run_tpuctl_process("up", "pod", "--zone", zone, "-a", "v5p-16", "--spot", "--no-vm")
+    assert made.code == 0, made.err
+    env = {**os.environ, **fake.gcloud_config(tmp_path / "gcloud")}
+    fake.clear_calls()          # tpuctl's own look-ups (a 404 for what does not exist yet) are not gcloud's
+
+    def gcloud(*args: str) -> str:
+        proc = subprocess.run(["gcloud", "compute", *args], check=False, env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0, f"gcloud compute {' '.join(args)} failed:\n{proc.stderr}"
+        return proc.stdout
+
+    commands = {
+        "migs": ("instance-groups", "managed", "list"),
+        "groups": ("instance-groups", "list"),
+        "group members": ("instance-groups", "list-instances", "pod-tpu", f"--zone={zone}"),
+        "managed members": ("instance-groups", "managed", "list-instances", "pod-tpu", f"--zone={zone}"),
+        "templates": ("instance-templates", "list"),
+        "template": ("instance-templates", "describe", "pod-tpu", "--format=json"),
+        "policies": ("resource-policies", "list"),
+        "instances": ("instances", "list"),
+    }
+    with ThreadPoolExecutor(4) as pool:
+        out = dict(zip(commands, pool.map(lambda args: gcloud(*args), commands.values())))
+    rows = {key: [line.split() for line in text.strip().splitlines()] for key, text in out.items()}
+
+    assert rows["migs"] == [["NAME", "LOCATION", "SCOPE", "BASE_INSTANCE_NAME", "SIZE", "TARGET_SIZE",
+                             "INSTANCE_TEMPLATE", "AUTOSCALED"],
+                            ["pod-tpu", zone, "zone", "pod-tpu", "2", "2", "pod-tpu", "no"]]
+    assert rows["groups"] == [["NAME", "LOCATION", "SCOPE", "NETWORK", "MANAGED", "INSTANCES"],
+                              ["pod-tpu", zone, "zone", "default", "Yes", "2"]]
+    assert [r[:2] for r in rows["group members"]] == [["NAME", "ZONE"], ["pod-tpu-0", zone], ["pod-tpu-1", zone]]
+    assert [r[:3] for r in rows["managed members"][1:]] == [["pod-tpu-0", zone, "RUNNING"], ["pod-tpu-1", zone, "RUNNING"]]
+    assert rows["templates"][0] == ["NAME", "MACHINE_TYPE", "PREEMPTIBLE", "CREATION_TIMESTAMP"]
+    assert [r[:2] for r in rows["templates"][1:]] == [["pod-tpu", "ct5p-hightpu-4t"]]
+    template = json.loads(out["template"])
+    assert template["properties"]["scheduling"]["provisioningModel"] == "SPOT"
+    assert [r[0] for r in rows["policies"][1:]] == ["pod-tpu"]
+    assert [r[0] for r in rows["instances"][1:]] == ["pod-tpu-0", "pod-tpu-1"]
+    refused = [(c["method"], c["path"], c["status"]) for c in fake.calls() if c["status"] >= 400]
+    assert not refused, f"gcloud hit an error or an unknown path: {refused}"
+    for call in ("compute.instanceGroups.list", "compute.instanceGroups.aggregatedList",
+                 "compute.instanceGroups.listInstances", "compute.autoscalers.list",
+                 "compute.instanceTemplates.aggregatedList"):
+        assert fake.call_counts().get(call), call
+
+    gone = run_tpuctl_process("down", "pod")
+    assert gone.code == 0, gone.err
+    after = [commands["migs"], commands["groups"], commands["templates"]]
+    with ThreadPoolExecutor(len(after)) as pool:
+        assert list(pool.map(lambda args: gcloud(*args).strip(), after)) == ["", "", ""]   # "Listed 0 items." is stderr

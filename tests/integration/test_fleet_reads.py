@@ -117,3 +117,20 @@ def test_partial_responses_cover_what_tpuctl_reads(fleet, tpuctl, gcs_env, gcs_b
     nodes = outputs[(True, runs[-1])]["nodes"]
     assert {n["cluster"] for n in nodes} == {"ce", *(name(i) for i in range(4))}
     assert len(reasons[True]) == 5 and not [why for why in reasons[True] if "bucket is unknown" in why], reasons
+
+
+def test_status_name_of_a_cluster_made_here_reads_its_vm_and_its_tpu(fleet, tpuctl):
+    """`tpuctl status NAME` of a cluster this machine's `up` made (so its cache says where the TPU
+    is and that it holds no queued resource): two requests, the host VM's label-filtered list and
+    the TPU itself, in a project of 40 other clusters; gcloud's describe of the TPU alone is one."""
+    build_fleet(PROJECT, 40)
+    r = tpuctl("up", "mine", "--zone", "us-central1-b", "--arch", "vm", "--preemptible")
+    assert r.code == 0, r.err
+    assert tpuctl("status", "mine").code == 0      # the day's list prices, cached (cloudbilling: once a day)
+    for argv in (("status", "mine"), ("status", "mine", "--json")):
+        counts, _ = _requests(fleet, tpuctl, argv)
+        assert counts == {"compute.instances.aggregatedList": 1, "tpu.v2.nodes.get": 1}, (argv, counts)
+    r = tpuctl("status", "mine", "--json")
+    [cluster] = r.json()["clusters"]
+    assert cluster["zone"] == "us-central1-b" and cluster["tpu"]["state"] == "READY"
+    assert cluster["tpu"]["preemptible"] and cluster["vm"]["state"] == "RUNNING"

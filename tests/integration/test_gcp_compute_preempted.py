@@ -58,7 +58,7 @@ def test_a_spot_tpu_vm_its_preemption_deleted_is_shown_preempted_made_again_and_
     for args in (("status", "ce-b"), ("status",)):
         r = tpuctl(*args)
         assert r.code == 0, r.err
-        assert _tpu_row(r.out, "ce-b") == ["ce-b", "us-east5-a", "RUNNING", "v6e-8 (vm, compute)", "PREEMPTED", "-",
+        assert _tpu_row(r.out, "ce-b") == ["ce-b", "us-east5-a", "RUNNING", "v6e-8 (vm)", "compute", "PREEMPTED", "-",
                                            "-", "spot", "-", "-", "0.07"]
         assert "ce-b: TPU v6e-8 $0.00/hour (PREEMPTED: nothing billed)" in r.out.splitlines()
     (st,) = tpuctl("status", "ce-b", "--json").json()["clusters"]
@@ -85,7 +85,7 @@ def test_a_spot_tpu_vm_its_preemption_deleted_is_shown_preempted_made_again_and_
     assert tpu["machineType"].endswith("/machineTypes/ct6e-standard-8t")
     assert fake.call_counts().get("compute.instances.insert") == 1                  # the TPU only
     r = tpuctl("status", "ce-b")
-    assert _tpu_row(r.out, "ce-b")[3:5] == ["v6e-8 (vm, compute)", "READY"]
+    assert _tpu_row(r.out, "ce-b")[3:6] == ["v6e-8 (vm)", "compute", "READY"]
 
     # preempted again, then down: the host VM goes, the cluster is forgotten, the old records stay
     assert tpuctl("simulate", "preempt", "ce-b", "--no-notice").code == 0
@@ -106,7 +106,7 @@ def test_without_a_host_vm_the_preempted_tpu_is_still_a_cluster_until_down(fakeg
     assert tpuctl("simulate", "preempt", "ce-n", "--no-notice").code == 0
     r = tpuctl("status")
     assert r.code == 0, r.err
-    assert _tpu_row(r.out, "ce-n") == ["ce-n", "us-east5-a", "-", "v6e-8 (vm, compute)", "PREEMPTED", "-", "-", "spot",
+    assert _tpu_row(r.out, "ce-n") == ["ce-n", "us-east5-a", "-", "v6e-8 (vm)", "compute", "PREEMPTED", "-", "-", "spot",
                                        "-", "-", "0.00"]
     r = tpuctl("down", "ce-n")
     assert r.code == 0, r.err

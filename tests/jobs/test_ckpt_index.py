@@ -67,15 +67,16 @@ def _cheap_blocks(size: int) -> bytes:
 
 
 def test_ten_times_the_file_takes_about_ten_times_as_long():
-    # the fastest of three runs each, so that another process on the machine does not decide it
-    small, large = _cheap_blocks(36_000), _cheap_blocks(360_000)
-    best = {}
-    for name, data in (("small", small), ("large", large)):
-        runs = [_timed(data) for _ in range(3)]
-        assert {refusal for _, _, refusal in runs} == {None}
-        best[name] = min(took for took, _, _ in runs)
-        assert runs[0][1].touched <= WORK_PER_BYTE * len(data)
-    assert best["large"] <= 15 * best["small"], best
+    # the fastest of three runs each, taken in turns, so that another process on the machine does
+    # not decide it
+    files = {"small": _cheap_blocks(36_000), "large": _cheap_blocks(360_000)}
+    runs: dict[str, list[float]] = {"small": [], "large": []}
+    for _ in range(3):
+        for name, data in files.items():
+            took, work, refusal = _timed(data)
+            assert refusal is None and work.touched <= WORK_PER_BYTE * len(data)
+            runs[name].append(took)
+    assert min(runs["large"]) <= 15 * min(runs["small"]), runs
 
 
 # mostly what TensorFlow writes (a header, a tensor's entry), so that reading goes on past the first entries
@@ -115,7 +116,7 @@ def test_a_crafted_index_is_read_or_refused_in_work_linear_in_its_size(data):
     target(work.touched / len(data))  # steers the search towards the files that cost the most per byte
     assert work.touched <= WORK_PER_BYTE * len(data)
     assert refusal is None or (refusal and "\n" not in refusal)
-    assert took < 3.0, f"{len(data)} bytes took {took:.2f} s"
+    assert took < 10.0, f"{len(data)} bytes took {took:.2f} s"  # up to 2 MB: well under a second alone
 
 
 def _tf_checkpoint(prefix, names):

@@ -39,7 +39,12 @@ def test_unknown_types_name_the_fix(name, fragment):
 
 def test_every_type_has_a_price():
     for acc in accelerators.all_types():
-        assert prices.tpu_hourly(acc, preemptible=True) < prices.tpu_hourly(acc, preemptible=False)
+        spot, on_demand = prices.tpu_hourly(acc, preemptible=True), prices.tpu_hourly(acc, preemptible=False)
+        assert on_demand is not None and on_demand > 0, acc.name
+        if acc.generation.name in prices.NO_PUBLIC_SPOT:     # no spot rate is public: unknown, not $0
+            assert spot is None, acc.name
+        else:
+            assert spot is not None and spot < on_demand, acc.name
 
 
 def test_published_anchor_prices():

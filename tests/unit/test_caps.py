@@ -205,3 +205,21 @@ def test_an_estimate_under_a_second_stored_earlier_is_not_compared():
     rec = _rec(live=False, step=300, seconds_by_state={"training": 30.0}, estimate={"total_s": 0.0,
                "total_usd": 0.0, "steps": 300}, budget_usd=None, deadline=None, stopped_by=None)
     assert pace.summary(rec)["vs_estimate"] is None
+
+
+@pytest.mark.parametrize(("stopped_by", "progress", "hint"), [
+    ("deadline", None, ("it reported no checkpoint before it stopped, and its TPU was deleted: to start again, "
+                       "tpuctl up lab, then tpuctl train lab with a larger cap")),
+    ("budget", {"step": 120, "checkpoint_step": 100},
+     ("its checkpoint of step 100 is in gs://b/m and its TPU was deleted: to go on, tpuctl up lab, then tpuctl "
+     "train lab with --set model_dir=gs://b/m and a larger cap")),
+    (None, {"step": 3}, "see tpuctl logs lab-1; it reported no checkpoint"),
+    (None, {"step": 3, "checkpoint_step": 0}, "see tpuctl logs lab-1; its checkpoint of step 0 is kept in gs://b/m"),
+])
+def test_the_end_of_a_run_names_a_checkpoint_only_where_one_was_reported(stopped_by, progress, hint):
+    """Issue 43, 5: a run stopped at step 0 was told "its checkpoint is in gs://..." with none there."""
+    from provision.commands.train import _ended_hint
+
+    rec = SimpleNamespace(run_id="lab-1", cluster="lab", model_dir="gs://b/m", stopped_by=stopped_by,
+                          last_progress=progress)
+    assert _ended_hint(rec) == hint

@@ -44,6 +44,7 @@ class Listed:
     """A provider as ``status`` reads it: three lists, given (no cloud)."""
 
     name = "gcp"
+    project = "fleet"      # status reads this machine's cluster cache of it (none here): no preemption records read
 
     def __init__(self, vms: list[Vm], tpus: list[TpuNode], queued: list[QueuedRequest]) -> None:
         self.vms, self.tpus, self.queued = vms, tpus, queued
