@@ -14,6 +14,12 @@ from dataclasses import dataclass
 
 from .errors import UsageError
 
+# the longest a supervisor waits between two looks at a run (``train --poll``'s most): the CLI's
+# option range and the caps' deadline margin (provision.runs.caps) both read it here, where a
+# command's option parsing may look without loading the runs layer
+LONGEST_POLL_S = 10.0
+
+
 NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?\Z")
 ZONE_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]{1,2}-[a-z]\Z")
 REGION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]{1,2}\Z")

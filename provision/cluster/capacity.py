@@ -78,10 +78,11 @@ TPU_API_FROZEN = "Google gives it bug and security fixes only"
 
 
 def nearest_zones(zones: Iterable[str], near: str, *, leave_out: Iterable[str] = ()) -> list[str]:
-    """``zones`` without ``leave_out`` (the zones that just failed), those of ``near``'s region first."""
+    """``zones`` without ``leave_out`` (the zones that just failed), those of ``near``'s region first,
+    otherwise in the order given (the zone table's first row is the one it suggests)."""
     skip = set(leave_out)
     region = near.rsplit("-", 1)[0]
-    return sorted((z for z in zones if z not in skip), key=lambda z: (z.rsplit("-", 1)[0] != region, z))
+    return sorted((z for z in zones if z not in skip), key=lambda z: z.rsplit("-", 1)[0] != region)
 
 
 def api_line(spec: ClusterSpec, acc: AcceleratorType, zone: str, api: str, compute_zones: Sequence[str] = ()) -> str:

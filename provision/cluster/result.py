@@ -101,8 +101,8 @@ class UpResult:
 
 
 def as_made(spec: ClusterSpec, result: UpResult) -> ClusterSpec:
-    """The spec as the cloud made it: the TPU VM's image and the host VM's machine type (what the
-    cluster's cache keeps, so the next command asks for the same)."""
+    """The spec as the cloud made it: the TPU VM's image, the host VM's machine type and the
+    capacity taken (what the cluster's cache keeps, so the next command asks for the same)."""
     changes: dict[str, Any] = {}
     if result.tpu is not None and result.tpu.accelerator_type in {a.name for a in spec.candidates}:
         changes["accelerator_type"] = result.tpu.accelerator_type
@@ -112,6 +112,11 @@ def as_made(spec: ClusterSpec, result: UpResult) -> ClusterSpec:
         changes["machine_type"] = result.vm.machine_type
     if result.tpu is not None:
         changes["api"] = result.tpu.api          # a cluster keeps the API it was made with
+        # the capacity taken goes first (the rest stay, in order, as its fallbacks): a cached
+        # spec says what the TPU is paid as, and a recreate asks for that first, as for its zone
+        taken = result.tpu.paid_as.value
+        if spec.capacity and taken in spec.capacity and spec.capacity[0] != taken:
+            changes["capacity"] = (taken, *(c for c in spec.capacity if c != taken))
     return dataclasses.replace(spec, **changes) if changes else spec
 
 

@@ -101,7 +101,12 @@ class _PrintableStream:
 
         # bytes come from click, which finds no binary stream under this one (shell completion)
         shown = text.decode(errors="replace") if isinstance(text, bytes) else text
-        self._stream.write(printable_lines(shown))
+        if shown.startswith("\r") and shown[1:].removesuffix("\n").isprintable():
+            # one redrawn line, tpuctl's own progress bar (stage): a carriage return that starts a
+            # write brings the cursor back over that one line only; anywhere else it shows as ?
+            self._stream.write(shown)
+        else:
+            self._stream.write(printable_lines(shown))
         return len(text)
 
     def __getattr__(self, name: str) -> Any:        # flush, isatty, encoding, fileno, ...

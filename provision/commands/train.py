@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..runs.caps import LONGEST_POLL_S
+from ..basics.validate import LONGEST_POLL_S
 from .common import (
     acting_on,
     dry_run_option,

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..basics.text import printable
+
 # the kinds of notice, as ``events`` in the settings and ``kind`` in the webhook's JSON name them
 KINDS = ("preempted", "recreated", "resumed", "stalled", "failed", "finished", "budget_warning",
          "budget_stop", "deadline_stop", "reaped", "sweep_best", "sweep_ended")
@@ -82,9 +84,11 @@ def _int(value: Any) -> int | None:
 
 
 def _text(value: Any, limit: int = 200) -> str | None:
+    """A string from a bucket record on its way into a notification: the same filter as a
+    terminal's (docs/security.md, Output), one line, bounded."""
     if value is None or isinstance(value, (dict, list)):
         return None
-    s = " ".join(str(value).split())
+    s = printable(" ".join(str(value).split()))
     return s[:limit] + ("..." if len(s) > limit else "")
 
 

@@ -26,14 +26,13 @@ import math
 import time
 from dataclasses import dataclass
 
-from ..basics.validate import format_duration
+from ..basics.validate import LONGEST_POLL_S, format_duration
 
 WARN_FRACTION = 0.8
 # what a stop takes on top of the next poll: the job's checkpoint and exit, the TPU's deletion
 STOP_S = 60.0
-# the longest a supervisor waits between two looks (``train --poll``'s most): a deadline must be
-# further away than a stop and one look, or the first look stops the run before its first step
-LONGEST_POLL_S = 10.0
+# a deadline must be further away than a stop and one look (at most LONGEST_POLL_S apart), or the
+# first look stops the run before its first step
 DEADLINE_MARGIN_S = STOP_S + LONGEST_POLL_S
 
 

@@ -127,3 +127,30 @@ def test_logs_scrub_a_token_the_job_printed_even_cut_in_two_by_an_upload(tmp_pat
         follow.kill()
     assert out.decode() == "refreshing ya29.<redacted>\n", err
     assert TOKEN[:12].encode() not in out
+
+
+def test_stage_still_redraws_its_own_progress_bar_on_a_terminal(tmp_path):
+    """The output edge shows a carriage return as ``?`` except where it starts a write of one
+    redrawn line: ``stage``'s progress bar, on a terminal (a pseudo-terminal here), is drawn as
+    it was, not as ``?[####...``."""
+    import pty
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.bin").write_bytes(os.urandom(200_000))
+    master, replica = pty.openpty()
+    proc = subprocess.Popen([str(TPUCTL_BIN), "stage", str(tmp_path / "src"), "gs://tpuctl-local/x", "--provider",
+                             "local", "--create-bucket", "--location", "us-central1"], cwd=REPO,
+                            stdin=replica, stdout=replica, stderr=replica, close_fds=True)
+    os.close(replica)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:                          # the terminal's other end closed: tpuctl exited
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(master)
+    assert proc.wait(timeout=60) == 0, seen
+    assert b"\r[########################] 100.0% 200.0 kB/200.0 kB" in seen and b"?[#" not in seen

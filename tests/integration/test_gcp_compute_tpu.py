@@ -144,6 +144,23 @@ def test_capacity_order_moves_past_a_spot_stockout_to_flex_start_and_says_why(fa
     assert tpuctl("down", "cap").code == 0 and _nothing_left(fake)
 
 
+def test_up_says_the_capacity_it_took_not_the_first_it_asked_for(fakegcp_env):
+    """Issue 43, 4: spot stocked out and flex-start was taken (a FLEX_START template, a 7-day
+    request), yet what up said of the cluster afterwards was spot: through the installed tpuctl."""
+    fakegcp_env.stockout("us-east5-c", kind="compute-tpu", model="SPOT")
+    up = run_tpuctl_process("up", "cap", "--zone", "us-east5-c", "-a", "v5p-8", "--no-vm",
+                            "--capacity", "spot,flex-start,on-demand")
+    assert up.code == 0, up.err
+    assert up.out.splitlines()[0] == ("cluster cap is up in us-east5-c: TPU v5p-8 (vm, flex-start, Compute Engine) "
+                                      "READY/HEALTHY, no host VM"), up.out
+    again = run_tpuctl_process("up", "cap")      # NAME alone: the cluster as its up made it
+    assert again.code == 0, again.err
+    assert ("up cap: as its up made it (this machine's cluster cache): v5p-8 in us-east5-c, flex-start, "
+            "Compute Engine") in again.err.splitlines(), again.err
+    assert again.out.splitlines()[0].startswith("cluster cap is up in us-east5-c: TPU v5p-8 (vm, flex-start, "), again.out
+    assert run_tpuctl_process("down", "cap").code == 0 and _nothing_left(fakegcp_env)
+
+
 @pytest.mark.parametrize("end", ["FAILED", "CANCELLED", "timeout"])
 def test_a_flex_start_request_that_fails_is_cancelled_or_times_out_leaves_nothing(fakegcp_env, tpuctl, end):
     fake = fakegcp_env

@@ -167,3 +167,12 @@ def test_a_detached_gcp_run_cannot_use_a_secret_kept_on_this_machine(tmp_path, m
         chosen(["sm", "here"], None, provider="gcp", detached=True)
     assert err.value.message.startswith("channel here's secret is kept on this machine")
     assert "sm://projects/PROJECT/secrets/NAME" in err.value.hint
+
+
+def test_strings_from_a_bucket_reach_a_notification_through_the_terminal_filter():
+    """docs/security.md, Output: one filter for every string from a bucket on its way to a person,
+    a notification's too (a bucket writer's reason with an OSC 8 link, or a bidi override)."""
+    from provision.notify.messages import _text
+
+    assert _text("stopped \x1b]8;;https://evil.example\x07here\x1b]8;;\x07 \u202etxt") == \
+        "stopped ?]8;;https://evil.example?here?]8;;? ?txt"

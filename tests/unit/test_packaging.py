@@ -25,7 +25,9 @@ def test_every_package_folder_is_listed_in_pyproject():
     missing = sorted(on_disk - listed)
     assert not missing, f"add {missing} to [tool.setuptools] packages in pyproject.toml, or the wheel lacks them"
     mapped = set(_setuptools().get("package-dir", {}))
-    stale = sorted(listed - on_disk - mapped)
+    data_only = {p for p in _setuptools().get("package-data", {})
+                 if (REPO / p.replace(".", "/")).is_dir() and not (REPO / p.replace(".", "/") / "__init__.py").exists()}
+    stale = sorted(listed - on_disk - mapped - data_only)
     assert not stale, f"pyproject.toml lists packages that have no folder: {stale}"
 
 
@@ -36,3 +38,17 @@ def test_the_templates_folder_is_what_the_package_ships():
     patterns = tools["package-data"]["provision.templates"]
     shipped = {p.name for pattern in patterns for p in (REPO / "templates").glob(pattern)}
     assert shipped == {p.name for p in (REPO / "templates").iterdir() if p.is_file()}
+
+
+def test_the_ui_static_folder_is_a_listed_data_package():
+    """Issue 43, 12e: provision/ui/static (the page's script and style) was package data of
+    provision.ui without being listed, and every build printed setuptools' 40-line warning that
+    it is "absent from the `packages` configuration". Listed, with its files as its data, the
+    wheel carries it and the build is quiet (tests/package builds the real wheel)."""
+    tools = _setuptools()
+    assert "provision.ui.static" in tools["packages"]
+    patterns = tools["package-data"]["provision.ui.static"]
+    static = REPO / "provision" / "ui" / "static"
+    shipped = {p.name for pattern in patterns for p in static.glob(pattern)}
+    assert shipped == {p.name for p in static.iterdir() if p.is_file()}
+    assert not any(p.startswith("static") for v in tools["package-data"].values() for p in v)
