@@ -1,0 +1,48 @@
+"""The ``tpuctl`` lines in the comments of the shipped job specs (examples/, templates/) are what a
+user copies from the file they are about to run: every option they use must be one the command
+has today, not a hidden, deprecated name (issue 43, 12f: examples/mlp/spec.yaml said ``--code``,
+renamed ``--workdir``)."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import click
+import pytest
+
+from provision.cli import cli
+
+REPO = Path(__file__).resolve().parents[2]
+SPECS = sorted([*REPO.glob("examples/**/*.yaml"), *REPO.glob("templates/*.yaml")])
+
+
+def _lines(path: Path) -> list[str]:
+    """The ``tpuctl ...`` command lines of a spec's comments."""
+    out = []
+    for line in path.read_text().splitlines():
+        text = line.strip().lstrip("#").strip()
+        if line.strip().startswith("#") and text.startswith("tpuctl "):
+            out.append(text)
+    return out
+
+
+def _visible_options(cmd: click.Command) -> set[str]:
+    return {opt for p in cmd.params if isinstance(p, click.Option) and not p.hidden for opt in p.opts}
+
+
+@pytest.mark.parametrize("path", SPECS, ids=[str(p.relative_to(REPO)) for p in SPECS])
+def test_the_commands_a_spec_names_use_todays_options(path):
+    for line in _lines(path):
+        words = shlex.split(line)[1:]
+        cmd: click.Command = cli
+        while isinstance(cmd, click.Group) and words and words[0] in cmd.commands:
+            cmd = cmd.commands[words.pop(0)]
+        known = _visible_options(cmd)
+        unknown = [w.split("=")[0] for w in words if w.startswith("--") and w.split("=")[0] not in known]
+        assert not unknown, f"{path.relative_to(REPO)}: `{line}` uses {unknown}, not an option of this command"
+
+
+def test_the_mlp_example_names_its_workdir():
+    assert "tpuctl train lab --job examples/mlp/spec.yaml --workdir examples/mlp" in _lines(
+        REPO / "examples" / "mlp" / "spec.yaml")
