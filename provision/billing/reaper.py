@@ -525,10 +525,12 @@ def reap(provider: Provider, target: Any, *, idle_for: float, zone: str | None =
     for name in sorted(touched - set(vm_of)):
         if any(r.cluster == name and not (r.deleted or (dry_run and r.verdict.delete)) for r in result.nodes):
             continue
+        # only a Cloud TPU API TPU with a reserved range holds one (never a Compute Engine TPU)
+        what = "range reservation and local record" if _holds_range(provider, name, claims_f) else "local record"
         if dry_run:
-            result.cleared.append(f"cluster {name}'s range reservation and local record (no host VM)")
+            result.cleared.append(f"cluster {name}'s {what} (no host VM)")
         else:
-            _clear(provider, name, result, reason="its TPU was deleted and it has no host VM")
+            _clear(provider, name, result, reason="its TPU was deleted and it has no host VM", what=what)
     if cluster is None and zone is None:
         alive = {n.cluster or n.name for n in nodes} | set(vm_of) | {r.cluster for r in result.requests
                                                                      if not r.deleted}
@@ -652,6 +654,15 @@ def _ledger_bucket(provider: Provider, url: str | None, target: Any) -> Any:
         return open_bucket(url, target)
     except Exception:  # noqa: BLE001 - the local ledger still has it
         return None
+
+
+def _holds_range(provider: Provider, cluster: str, claims: Future[dict[str, dict[str, Any]]] | None) -> bool:
+    """Whether ``cluster`` holds a TPU range reservation (the claims as read meanwhile, else read
+    now): what ``down --idle`` says it clears must be what there is. Unreadable: say it may."""
+    try:
+        return cluster in ((claims.result() if claims is not None else provider.reservations()) or {})
+    except TpuctlError:
+        return True
 
 
 def _clear(provider: Provider, cluster: str, result: ReapResult, *, reason: str,

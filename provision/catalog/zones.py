@@ -50,6 +50,20 @@ def zones_of(generation: str) -> tuple[str, ...]:
     return tuple(zone for zone, _ in TPU_ZONES.get(generation, ()))
 
 
+def region_zones(region: str) -> list[str]:
+    """The table's zones in ``region`` (of any generation), sorted: where a rehearsal can be."""
+    return sorted({z for rows in TPU_ZONES.values() for z, _ in rows if z.rsplit("-", 1)[0] == region})
+
+
+def short_list(zones: list[str]) -> str:
+    """``us-central1-a, -b, -c, -f``: a region's zones, its name said once."""
+    if not zones:
+        return ""
+    region = zones[0].rsplit("-", 1)[0]
+    rest = [("-" + z.rsplit("-", 1)[1]) if z.rsplit("-", 1)[0] == region else z for z in zones[1:]]
+    return ", ".join([zones[0], *rest])
+
+
 def source_of(generation: str, zone: str) -> str | None:
     """Where the row (generation, zone) comes from; None when the table has no such row."""
     return next((src for z, src in TPU_ZONES.get(generation, ()) if z == zone), None)

@@ -386,13 +386,25 @@ def node_from_slice(mig: Json, workers: Sequence[Json], *, waiting: bool = False
 
 
 def creation_errors(managed: Sequence[Json]) -> list[Json]:
-    """The errors of the last create attempt of a slice's workers (a BULK create that cannot be made)."""
-    out: list[Json] = []
+    """The errors of the last create attempt of a slice's workers (a BULK create that cannot be made).
+
+    A BULK create fails every worker alike (a stockout is one error per VM): each distinct error is
+    said once, with how many of the slice's VMs it stopped, not once per VM."""
+    seen: dict[str, Json] = {}
+    vms: dict[str, int] = {}
     for m in managed:
         if m.get("instanceStatus"):
             continue
         errs = ((m.get("lastAttempt") or {}).get("errors") or {}).get("errors") or []
-        out.extend(e for e in errs if isinstance(e, dict))
+        for key in dict.fromkeys(json.dumps(e, sort_keys=True) for e in errs if isinstance(e, dict)):
+            seen.setdefault(key, json.loads(key))
+            vms[key] = vms.get(key, 0) + 1
+    out: list[Json] = []
+    for key, err in seen.items():
+        if vms[key] > 1:
+            of = "each of the slice's" if vms[key] == len(managed) else f"{vms[key]} of the slice's"
+            err = {**err, "message": f"on {of} {len(managed)} VMs: {err.get('message') or err.get('code') or 'failed'}"}
+        out.append(err)
     return out
 
 

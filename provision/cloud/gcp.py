@@ -378,6 +378,13 @@ class GcpProvider:
         items = self._aggregated("compute.machineTypes.aggregatedList", "machineTypes", "machineTypes", params)
         return sorted({_short(str(i.get("zone") or "")) for i in items if i.get("name") == name} - {""})
 
+    def region_zones(self, region: str) -> list[str]:
+        """The zones of ``region`` (``zones.list``, asked only once ``up`` found a zone offering
+        nothing), sorted; [] for no such region."""
+        params = {"fields": "items(name,region),nextPageToken"}
+        items = self._pages("compute.zones.list", f"{self._gce}/zones", "items", params)
+        return sorted(str(i.get("name")) for i in items if _short(str(i.get("region") or "")) == region)
+
     def compute_tpu_image(self, accelerator_type: str) -> str:
         """The newest image of the generation's TPU image family (``images.getFromFamily``), once per family."""
         from ..catalog import compute_tpus

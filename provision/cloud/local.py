@@ -287,6 +287,12 @@ class LocalProvider:
         """None: the local provider emulates no Compute Engine TPU machine type in any zone."""
         return []
 
+    def region_zones(self, region: str) -> list[str]:
+        """The zones of ``region`` that the bundled zone table names (the rehearsal's zones)."""
+        from ..catalog import zones
+
+        return zones.region_zones(region)
+
     def compute_tpu_image(self, accelerator_type: str) -> str:
         raise UsageError("the local provider has no Compute Engine TPUs", hint="use --api auto or tpu")
 

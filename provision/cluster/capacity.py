@@ -29,11 +29,31 @@ def left_out(spec: ClusterSpec, apis: Mapping[tuple[str, str], str]) -> list[str
     return list(dict.fromkeys(out))
 
 
-def nothing_to_ask(spec: ClusterSpec, zones: Sequence[str], types: Iterable[AcceleratorType]) -> UsageError:
+def nothing_to_ask(spec: ClusterSpec, zones: Sequence[str], types: Iterable[AcceleratorType],
+                   compute_zones: Mapping[str, Sequence[str]] | None = None) -> UsageError:
+    """Every capacity asked for is Compute Engine's, and no zone given sells the type there: the
+    line names the zone (or zones) as given, and where the capacity can be had for each type
+    (``compute_zones``: the zones that list its machine type, as the cloud answered)."""
+    types = list(types)
     order = ", ".join(c.value for c in spec.capacities)
-    return UsageError(f"{order} can be had only on Compute Engine, and no zone of {', '.join(zones)} lists "
-                      f"{'/'.join(a.name for a in types)} as a machine type",
-                      hint="add on-demand or spot to --capacity, or pick a zone that sells it on Compute Engine")
+    where = zones[0] if len(zones) == 1 else f"none of {', '.join(zones)}"
+    verb = "does not list" if len(zones) == 1 else "lists"
+    offered = []
+    for acc in types:
+        shape = compute_tpus.shape(acc)
+        if shape is None:
+            offered.append(f"{acc.name} is sold only through the Cloud TPU API ({order} is for "
+                           f"{', '.join(compute_tpus.MACHINE_TYPES)} types, on Compute Engine)")
+            continue
+        near = nearest_zones((compute_zones or {}).get(acc.name, ()), zones[0] if zones else "")
+        offered.append(f"Compute Engine lists {acc.name} ({shape.machine_type}) in {', '.join(near[:4])}" if near
+                       else f"no zone lists {shape.machine_type} now")
+    sold = any(compute_tpus.shape(a) is not None for a in types)
+    return UsageError(f"{order} can be had only on Compute Engine, and {where} {verb} "
+                      f"{'/'.join(a.name for a in types)} as a machine type; " + "; ".join(offered),
+                      hint="pick a zone that sells it on Compute Engine, or add on-demand or spot to --capacity"
+                      if sold else "use spot or on-demand (--capacity spot,on-demand), or a "
+                                   f"{'/'.join(compute_tpus.MACHINE_TYPES)} type for {order}")
 
 
 def check_provider(provider: Provider, spec: ClusterSpec, acc: AcceleratorType) -> None:

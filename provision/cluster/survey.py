@@ -13,7 +13,7 @@ from typing import Any
 from ..basics.errors import CloudError, UsageError
 from ..catalog import compute_tpus, prices
 from ..catalog.accelerators import parse
-from ..catalog.zones import suggested_zone, zones_of
+from ..catalog.zones import short_list, suggested_zone, zones_of
 from ..cloud.base import (
     Arch,
     ClusterSpec,
@@ -103,6 +103,8 @@ def ranked_candidates(provider: Provider, spec: ClusterSpec, zones: list[str], o
     refused: list[UsageError] = []
     for acc in types:
         offered = [z for z in zones if _offered(offers, spec.with_type(acc.name), z, acc, need_vm, log)]
+        if len(offered) < len(zones):
+            check_zones_exist(provider, [z for z in zones if z not in offered])
         try:
             if not offered:
                 capacity_plan.check_provider(provider, spec, acc)
@@ -138,7 +140,8 @@ def ranked_candidates(provider: Provider, spec: ClusterSpec, zones: list[str], o
                  in_order=spec.in_order or not several, capacities=order, price_for=price_for,
                  allows=lambda acc, zone, cap: capacity_plan.allowed(spec, fits[(acc.name, zone)].api, cap))
     if not cands:
-        raise capacity_plan.nothing_to_ask(spec, zones, types)
+        raise capacity_plan.nothing_to_ask(spec, zones, types,
+                                           {a.name: _compute_zones(provider, a) for a in types})
     skipped = capacity_plan.left_out(spec, {k: f.api for k, f in fits.items()})
     if skipped:
         log(f"left out (the Cloud TPU API has no such capacity): {', '.join(skipped)}")
@@ -146,6 +149,25 @@ def ranked_candidates(provider: Provider, spec: ClusterSpec, zones: list[str], o
         # its type and zone first within each capacity, the capacity order kept (stable sort)
         cands.sort(key=lambda c: (order.index(c.capacity), (c.name, c.zone) != prefer))
     return cands, fits
+
+
+def check_zones_exist(provider: Provider, zones: Sequence[str]) -> None:
+    """A zone that offers nothing may not exist at all (``us-central1-z``): that is a typo to name,
+    with the zones its region has, not a type "not offered there". One ``zones.list``, asked only
+    when some zone offered nothing; a region that answers nothing (or a failed question) says
+    nothing here, and the caller's own line stands."""
+    regions: dict[str, list[str]] = {}
+    for zone in zones:
+        region = zone.rsplit("-", 1)[0]
+        if region not in regions:
+            try:
+                regions[region] = provider.region_zones(region)
+            except CloudError:
+                return
+        have = regions[region]
+        if have and zone not in have:
+            raise UsageError(f"no zone {zone} in region {region}; its zones: {short_list(have)}",
+                             hint=f"use one of them, e.g. --zone {have[0]} (gcloud compute zones list)")
 
 
 def _compute_zones(provider: Provider, acc: Any) -> list[str]:

@@ -149,10 +149,15 @@ def start(spec: str, zone: str | None, accelerator_type: str, preemptible: bool,
     if target.provider == "gcp" and not service_account and not dry_run:
         say(DEFAULT_ACCOUNT_NOTE.format(what="the sweep's pool TPU VMs"))
     if dry_run:
+        from ..sweeps.budget import Outlook
+
+        # the total against --budget-usd, as far as it can be known before a trial has run
+        outlook = Outlook(trials=rec.max_trials, pool=rec.max_concurrent, hourly_usd=rec.hourly_usd or 0.0,
+                          budget_usd=rec.budget_usd)
         doc = {"ok": True, "dry_run": True, "sweep": rec.sweep_id, "bucket": bucket_url, "spec": plan.spec.to_dict(),
                "max_trials": rec.max_trials, "max_concurrent": rec.max_concurrent,
                "grid_size": plan.spec.grid_size, "hourly_usd_per_tpu": rec.hourly_usd, "price": rec.price,
-               "host": host.cluster if host else None}
+               "host": host.cluster if host else None, "budget": outlook.to_dict()}
         if as_json:
             emit_json(doc)
         else:
@@ -162,6 +167,7 @@ def start(spec: str, zone: str | None, accelerator_type: str, preemptible: bool,
                        f"{(rec.price or {}).get('region')} "
                        f"{(rec.price or {}).get('tier')}, {(rec.price or {}).get('source')}, "
                        f"{(rec.price or {}).get('date')}); nothing was created")
+            click.echo(f"cost: {outlook.line()}")
         return
     prov = open_provider(target)
     _check_images(prov, rec, zones)

@@ -19,12 +19,19 @@ SPECS = sorted([*REPO.glob("examples/**/*.yaml"), *REPO.glob("templates/*.yaml")
 
 def _lines(path: Path) -> list[str]:
     """The ``tpuctl ...`` command lines of a spec's comments."""
-    out = []
+    out: list[str] = []
+    going = False                     # the line before ended in a backslash: this one continues it
     for line in path.read_text().splitlines():
+        if not line.strip().startswith("#"):
+            going = False
+            continue
         text = line.strip().lstrip("#").strip()
-        if line.strip().startswith("#") and text.startswith("tpuctl "):
+        if going:
+            out[-1] = out[-1].removesuffix("\\").rstrip() + " " + text
+        elif text.startswith("tpuctl "):
             out.append(text)
-    return out
+        going = bool(out) and (going or text.startswith("tpuctl ")) and text.endswith("\\")
+    return [cmd.removesuffix("\\").rstrip() for cmd in out]
 
 
 def _visible_options(cmd: click.Command) -> set[str]:
@@ -36,8 +43,9 @@ def test_the_commands_a_spec_names_use_todays_options(path):
     for line in _lines(path):
         words = shlex.split(line)[1:]
         cmd: click.Command = cli
-        while isinstance(cmd, click.Group) and words and words[0] in cmd.commands:
-            cmd = cmd.commands[words.pop(0)]
+        while isinstance(cmd, click.Group) and words:
+            # ``tpuctl sweep SPEC`` is ``tpuctl sweep start SPEC`` (the group's default)
+            cmd = cmd.commands[words.pop(0)] if words[0] in cmd.commands else cmd.commands["start"]
         known = _visible_options(cmd)
         unknown = [w.split("=")[0] for w in words if w.startswith("--") and w.split("=")[0] not in known]
         assert not unknown, f"{path.relative_to(REPO)}: `{line}` uses {unknown}, not an option of this command"

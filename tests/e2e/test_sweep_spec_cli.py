@@ -84,3 +84,20 @@ def test_numbers_in_exponent_form_are_numbers(tmp_path, bert):
     assert params["learning_rate"] == {"min": 1e-4, "max": 1e-2, "log": True}
     assert params["weight_decay_rate"] == {"values": [1e-3, 1e-2]}
     nothing_created()
+
+
+def test_a_dry_run_says_the_total_against_the_budget_and_whether_it_fits(tmp_path, bert):
+    """Issue 43, 12g: ``sweep --dry-run`` gave one TPU's $/hour and nothing against --budget-usd."""
+    spec = sweep_spec(tmp_path, bert, "metric: eval_accuracy\nparameters:\n  learning_rate: {min: 1e-4, max: 1e-2}\n")
+    r = run_tpuctl_process("sweep", str(spec), "--provider", "local", "--dry-run", "--max-trials", "8",
+                           "--max-concurrent", "2", "--budget-usd", "20")
+    assert r.code == 0, r.err
+    assert r.out.splitlines()[-1] == (
+        "cost: 8 trial(s), 2 at a time: $9.00/hour for the pool; $36.00 if each trial takes an hour; "
+        "--budget-usd 20 fits if trials average under 33m20s each (past it, no trial starts that would pass "
+        "the budget)"), r.out
+    r = run_tpuctl_process("sweep", str(spec), "--provider", "local", "--dry-run", "--max-trials", "8",
+                           "--budget-usd", "0.5", "--json")
+    assert r.code == 0, r.err
+    budget = r.json()["budget"]
+    assert budget["fits"] is False and budget["least_usd"] == 0.6 and budget["usd_if_each_trial_takes_an_hour"] == 36.0

@@ -59,6 +59,7 @@ def test_env_points_every_client_library_at_the_fake(fakegcp):
         "TPUCTL_TPU_GRPC_ENDPOINT": fakegcp.grpc_target,
         "TPUCTL_IAM_API_ENDPOINT": fakegcp.url,
         "TPUCTL_BILLING_API_ENDPOINT": fakegcp.url,
+        "TPUCTL_MONITORING_API_ENDPOINT": fakegcp.url,
     }
     parent = f"projects/{fakegcp.project}/locations/{ZONE}"
     assert list(clients.tpu_v2(fakegcp).list_nodes(parent=parent)) == []

@@ -366,3 +366,56 @@ def test_an_unknown_price_is_shown_as_unknown_in_up_status_and_down(fakegcp_env)
     assert "saves at least $0.07/hour (TPU x7 (us-central1-c)'s price is unknown) at list price" in down.out, \
         down.out
     assert "  TPU x7 (us-central1-c): unknown/hour (us-central1 spot/preemptible, " in down.out
+
+
+def test_a_zone_that_does_not_exist_is_named_as_such_before_anything_is_created(fakegcp_env):
+    """Issue 43, 12a: ``--zone us-central1-z`` said v2-8 "is not offered in us-central1-z"; the zone
+    does not exist (the cloud's zones.list), which is what the user must fix."""
+    r = run_tpuctl_process("up", "z", "--zone", "us-central1-z", "-a", "v2-8")
+    assert r.code == 2, r.err
+    assert r.err.splitlines()[-1] == ("tpuctl: error: no zone us-central1-z in region us-central1; its zones: "
+                                      "us-central1-a, -b, -c, -f; use one of them, e.g. --zone us-central1-a "
+                                      "(gcloud compute zones list)"), r.err
+    assert _nothing_left(fakegcp_env) and not fakegcp_env.resources()["nodes"]
+
+
+def test_flex_start_for_a_type_compute_engine_does_not_sell_names_the_zone_and_what_offers_it(fakegcp_env):
+    """Issue 43, 12b: the refusal said "no zone of us-central1-b lists v2-8" (a zone is not a
+    region) and nothing of where flex-start can be had."""
+    r = run_tpuctl_process("up", "f", "--zone", "us-central1-b", "-a", "v2-8", "--flex-start", "2h")
+    assert r.code == 2, r.err
+    assert r.err.splitlines()[-1] == (
+        "tpuctl: error: flex-start can be had only on Compute Engine, and us-central1-b does not list v2-8 as a "
+        "machine type; v2-8 is sold only through the Cloud TPU API (flex-start is for v5p, v6e, tpu7x types, on "
+        "Compute Engine); use spot or on-demand (--capacity spot,on-demand), or a v5p/v6e/tpu7x type for "
+        "flex-start"), r.err
+    r = run_tpuctl_process("up", "f", "--zone", "us-central1-a", "-a", "v5p-8", "--flex-start", "2h")
+    assert r.code == 2, r.err
+    assert r.err.splitlines()[-1].startswith(
+        "tpuctl: error: flex-start can be had only on Compute Engine, and us-central1-a does not list v5p-8 as a "
+        "machine type; Compute Engine lists v5p-8 (ct5p-hightpu-4t) in us-east5-c"), r.err
+    assert _nothing_left(fakegcp_env) and not fakegcp_env.resources()["nodes"]
+
+
+def test_a_slice_stockout_is_one_line_with_the_count_of_vms(fakegcp_env):
+    """Issue 43, 12d: a stockout of a 2-VM slice repeated Google's message once per VM."""
+    fakegcp_env.stockout("us-east5-c", kind="compute-tpu", model="SPOT")
+    r = run_tpuctl_process("up", "s", "--zone", "us-east5-c", "-a", "v5p-16", "--no-vm", "--spot")
+    assert r.code == 1, r.err
+    (line,) = [ln for ln in r.err.splitlines() if ln.startswith("creating TPU s in us-east5-c failed: stockout: ")]
+    assert line.count("ZONE_RESOURCE_POOL_EXHAUSTED") == 1 and line.count("currently unavailable") == 1, line
+    assert line.startswith("creating TPU s in us-east5-c failed: stockout: ZONE_RESOURCE_POOL_EXHAUSTED: on each of "
+                           "the slice's 2 VMs: The zone 'projects/tpuctl-test/zones/us-east5-c' does not have enough "
+                           "resources available"), line
+    assert _nothing_left(fakegcp_env)
+
+
+def test_down_idle_dry_run_clears_no_range_reservation_of_a_compute_engine_cluster(fakegcp_env):
+    """Issue 43, 12c: ``down --idle --dry-run`` said it would clear the range reservation of a
+    Compute Engine cluster, which has none (only Cloud TPU API TPUs with a reserved range do)."""
+    assert run_tpuctl_process("up", "ce", "--zone", "us-east5-a", "-a", "v6e-8", "--spot", "--no-vm").code == 0
+    r = run_tpuctl_process("down", "--idle", "--idle-for", "0s", "--dry-run")
+    assert r.code == 0, r.err
+    assert "cluster ce's local record (no host VM)" in r.out, r.out
+    assert "range reservation" not in r.out, r.out
+    assert run_tpuctl_process("down", "ce").code == 0
