@@ -246,7 +246,9 @@ def test_records_of_clusters_with_nothing_left_are_cleared(tpuctl):
     r = tpuctl("down", "--idle", "--json")
     assert r.code == 0, r.err
     cleared = " ".join(r.json()["cleared"])
-    assert "cluster solo's range reservation and local record" in cleared
+    # solo (a TPU VM) never held a range (reservations were ghost and fresh): only its record goes
+    assert "cluster solo's local record (its TPU was deleted and it has no host VM)" in cleared
+    assert "solo's range reservation" not in cleared
     assert "cluster ghost's range reservation 10.240.9.0/29" in cleared and "fresh" not in cleared
     assert set(prov.reservations()) == {"fresh"}   # an up in progress keeps its claim
     assert tpuctl("status", "--json").json()["clusters"] == []

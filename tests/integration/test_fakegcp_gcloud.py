@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -113,10 +114,12 @@ def test_gcloud_sees_the_multi_host_compute_engine_slice_tpuctl_made(fakegcp_env
     zone = "us-east5-c"
     made = run_tpuctl_process("up", "pod", "--zone", zone, "-a", "v5p-16", "--spot", "--no-vm")
     assert made.code == 0, made.err
-    env = {**os.environ, **fake.gcloud_config(tmp_path / "gcloud")}
     fake.clear_calls()          # tpuctl's own look-ups (a 404 for what does not exist yet) are not gcloud's
 
     def gcloud(*args: str) -> str:
+        # a config directory per process: gcloud's sqlite caches in a shared one are "database is
+        # locked" for the loser when several gcloud processes start at once on a loaded machine
+        env = {**os.environ, **fake.gcloud_config(tempfile.mkdtemp(dir=tmp_path))}
         proc = subprocess.run(["gcloud", "compute", *args], check=False, env=env, capture_output=True, text=True,
                               timeout=120)
         assert proc.returncode == 0, f"gcloud compute {' '.join(args)} failed:\n{proc.stderr}"
