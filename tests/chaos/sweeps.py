@@ -166,7 +166,7 @@ class Campaign:
                 proc.wait()
                 proc = self._popen("sweep", "resume", sweep_id, "--json")
             elif kind == "preempt":
-                if self._tpuctl("simulate", "preempt", target["cluster"]).returncode != 0:
+                if self._tpuctl("simulate", "preempt", target["cluster"], "--no-notice").returncode != 0:
                     continue
             else:
                 stopped = self._tpuctl("sweep", "stop", sweep_id, "--json")
