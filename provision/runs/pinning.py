@@ -10,10 +10,8 @@ machine that staged the run), else from the metadata of the cluster's hosts. Nev
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from ..basics.errors import TpuctlError
@@ -21,14 +19,6 @@ from ..cloud.base import Provider
 from . import pins
 
 METADATA_URL = "http://metadata.google.internal/computeMetadata/v1"
-
-
-def file_digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def pin(provider: Provider, cluster: str, kind: str, ident: str, fields: dict[str, str | None]) -> list[str]:

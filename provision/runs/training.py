@@ -18,6 +18,7 @@ from typing import Any
 
 from ..basics import private
 from ..basics.config import Target, home
+from ..basics.digest import sha256_file
 from ..basics.errors import NotFound, UsageError
 from ..cloud.base import DEFAULT_MACHINE_TYPE, Arch, ClusterSpec, Provider, TpuNode
 from ..staging.selection import Selection
@@ -287,7 +288,7 @@ def stage_run(store: RunStore, prep: Prepared, log: Any, provider: Provider) -> 
     digest = packed.digest if packed is not None else prep.workdir_digest
     cluster_spec = (json.dumps(prep.cluster.to_dict(), indent=1, sort_keys=True, default=str) + "\n").encode()
     requirements = pins.manifest((name, sha) for name, _p, sha in wheels) if wheels is not None else None
-    entry = {"cluster": rec.cluster, "wheel": pinning.file_digest(wheel), "spec": sha256(prep.spec_yaml),
+    entry = {"cluster": rec.cluster, "wheel": sha256_file(wheel), "spec": sha256(prep.spec_yaml),
              "workdir": digest, "requirements": requirements, "cluster_spec": sha256(cluster_spec)}
     if prep.notify is not None:
         # which channels a supervisor on the host may use: pinned, so no bucket writer picks them

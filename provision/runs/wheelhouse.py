@@ -26,6 +26,7 @@ from typing import Any
 
 from ..basics import private
 from ..basics.config import home
+from ..basics.digest import sha256_file
 from ..basics.errors import UsageError
 from . import pins
 
@@ -50,7 +51,7 @@ def build(lines: tuple[str, ...], provider: str, log: Callable[[str], None]) -> 
     index = cache / "wheels.json"
     if index.is_file():
         wheels = [(name, cache / name, sha) for name, sha in json.loads(index.read_text())]
-        if all(p.is_file() and _sha(p) == sha for _, p, sha in wheels):
+        if all(p.is_file() and sha256_file(p) == sha for _, p, sha in wheels):
             return wheels
     private.make_dirs(cache.parent)
     from .requirements import pip_argv
@@ -73,7 +74,7 @@ def build(lines: tuple[str, ...], provider: str, log: Callable[[str], None]) -> 
         for path in sorted(dest.glob("*.whl")):
             target = cache / path.name
             shutil.copyfile(path, target)
-            wheels.append((path.name, target, _sha(target)))
+            wheels.append((path.name, target, sha256_file(target)))
     index.write_text(json.dumps([[name, sha] for name, _p, sha in wheels]))
     return wheels
 
@@ -115,7 +116,7 @@ def install(bucket: Any, digest: str, target: Path, log: Callable[[str], None]) 
             raise ValueError(f"a wheelhouse entry that is not a wheel: {name[:80]!r}")
         path = wheels / name
         bucket.download_file(wheel_name(sha, name), path)
-        if _sha(path) != sha:
+        if sha256_file(path) != sha:
             raise ValueError(f"wheel {name} in the bucket is not the one pinned (sha256 {sha[:12]})")
         paths.append(str(path))
     log(f"installing {len(paths)} pinned wheel(s) of the run's requirements from the bucket")
@@ -130,11 +131,3 @@ def install(bucket: Any, digest: str, target: Path, log: Callable[[str], None]) 
     done.write_text(digest)
     os.chmod(done, 0o600)
     return site
-
-
-def _sha(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()

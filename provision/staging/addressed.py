@@ -16,7 +16,6 @@ means one more read). An unchanged workdir or wheel staged again costs one stat,
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import tempfile
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 
 from ..basics import private, statefile
 from ..basics.config import home
+from ..basics.digest import sha256_file
 from ..basics.errors import TpuctlError
 
 KEPT = 4096        # remembered object versions, newest kept
@@ -58,7 +58,7 @@ def holds(bucket: Any, name: str, sha256: str, size: int) -> bool:
             bucket.download_file(name, copy)
         except (TpuctlError, OSError):
             return False          # gone, or unreadable: sending it again settles it
-        same = _sha256(copy) == sha256
+        same = sha256_file(copy) == sha256
     # the bytes hashed are ``there``'s if the object is still at that generation after the read
     # (generations only grow: none came and went in between)
     if same and there.generation is not None:
@@ -88,11 +88,3 @@ def wrote(bucket: Any, name: str, sha256: str, info: Any) -> None:
     except (TpuctlError, OSError):
         with contextlib.suppress(TpuctlError, OSError):   # a damaged cache starts over; a lost one costs a read
             statefile.write_json(_memo(), put({}))
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()

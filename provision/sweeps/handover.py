@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..basics import validate
+from ..basics.digest import sha256_file
 from ..basics.errors import UsageError
 from ..cloud.base import Arch, ClusterSpec, Provider, VmState
 from ..runs import store as runs
@@ -90,7 +91,7 @@ def prepare_host(provider: Provider, bucket: Any, host: Host, *, log: Any, wheel
     from ..runs.wheel import build_wheel
 
     wheel = build_wheel(home() / "wheels")
-    pinned = pinning.pin(provider, host.cluster, kind, ident, {**fields, "wheel": pinning.file_digest(wheel)})
+    pinned = pinning.pin(provider, host.cluster, kind, ident, {**fields, "wheel": sha256_file(wheel)})
     if pinned:
         log(f"pinned {kind} {ident} on {', '.join(pinned)}")
     if not host.bucket and hasattr(provider, "point_hosts_at"):

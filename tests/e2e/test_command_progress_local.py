@@ -14,14 +14,16 @@ provider, through the installed tpuctl):
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import time
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, TPUCTL_BIN, run_tpuctl_process
+from tests.conftest import run_tpuctl_process
+from tests.e2e.local_runs import home as _home
+from tests.e2e.local_runs import latest_run_id as _run_id
+from tests.e2e.local_runs import model_dir as _model_dir
+from tests.e2e.local_runs import read_json as _read
+from tests.e2e.local_runs import start_train as _train
+from tests.e2e.local_runs import wait_for as _wait
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("command-e2e")]
 
@@ -81,43 +83,6 @@ with writer.as_default():
         writer.flush()
         time.sleep(0.05)
 '''
-
-
-def _home() -> Path:
-    return Path(os.environ["TPUCTL_HOME"])
-
-
-def _run_id() -> str | None:
-    runs = sorted((_home() / "runs").glob("*.json")) if (_home() / "runs").is_dir() else []
-    return json.loads(runs[-1].read_text())["run_id"] if runs else None
-
-
-def _model_dir(run_id: str) -> Path:
-    return _home() / "local" / "buckets" / "tpuctl-local" / "tpuctl" / "runs" / run_id / "model"
-
-
-def _read(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def _wait(what, timeout: float = 90.0, proc: subprocess.Popen | None = None):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        got = what()
-        if got:
-            return got
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"tpuctl ended first: {proc.stderr.read()[-3000:] if proc.stderr else ''}")
-        time.sleep(0.05)
-    raise AssertionError("timed out")
-
-
-def _train(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([str(TPUCTL_BIN), "train", *args, "--poll", "1", "--json"], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _run_line(run_id: str) -> str:

@@ -1,0 +1,15 @@
+"""The sha256 of a file, read in 1 MiB blocks: what pins, staged objects and wheelhouses are named
+and checked by (provision/runs/pins.py), in one place."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+
+def sha256_file(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
