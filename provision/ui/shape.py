@@ -11,12 +11,17 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..runs.estimate import MIN_ESTIMATE_S
+
 MAX_EVENTS = 500
 MAX_TEXT = 300
 # billed states of tpuctl cost (provision.billing.costs), in the order the page stacks them
 STATES = ("training", "making_data", "starting", "waiting", "idle")
-# estimate and ETA records a run may carry (written by the estimates' code when present)
-ESTIMATE_KEYS = ("estimate", "eta", "budget", "deadline")
+# an estimate's basis lines shown (provision.runs.estimate writes four or five), and its speed's sources
+MAX_BASIS = 8
+SPEED_SOURCES = ("measured", "published", "assumed")
+# a run that may still move (provision.runs.store.LIVE, not imported: that module does I/O)
+LIVE = ("starting", "running", "recovering")
 
 
 def num(value: Any) -> float | None:
@@ -148,10 +153,55 @@ def run_document(rec: Mapping[str, Any], raw_events: Iterable[Any], *, hourly_us
         "metrics": scalars(p.get("metrics"), limit=20), "checkpoint_step": num(p.get("checkpoint_step")),
         "curve": curve(rec.get("curve")), "events": evs, "outages": outages(evs),
         "spend": spend(rec.get("seconds_by_state"), hourly_usd),
-        "estimate": {k: scalars(rec.get(k)) if isinstance(rec.get(k), Mapping) else num(rec.get(k))
-                     for k in ESTIMATE_KEYS if rec.get(k) is not None} or None,
+        "estimate": estimate(rec.get("estimate")), "pace": pace(rec),
     })
     return doc
+
+
+def estimate(raw: Any) -> dict[str, Any] | None:
+    """The estimate a run started with, as the page's card reads it: its time and dollars, the TPU
+    and tier it priced, where its speed came from and its basis lines, when it was made.
+
+    The record holds :meth:`provision.runs.estimate.Estimate.to_dict` plus ``at``, or ``{"none":
+    why, "at"}`` when none could be made. Only those fields pass, each checked: a record with none
+    of them gives no card, never a dump of whatever keys a bucket writer put there. An estimate
+    under a second (kept from before tpuctl stopped making them) rested on nothing, so it is shown
+    as no estimate, as ``tpuctl status`` treats it."""
+    if not isinstance(raw, Mapping):
+        return None
+    at = num(raw.get("at"))
+    if "none" in raw:
+        return {"made": False, "why": text(raw.get("none")) or "none made", "at": at}
+    total_s, total_usd = num(raw.get("total_s")), num(raw.get("total_usd"))
+    never = raw.get("total_s", 0) is None and num(raw.get("steps_per_sec")) is not None
+    if total_s is None and not never:
+        return None
+    if total_s is not None and total_s < MIN_ESTIMATE_S:
+        return {"made": False, "why": "it came to under a second, too little to rest on anything", "at": at}
+    basis = raw.get("basis") if isinstance(raw.get("basis"), list) else []
+    source = raw.get("speed_source")
+    return {"made": True, "finishes": not never, "total_s": total_s, "total_usd": total_usd if not never else None,
+            "accelerator_type": text(raw.get("accelerator_type"), 40), "tier": text(raw.get("tier"), 20),
+            "zone": text(raw.get("zone"), 60), "steps": num(raw.get("steps")),
+            "steps_per_sec": num(raw.get("steps_per_sec")), "usd_per_hour": num(raw.get("usd_per_hour")),
+            "speed_source": source if source in SPEED_SOURCES else None,
+            "interruptions": num(raw.get("interruptions")), "overhead_s": num(raw.get("overhead_s")),
+            "basis": [x[:MAX_TEXT] for x in basis[:200] if isinstance(x, str) and x][:MAX_BASIS],
+            "input_note": text(raw.get("input_note")), "at": at}
+
+
+def pace(rec: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The live projection (ETA and dollars at the end, while the run lives) and the run's hard caps,
+    as ``tpuctl status`` shows them; None when the record holds none of them."""
+    p = rec.get("pace") if isinstance(rec.get("pace"), Mapping) else {}
+    projections = p.get("projections") if isinstance(p.get("projections"), list) else []
+    last = projections[-1] if projections and isinstance(projections[-1], Mapping) else {}
+    live = rec.get("status") in LIVE
+    out = {"eta": num(last.get("eta")) if live else None,
+           "projected_usd": num(last.get("projected_usd")) if live else None,
+           "budget_usd": num(rec.get("budget_usd")), "deadline": num(rec.get("deadline")),
+           "stopped_by": text(rec.get("stopped_by"), 40)}
+    return out if any(v is not None for v in out.values()) else None
 
 
 def sweep_document(rec: Mapping[str, Any], trials: Iterable[Mapping[str, Any]]) -> dict[str, Any]:

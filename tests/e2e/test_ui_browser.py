@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.e2e.ui_records import HOSTILE, records, ui  # noqa: F401 - fixtures
+from tests.e2e.ui_records import ESTIMATED, HOSTILE, NO_ESTIMATE_WHY, UNESTIMATED, records, ui  # noqa: F401 - fixtures
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -92,6 +92,42 @@ def test_the_run_page_shows_the_curve_the_preemption_on_its_timeline_and_the_spe
     assert browser.title == "tpuctl"
     assert not [e for e in browser.get_log("browser") if e["level"] == "SEVERE"], browser.get_log("browser")
     _shot(browser, tmp_path, "ui-run.png")
+
+
+def _card(driver, key: str) -> str:
+    [card] = driver.find_elements("xpath", f"//div[@class='card'][div[@class='k']='{key}']")
+    return card.text
+
+
+def test_the_estimate_reads_as_time_and_dollars_and_tiny_values_keep_their_digits(ui, browser, tmp_path):  # noqa: F811 - the fixture imported above
+    url, token, _records = ui
+    _sign_in(browser, url, token, f"#/run/{ESTIMATED}")
+    text = browser.find_element("id", "main").text
+    # the estimate: its time and dollars, the TPU and tier, its speed's source, when it was made
+    est = _card(browser, "estimate")
+    assert "1h02m, $1.23" in est and "v2-8 preemptible in us-central1-b" in est, est
+    assert "measured speed, 0.0806 steps/s" in est and "made 11/27/2026" in est, est
+    assert "measured: 0.0806 steps/s over 900 steps" in text           # its basis, under the cards
+    for raw in ("accelerator_type", "compute_s", "cheapest", "1.796e", "true"):
+        assert raw not in text, raw
+    # a loss of 7e-13 keeps its digits, on the card and on the chart's axis: never 0.0000
+    assert _card(browser, "loss") == "loss\n7.0e-13" and "0.0000" not in text
+    axis = [t.text for t in browser.find_elements("css selector", "svg.chart[data-series=loss] text")]
+    assert "7.0e-13" in axis and "1.76e-10" in axis, axis
+    # eval_accuracy, measured once: its dot and its value, not an empty chart
+    chart = browser.find_element("css selector", "svg.chart[data-series=eval_accuracy]")
+    assert chart.find_elements("css selector", "circle[data-name=eval_accuracy]")
+    assert chart.find_element("css selector", "text[data-name=eval_accuracy]").text == "eval_accuracy 0.9123 at step 300"
+    assert not [e for e in browser.get_log("browser") if e["level"] == "SEVERE"], browser.get_log("browser")
+    _shot(browser, tmp_path, "ui-estimate.png")
+    # no estimate made: the card says so, and why
+    _open(browser, url, f"#/run/{UNESTIMATED}")
+    none = _card(browser, "estimate")
+    assert none.startswith("estimate\nnone\n" + NO_ESTIMATE_WHY) and "made 11/27/2026" in none, none
+    # the overview's loss column too
+    _open(browser, url, "#/")
+    [row] = [r.text for r in browser.find_elements("css selector", "tr") if ESTIMATED in r.text]
+    assert "300/300 7.0e-13" in row, row
 
 
 def test_the_sweep_page_shows_the_trials_the_best_marked_and_each_hyperparameter(ui, browser, tmp_path):  # noqa: F811 - the fixture imported above

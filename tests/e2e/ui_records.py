@@ -26,6 +26,7 @@ from provision.cloud.local import LocalProvider
 from provision.cloud.storage import local_bucket
 from provision.runs import store as runs
 from provision.runs import training
+from provision.runs.estimate import Estimate
 from provision.runs.store import RunRecord, RunStore
 from provision.runs.supervisor import Supervisor
 from provision.sweeps import store as sweeps
@@ -89,7 +90,35 @@ def records(isolated_env, tmp_path, monkeypatch):
                                              state="finished" if acc else "pruned", metric=acc, steps=STEPS,
                                              cost_usd=0.4 + i / 10, run=f"{sweep.sweep_id}-t{i}"))
     sweeps.remember(sweep)
+    _estimated_runs(bucket)
     return rec.run_id, sweep.sweep_id, store
+
+
+# two finished runs as their records hold them, beside the real one: one started with an estimate
+# (what provision.runs.forecast stores: Estimate.to_dict() and when), its loss driven to 7e-13 and
+# its eval_accuracy measured once; one started with none
+ESTIMATED, UNESTIMATED = "probe-20261127-130000-ef56", "probe-20261127-140000-ab78"
+NO_ESTIMATE_WHY = "the measured 5000 steps/s puts 300 steps under a second"
+MADE_AT = 1_795_780_800.0         # 2026-11-27 12:00 UTC: that date in any time zone from -11 to +11
+
+
+def _estimated_runs(bucket) -> None:
+    est = Estimate(accelerator_type="v2-8", zone="us-central1-b", region="us-central1", tier="preemptible",
+                   usd_per_hour=1.35, steps=300, steps_per_sec=0.0806, speed_source="measured", compute_s=3720.0,
+                   interruptions=0.347, overhead_s=5.0, total_s=3725.0, total_usd=1.234,
+                   basis=("measured: 0.0806 steps/s over 900 steps in 3 past run(s) on this type",
+                          "price: $1.35/h (preemptible list price in us-central1)"), cheapest=True)
+    curve = [{"step": s, "t": MADE_AT + s, "loss": 7e-13 * (301 - s), "m": {}} for s in (50, 100, 200, 299)]
+    curve.append({"step": 300, "t": MADE_AT + 300, "loss": 7e-13, "m": {"eval_accuracy": 0.9123}})
+    for run_id, estimate in ((ESTIMATED, {**est.to_dict(), "at": MADE_AT}),
+                             (UNESTIMATED, {"none": NO_ESTIMATE_WHY, "at": MADE_AT})):
+        rec = RunRecord(run_id=run_id, cluster="probe", provider="local", project="local", zone="us-central1-b",
+                        bucket="gs://tpuctl-local", model_dir="gs://tpuctl-local/probe", num_train_steps=300,
+                        save_checkpoints_steps=100, job="bert-finetune", status="finished", created_at=MADE_AT,
+                        ended_at=MADE_AT + 3800, last_progress={"step": 300, "loss": 7e-13}, curve=curve,
+                        estimate=estimate)
+        RunStore(bucket, run_id).save(rec)
+        runs.remember(rec)
 
 
 # the one line `tpuctl ui` prints on stdout: its URL, with the token that lets a browser in

@@ -29,20 +29,46 @@ function link(hash, text) { return el("a", { href: hash }, text); }
 function runLink(id) { return link("#/run/" + encodeURIComponent(id), id); }
 function sweepLink(id) { return link("#/sweep/" + encodeURIComponent(id), id); }
 function state(s) { return s ? el("span", { class: "state " + String(s).replace(/[^A-Za-z_]/g, "") }, s) : "-"; }
-function num(v, digits) { return typeof v === "number" ? v.toFixed(digits === undefined ? 0 : digits) : "-"; }
-function money(v) { return typeof v === "number" ? "$" + v.toFixed(v < 1 && v > 0 ? 4 : v < 10 ? 2 : 0) : "-"; }
+// The one number format of the page (cards, tables, chart labels): `digits` decimals where they
+// show at least 3 significant digits (a loss 0.2345, a step 1200), otherwise 3 significant digits
+// in exponent form (7.0e-13, 1.8e+9), so a non-zero value never reads 0.0000 and a large one
+// never runs to a dozen digits.
+function fmt(v, digits) {
+  if (typeof v !== "number" || !Number.isFinite(v)) return "-";
+  if (v === 0) return "0";
+  const d = digits === undefined ? 4 : digits;
+  const a = Math.abs(v);
+  if (Number.isInteger(v) && a < 1e15) return String(v);
+  const mag = Math.floor(Math.log10(a));
+  if (mag < 2 - d || mag >= 6) {
+    const [m, e] = v.toExponential(2).split("e");
+    return m.replace(/0+$/, "").replace(/\.$/, ".0") + "e" + e;
+  }
+  return v.toFixed(Math.max(0, Math.min(d, 5 - mag)));
+}
+// dollars: cents from a dime up ($1.23), two significant digits below ($0.012), never $0.00 for a cost
+function money(v) {
+  if (typeof v !== "number" || !Number.isFinite(v)) return "-";
+  const a = Math.abs(v);
+  if (a === 0 || a >= 0.1) return "$" + v.toFixed(2);
+  return a < 1e-4 ? (v < 0 ? "-" : "") + "<$0.0001" : "$" + String(Number(v.toPrecision(2)));
+}
 function when(t) { return typeof t === "number" ? new Date(t * 1000).toLocaleString() : "-"; }
+// a duration in its two largest units, the second padded: 45s, 5m07s, 1h02m, 2d03h
 function dur(s) {
-  if (typeof s !== "number") return "-";
+  if (typeof s !== "number" || !Number.isFinite(s)) return "-";
   s = Math.max(0, Math.round(s));
   if (s < 60) return s + "s";
-  const parts = [];
-  for (const [u, n] of [["d", 86400], ["h", 3600], ["m", 60], ["s", 1]]) {
-    if (s >= n) { parts.push(Math.floor(s / n) + u); s %= n; }
-  }
-  return parts.slice(0, 2).join("");
+  const units = [["d", 86400], ["h", 3600], ["m", 60], ["s", 1]];
+  const i = units.findIndex(([, n]) => s >= n);
+  const [u1, n1] = units[i], [u2, n2] = units[i + 1];
+  const first = Math.floor(s / n1), second = Math.floor((s % n1) / n2);
+  return first + u1 + String(second).padStart(2, "0") + u2;
 }
-function card(k, v) { return el("div", { class: "card" }, el("div", { class: "k" }, k), el("div", { class: "v" }, v)); }
+function card(k, v, ...notes) {
+  return el("div", { class: "card" }, el("div", { class: "k" }, k), el("div", { class: "v" }, v),
+    notes.filter((n) => n).map((n) => el("div", { class: "note" }, n)));
+}
 
 function table(headers, rows, rowClass) {
   const head = el("tr", {}, headers.map((h) => el("th", { class: h.num ? "num" : null }, h.label || h)));
@@ -59,11 +85,13 @@ async function getJSON(path) {
 
 // ---- charts ------------------------------------------------------------------------------------
 
+// a linear map of [d0, d1] onto [r0, r1]; a domain of one value goes to the middle, where a lone
+// point is seen
 function scale(d0, d1, r0, r1, pad) {
+  if (d1 === d0) return () => (r0 + r1) / 2;
   const p = pad === undefined ? 0 : pad;
-  const span = d1 - d0 || 1;
   const a = r0 + (r1 - r0) * p, b = r1 - (r1 - r0) * p;
-  return (v) => a + ((v - d0) / span) * (b - a);
+  return (v) => a + ((v - d0) / (d1 - d0)) * (b - a);
 }
 
 function lineChart(points, series, opts) {
@@ -76,12 +104,30 @@ function lineChart(points, series, opts) {
   const y = scale(Math.min(...ys), Math.max(...ys), H - B, T);
   root.appendChild(svg("line", { class: "axis", x1: L, y1: H - B, x2: W - R, y2: H - B }));
   root.appendChild(svg("line", { class: "axis", x1: L, y1: T, x2: L, y2: H - B }));
-  for (const v of [Math.min(...ys), Math.max(...ys)]) root.appendChild(svg("text", { x: 4, y: y(v) + 4 }, v.toPrecision(3)));
-  for (const v of [Math.min(...xs), Math.max(...xs)]) root.appendChild(svg("text", { x: x(v) - 8, y: H - 8 }, v));
-  root.appendChild(svg("text", { x: (W - L) / 2, y: H - 8 }, opts && opts.xlabel ? opts.xlabel : "step"));
+  // the axes' labels: right-aligned to the y axis, and inside the x axis's ends, so none is cut off
+  for (const v of new Set([Math.min(...ys), Math.max(...ys)])) root.appendChild(svg("text", { x: L - 4, y: y(v) + 4, "text-anchor": "end" }, fmt(v)));
+  const x0 = Math.min(...xs), x1 = Math.max(...xs), xlabel = opts && opts.xlabel ? opts.xlabel : "step";
+  if (x0 === x1) {
+    root.appendChild(svg("text", { x: x(x0), y: H - 8, "text-anchor": "middle" }, `${xlabel} ${fmt(x0, 0)}`));
+  } else {
+    root.appendChild(svg("text", { x: x(x0), y: H - 8, "text-anchor": "start" }, fmt(x0, 0)));
+    root.appendChild(svg("text", { x: x(x1), y: H - 8, "text-anchor": "end" }, fmt(x1, 0)));
+    root.appendChild(svg("text", { x: (L + W - R) / 2, y: H - 8, "text-anchor": "middle" }, xlabel));
+  }
   series.forEach((s, i) => {
-    const pts = points.filter((p) => typeof s.get(p) === "number").map((p) => `${x(p.step).toFixed(1)},${y(s.get(p)).toFixed(1)}`);
-    if (pts.length) root.appendChild(svg("polyline", { class: "line m" + i, points: pts.join(" "), "data-name": s.name }));
+    const have = points.filter((p) => typeof s.get(p) === "number");
+    if (have.length > 1) {
+      const pts = have.map((p) => `${x(p.step).toFixed(1)},${y(s.get(p)).toFixed(1)}`);
+      root.appendChild(svg("polyline", { class: "line m" + i, points: pts.join(" "), "data-name": s.name }));
+    } else if (have.length === 1) {
+      // one look so far (an evaluation made once, a run just started): its dot and its value, not a blank chart
+      const p = have[0], cx = x(p.step), cy = y(s.get(p)), right = cx > W - 160;
+      const dot = svg("circle", { class: "point m" + i, cx: cx, cy: cy, r: 4, "data-name": s.name });
+      dot.appendChild(svg("title", {}, `${s.name} ${fmt(s.get(p))} at step ${fmt(p.step, 0)}`));
+      root.appendChild(dot);
+      root.appendChild(svg("text", { class: "value", x: right ? cx - 8 : cx + 8, y: cy - 8 + 14 * i, "text-anchor": right ? "end" : "start",
+        "data-name": s.name }, `${s.name} ${fmt(s.get(p))} at step ${fmt(p.step, 0)}`));
+    }
   });
   return root;
 }
@@ -150,11 +196,11 @@ function scatter(trials, param, metric) {
   root.appendChild(svg("line", { class: "axis", x1: L, y1: H - B, x2: W - R, y2: H - B }));
   root.appendChild(svg("line", { class: "axis", x1: L, y1: T, x2: L, y2: H - B }));
   root.appendChild(svg("text", { x: L, y: H - 10 }, param + (logx ? " (log)" : "")));
-  root.appendChild(svg("text", { x: 2, y: T + 10 }, Math.max(...ms).toPrecision(3)));
-  root.appendChild(svg("text", { x: 2, y: H - B }, Math.min(...ms).toPrecision(3)));
+  root.appendChild(svg("text", { x: 2, y: T + 10 }, fmt(Math.max(...ms))));
+  if (Math.min(...ms) !== Math.max(...ms)) root.appendChild(svg("text", { x: 2, y: H - B }, fmt(Math.min(...ms))));
   for (const t of pts) {
     const dot = svg("circle", { class: "dot" + (t.best ? " best" : ""), cx: x(fx(t.params[param])), cy: y(t.metric), r: t.best ? 6 : 4 });
-    dot.appendChild(svg("title", {}, `trial ${t.trial}: ${param}=${t.params[param]}, ${metric}=${t.metric}`));
+    dot.appendChild(svg("title", {}, `trial ${t.trial}: ${param}=${fmt(t.params[param])}, ${metric}=${fmt(t.metric)}`));
     root.appendChild(dot);
   }
   return root;
@@ -169,9 +215,9 @@ function overview(doc) {
     k.hosts.length ? k.hosts.map((h) => `worker ${h.worker}: ${h.ip}`).join(", ") : (k.host_count ? k.host_count + " host(s)" : "-"),
     k.run ? runLink(k.run) : "-"]);
   const runRows = doc.runs.map((r) => [runLink(r.run_id), r.cluster, r.job, state(r.status),
-    `${num(r.step)}/${num(r.num_train_steps)}`, num(r.loss, 4), num(r.preemptions), when(r.created_at)]);
+    `${fmt(r.step, 0)}/${fmt(r.num_train_steps, 0)}`, fmt(r.loss), fmt(r.preemptions, 0), when(r.created_at)]);
   const sweepRows = doc.sweeps.map((s) => [sweepLink(s.sweep_id), state(s.state), s.metric,
-    s.best_trial === null ? "-" : `trial ${s.best_trial}: ${num(s.best_metric, 4)}`, num(s.max_trials), when(s.created_at)]);
+    s.best_trial === null ? "-" : `trial ${s.best_trial}: ${fmt(s.best_metric)}`, fmt(s.max_trials, 0), when(s.created_at)]);
   return [
     el("h1", {}, "Clusters"),
     c.error ? el("p", { class: "err" }, c.error) : null,
@@ -186,17 +232,46 @@ function overview(doc) {
   ];
 }
 
+// The estimate the run started with, as tpuctl train printed it: time and dollars first, then the
+// TPU and tier it priced, where its speed came from, and when it was made. Only the fields named
+// here are shown, each formatted; the basis lines go under the cards (estimateBasis).
+function estimateCard(e) {
+  if (!e) return null;
+  const made = e.at === null ? null : "made " + when(e.at);
+  if (!e.made) return card("estimate", "none", e.why, made);
+  const value = e.finishes ? `${dur(e.total_s)}, ${money(e.total_usd)}` : "never finishes";
+  const on = [e.accelerator_type, e.tier].filter((x) => x).join(" ") + (e.zone ? " in " + e.zone : "");
+  const speed = e.speed_source ? `${e.speed_source} speed` + (e.steps_per_sec === null ? "" : `, ${fmt(e.steps_per_sec)} steps/s`) : null;
+  const steps = e.steps === null ? null : `${fmt(e.steps, 0)} steps`
+    + (e.interruptions ? `, ${fmt(e.interruptions)} interruptions expected (+${dur(e.overhead_s)})` : "");
+  return card("estimate", value, e.finishes ? null : "interrupted faster than it recovers", on || null, speed, steps, made);
+}
+
+function estimateBasis(e) {
+  if (!e || !e.made || !(e.basis.length || e.input_note)) return null;
+  return el("div", { class: "basis" }, el("h2", {}, "the estimate's basis"),
+    el("ul", { class: "muted" }, [...e.basis, e.input_note].filter((b) => b).map((b) => el("li", {}, b))));
+}
+
+// the live projection and the hard caps, as tpuctl status shows them
+function paceCards(p) {
+  if (!p) return [];
+  return [
+    p.eta === null ? null : card("ETA", when(p.eta), p.projected_usd === null ? null : `${money(p.projected_usd)} at the end`),
+    p.budget_usd === null ? null : card("budget", money(p.budget_usd), p.stopped_by === "budget" ? "stopped the run" : null),
+    p.deadline === null ? null : card("deadline", when(p.deadline), p.stopped_by === "deadline" ? "stopped the run" : null),
+  ];
+}
+
 function runView(doc) {
-  const est = doc.estimate || {};
   const cards = el("div", { class: "cards" },
     card("status", state(doc.status)),
-    card("step", `${num(doc.step)} / ${num(doc.num_train_steps)}`),
-    card("loss", num(doc.loss, 4)),
-    card("preemptions", num(doc.preemptions)),
-    card("lost to preemptions", `${num(doc.steps_lost)} steps, ${dur(doc.seconds_lost)}`),
+    card("step", `${fmt(doc.step, 0)} / ${fmt(doc.num_train_steps, 0)}`),
+    card("loss", fmt(doc.loss)),
+    card("preemptions", fmt(doc.preemptions, 0)),
+    card("lost to preemptions", `${fmt(doc.steps_lost, 0)} steps, ${dur(doc.seconds_lost)}`),
     card("spend", money(doc.spend.total_usd)),
-    ...Object.entries(est).map(([k, v]) => card(k, typeof v === "object" && v !== null
-      ? Object.entries(v).slice(0, 4).map(([a, b]) => `${a} ${typeof b === "number" ? b.toPrecision(4) : b}`).join(", ") : String(v))));
+    estimateCard(doc.estimate), ...paceCards(doc.pace));
   const metricNames = [...new Set(doc.curve.flatMap((p) => Object.keys(p.m || {})))].slice(0, 3);
   const charts = el("div", { class: "grid charts" },
     el("div", {}, el("h2", {}, "loss"), lineChart(doc.curve, [{ name: "loss", get: (p) => p.loss }])),
@@ -204,12 +279,12 @@ function runView(doc) {
       lineChart(doc.curve, metricNames.map((n) => ({ name: n, get: (p) => (p.m || {})[n] })))) : null);
   const spendRows = doc.spend.by_state.map((r) => [r.state, dur(r.seconds), money(r.usd)]);
   const evRows = doc.events.filter((e) => !e.event.startsWith("notify_") || doc.events.length < 200).slice(-200).reverse()
-    .map((e) => [when(e.time), e.event, Object.entries(e.fields).map(([k, v]) => `${k}=${v}`).join(" ")]);
+    .map((e) => [when(e.time), e.event, Object.entries(e.fields).map(([k, v]) => `${k}=${typeof v === "number" ? fmt(v) : v}`).join(" ")]);
   return [
     el("h1", {}, "run ", doc.run_id),
     el("p", { class: "muted" }, `${doc.job || "?"} on ${doc.cluster || "?"} (${doc.accelerator_type || "?"} in ${doc.zone || "?"})`,
       doc.reason ? " - " + doc.reason : ""),
-    cards, charts,
+    cards, estimateBasis(doc.estimate), charts,
     el("h2", {}, "timeline"),
     el("p", { class: "muted legend" }, el("span", {}, "shaded: time lost to preemptions, from the preemption to the first new step")),
     timeline(doc),
@@ -227,15 +302,15 @@ function runView(doc) {
 
 function sweepView(doc) {
   const keys = doc.params;
-  const rows = doc.trials.map((t) => [t.best ? "\u2605 " + t.trial : String(t.trial), state(t.state), num(t.metric, 4),
-    ...keys.map((k) => (t.params[k] === undefined ? "-" : String(t.params[k]))), num(t.steps), num(t.preemptions), money(t.cost_usd),
+  const rows = doc.trials.map((t) => [t.best ? "\u2605 " + t.trial : String(t.trial), state(t.state), fmt(t.metric),
+    ...keys.map((k) => (t.params[k] === undefined ? "-" : String(t.params[k]))), fmt(t.steps, 0), fmt(t.preemptions, 0), money(t.cost_usd),
     t.run ? runLink(t.run) : "-"]);
   const numeric = keys.filter((k) => doc.trials.some((t) => typeof t.params[k] === "number"));
   return [
     el("h1", {}, "sweep ", doc.sweep_id),
     el("p", { class: "muted" }, `${doc.method || "?"}, ${doc.goal} ${doc.metric || "?"}; spent ${money(doc.cost_usd)}`,
       doc.budget_usd ? ` of ${money(doc.budget_usd)}` : "", doc.reason ? " - " + doc.reason : ""),
-    el("div", { class: "cards" }, card("state", state(doc.state)), card("trials", `${doc.trials.length} / ${num(doc.max_trials)}`),
+    el("div", { class: "cards" }, card("state", state(doc.state)), card("trials", `${doc.trials.length} / ${fmt(doc.max_trials, 0)}`),
       card("best", doc.best === null ? "-" : `trial ${doc.best}`)),
     el("h2", {}, `${doc.metric || "metric"} by hyperparameter`),
     el("div", { class: "grid" }, numeric.map((k) => scatter(doc.trials, k, doc.metric))),
