@@ -149,7 +149,10 @@ def _outcome(before, node) -> str | None:
     the job exit after the notice, is deleting it or has made it again, before or after the
     power-off); None while it is still the READY TPU that got the notice."""
     if node is None:
-        return "deleted"
+        # a Compute Engine spot TPU whose termination action is DELETE goes with its VM; a Cloud TPU
+        # API node (or the local provider's) is never deleted by a preemption: gone, it is its
+        # supervisor's recreate (the job exited after the notice, and it deletes the doomed node)
+        return "deleted" if getattr(before, "api", "tpu") == "compute" else "recovering"
     from ..cloud.base import TpuState
 
     if node.state == TpuState.DELETING or node.created_at != before.created_at:

@@ -75,7 +75,10 @@ def _sweep(bucket, sweep_id, state, lease=None, pin=True):
     """A sweep handed to host ``lab``, pinned there as `sweep --detach --host lab` pins it."""
     rec = SweepRecord(sweep_id=sweep_id, provider="gcp", project="proj-1", bucket="gs://host-sweeps",
                       zones=["us-central1-b"], accelerator_type="v2-8", preemptible=False, spot=False,
-                      max_concurrent=1, max_trials=2, spec={}, state=state)
+                      max_concurrent=1, max_trials=2, state=state,
+                      # what SweepSpec.to_dict writes, as the records gate reads it (provision.basics.records)
+                      spec={"metric": "eval_accuracy", "goal": "maximize", "method": "grid", "pruner": "none",
+                            "parameters": {"learning_rate": [1e-5, 3e-5]}})
     bucket.write_bytes(f"tpuctl/sweeps/{sweep_id}/sweep.json", json.dumps(rec.to_dict()).encode())
     bucket.write_bytes(f"tpuctl/sweeps/{sweep_id}/job.yaml", JOB)
     if lease:
