@@ -109,7 +109,10 @@ def test_preempted_tpu_is_recreated_with_its_range_in_the_next_zone_and_the_run_
 
 
 @pytest.mark.long
-def test_max_failures_stops_a_run_that_crashes_every_time(cloud, host_agent, tiny_bert, tmp_path):
+def test_a_run_that_crashes_the_same_way_every_time_stops_at_its_second_attempt(cloud, host_agent, tiny_bert,
+                                                                                tmp_path):
+    """The same error line twice before the first step stops the run then, within --max-failures:
+    a checkpoint that cannot be restored fails every attempt, each billing the TPU."""
     fake, bucket = cloud
     broken = tmp_path / "broken"
     shutil.copytree(tiny_bert, broken)
@@ -121,7 +124,8 @@ def test_max_failures_stops_a_run_that_crashes_every_time(cloud, host_agent, tin
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 1, err[-2000:]
     run = json.loads(out)["run"]
-    assert run["status"] == "gave_up" and run["failures"] == 3 and run["attempts"] == 3
+    assert run["status"] == "gave_up" and run["failures"] == 2 and run["attempts"] == 2
+    assert run["reason"].startswith("the job failed twice in a row before its first progress, with the same error: ")
     assert fake.call_counts().get("tpu.v1.nodes.create") == 1    # job errors never recreate the TPU
 
 
