@@ -133,8 +133,14 @@ def test_predictions_savedmodel_and_checkpoint_agree(tmp_path, tiny_dir, job_her
     again = job_here(predict_only)  # the retry, in this process
     assert again.returncode == 0, again.stderr[-3000:]
     assert "predict only, labels ['neg', 'pos'], 160 dev examples, 37 test examples" in again.stderr
-    assert (tmp_path / "p" / "test_results.tsv").read_text() == \
-        (run / "test_results.tsv").read_text()
+    # The same rows, each once; the digits may differ in the last place, since batches of 7
+    # take other kernel paths than the run's batches (CI saw 0.0029010992 against ...0978).
+    again_rows = (tmp_path / "p" / "test_results.tsv").read_text().splitlines()
+    run_rows = (run / "test_results.tsv").read_text().splitlines()
+    assert len(again_rows) == len(run_rows) == 37
+    np.testing.assert_allclose(np.array([r.split("\t") for r in again_rows], np.float64),
+                               np.array([r.split("\t") for r in run_rows], np.float64),
+                               atol=1e-6)
     assert not list((tmp_path / "p").glob("*.tmp")) and (tmp_path / "p" / "saved_model").is_dir()
 
     # Bad input to the command line: one line, exit 2.
