@@ -13,7 +13,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[train,test,dev,data]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[train,jax,test,dev,data]'
 	touch $(STAMP)
 
 demo: $(STAMP)

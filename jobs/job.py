@@ -62,6 +62,28 @@ class Optimizer(Protocol):
         """The learning rate of the next step (for the summaries)."""
 
 
+class StatelessOptimizer(Protocol):
+    """What the JAX backend's runner needs of an optimizer made by :meth:`Job.build_optimizer`
+    when ``ctx.backend == "jax"``: an update with no state of its own, traced into the one
+    ``jax.jit`` of the train step over the global batch. The runner keeps the values, the slots
+    and the step, and checkpoints the slots under the names ``slot_values`` gives them (the same
+    names as the TensorFlow optimizer's ``slots``, so a checkpoint continues on either
+    backend)."""
+
+    names: Sequence[str]          # the trained variables, in the order of the gradients
+
+    def slot_values(self) -> dict[str, Any]:
+        """The optimizer's initial state by checkpoint name (arrays)."""
+
+    def stateless_apply(self, values: Sequence[Any], slots: dict[str, Any], grads: Sequence[Any],
+                        step: Any) -> tuple[list[Any], dict[str, Any]]:
+        """New values and slots after the step numbered ``step`` (counting from 0), from the
+        gradient of the global mean loss. Traced: keras.ops only."""
+
+    def learning_rate(self, step: Any) -> Any:
+        """The learning rate of the step numbered ``step``."""
+
+
 @dataclass
 class JobContext:
     """What a job's hooks may use of the run: where to write, the strategy, the model once
@@ -75,13 +97,20 @@ class JobContext:
     chief: bool           # the worker that writes model_dir (checkpoints, progress, exports)
     hosts: int            # input pipelines (the slice's hosts)
     host: int             # this process's index among them
-    strategy: tf.distribute.Strategy
-    replicas: int         # replicas in sync
+    strategy: tf.distribute.Strategy | None   # None on JAX (jax.jit over a device mesh)
+    replicas: int         # replicas in sync (devices in the mesh on JAX)
     xla: bool             # the step is jit-compiled (GPUs; TPUs compile everything anyway)
     fitted_batch: Callable[[int], int]
     evaluate_sums: Callable[..., dict[str, float]]
     predict_rows: Callable[..., list]
     making_data: Callable[[], AbstractContextManager]
+    # "tensorflow" or "jax" (Keras 3's backend of this process: the spec's ``backend``)
+    backend: str = "tensorflow"
+    # this host's tf.distribute.InputContext for ``dataset``: per replica on TensorFlow; on JAX
+    # per host (one jit over the global batch takes each host's share of it)
+    input_context: Callable[[], Any] | None = None
+    # the optimizer steps taken, as the runner counts them (set by the runner)
+    current_step: Callable[[], int] | None = None
     model: Any = None
     variables: Mapping[str, tf.Variable] = field(default_factory=dict)
     optimizer: Optimizer | None = None
@@ -89,6 +118,8 @@ class JobContext:
     @property
     def step(self) -> int:
         """The optimizer steps taken so far."""
+        if self.current_step is not None:
+            return self.current_step()
         return int(self.optimizer.step.numpy()) if self.optimizer is not None else 0
 
 

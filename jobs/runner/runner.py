@@ -153,11 +153,10 @@ class Runner:
     def _run(self) -> int:
         spec, job = self.spec, self.job
         tf.io.gfile.makedirs(self.out_dir)
-        self.strategy, self.device = distribute.select(spec.precision)
-        self.stop.reclaim()  # a multi-worker strategy installs TF's SIGTERM handler over ours
-        replicas = self.strategy.num_replicas_in_sync
+        self.connect()
+        replicas = self.replicas
         log(f"{spec.job} on {self.device.name}: {replicas} replica(s), {self.device.precision}"
-            + (", XLA" if self.device.xla else ""))
+            + (", XLA" if self.device.xla else "") + f", {self.backend}")
         self.progress.update(device={"type": self.device.type, "count": self.device.count,
                                      "name": self.device.name,
                                      "precision": self.device.precision})
@@ -176,22 +175,14 @@ class Runner:
             log(warning)
 
         self.build()
-        parts = {"model": dict(self.variables), "optimizer": self.optimizer.slots(),
-                 "global_step": self.optimizer.step}
-        self.checkpoint = tf.train.Checkpoint(**parts, **{INPUT_POSITION: self.position})
-        self.manager, restored = checkpointing.open_manager(
-            self.checkpoint, self.model_dir, spec.keep_checkpoint_max, log,
-            legacy=tf.train.Checkpoint(**parts))
-        if not self.chief:  # restored from the chief's checkpoints; saves go to scratch
-            self.manager = tf.train.CheckpointManager(self.checkpoint, self.out_dir, max_to_keep=1,
-                                                      checkpoint_name=checkpointing.CHECKPOINT_NAME)
-        step = int(self.optimizer.step.numpy())
+        restored = self.open_checkpoints()
+        step = self.current_step()
         if restored.legacy:  # written before the position was checkpointed: step x batch
-            self.position.assign(step * spec.train_batch_size)
+            self.set_input_position(step * spec.train_batch_size)
             log(f"{restored.path} has no input position; assuming {step} x train_batch_size")
         if restored.path:
             log(f"resumed from {restored.path} (step {step}); input stream at example "
-                f"{int(self.position.numpy())}")
+                f"{self.input_position()}")
             resumed_from: int | None = step
             checkpoint_step: int | None = step
         else:
@@ -202,26 +193,71 @@ class Runner:
 
         if step < spec.num_train_steps and not self._train(step):
             return exitcodes.RETRY
+        self.sync_model()
         metrics = job.finish(ctx)
         final = {k: v for k, v in metrics.items() if k in spec.reported_metrics()}
         if final:  # the final evaluation ends the evals curve
-            self.record_eval(int(self.optimizer.step.numpy()), final)
+            self.record_eval(self.current_step(), final)
         self.progress.update(status=progress_lib.FINISHED, metrics={**self.progress.record.metrics,
                                                                     **metrics},
                              outputs=list(job.outputs))
-        log(f"finished at step {int(self.optimizer.step.numpy())}"
+        log(f"finished at step {self.current_step()}"
             + "".join(f", {k} {v:.4f}" for k, v in metrics.items()))
         return exitcodes.OK
 
+    # ---------------------------------------------------------------------------------------
+    # What a backend decides (jobs/runner/jax/runner.py overrides these for JAX)
+
+    backend = "tensorflow"
+
+    def connect(self) -> None:
+        """The devices of this run: ``self.device``, ``self.replicas`` (and the strategy)."""
+        self.strategy, self.device = distribute.select(self.spec.precision)
+        self.stop.reclaim()  # a multi-worker strategy installs TF's SIGTERM handler over ours
+        self.replicas = self.strategy.num_replicas_in_sync
+
+    def input_context(self) -> tf.distribute.InputContext:
+        """What ``Job.dataset`` is given: this host's input pipeline, split per replica."""
+        return tf.distribute.InputContext(self.hosts, self.host, self.replicas)
+
+    def open_checkpoints(self) -> checkpointing.Restored:
+        """The checkpoint of the model's variables, the optimizer's state, the step and the
+        input position; restores the newest one in model_dir that restores cleanly."""
+        parts = {"model": dict(self.variables), "optimizer": self.optimizer.slots(),
+                 "global_step": self.optimizer.step}
+        self.checkpoint = tf.train.Checkpoint(**parts, **{INPUT_POSITION: self.position})
+        self.manager, restored = checkpointing.open_manager(
+            self.checkpoint, self.model_dir, self.spec.keep_checkpoint_max, log,
+            legacy=tf.train.Checkpoint(**parts))
+        if not self.chief:  # restored from the chief's checkpoints; saves go to scratch
+            self.manager = tf.train.CheckpointManager(self.checkpoint, self.out_dir, max_to_keep=1,
+                                                      checkpoint_name=checkpointing.CHECKPOINT_NAME)
+        return restored
+
+    def current_step(self) -> int:
+        return int(self.optimizer.step.numpy())
+
+    def sync_model(self) -> None:
+        """Make the model's variables what training made them, before the job's hooks read
+        them (evaluations, ``finish``): nothing to do here, the step assigns them."""
+
+    def input_position(self) -> int:
+        """Examples of the epoch stream consumed so far."""
+        return int(self.position.numpy())
+
+    def set_input_position(self, examples: int) -> None:
+        self.position.assign(examples)
+
     def make_context(self) -> JobContext:
         """What the job's hooks see of this run (:class:`jobs.job.JobContext`), once the
-        strategy is chosen."""
+        devices are chosen."""
         self.context = JobContext(
             spec=self.spec, model_dir=self.model_dir, out_dir=self.out_dir, chief=self.chief,
             hosts=self.hosts, host=self.host, strategy=self.strategy,
-            replicas=self.strategy.num_replicas_in_sync, xla=self.device.xla,
+            replicas=self.replicas, xla=self.device.xla,
             fitted_batch=self.fitted_batch, evaluate_sums=self.evaluate_sums,
-            predict_rows=self.predict_rows, making_data=self.making_data)
+            predict_rows=self.predict_rows, making_data=self.making_data,
+            backend=self.backend, input_context=self.input_context)
         return self.context
 
     def build(self) -> None:
@@ -252,7 +288,7 @@ class Runner:
         laptop pads as the TPU would). Jobs pad their data with weight-0 examples to whole fitted
         batches, so an eval or predict batch size never has to divide over a slice."""
         cores = os.environ.get("TPUCTL_SLICE_CORES", "").strip()
-        multiple = math.lcm(self.strategy.num_replicas_in_sync,
+        multiple = math.lcm(self.replicas,
                             int(cores) if cores.isdigit() and int(cores) > 0 else 1)
         return -(-size // multiple) * multiple
 
@@ -279,18 +315,7 @@ class Runner:
         """Train to num_train_steps; False if stopped by a signal (checkpoint saved)."""
         spec = self.spec
         global_batch = spec.train_batch_size
-        position = int(self.position.numpy())  # where the uninterrupted run would read next
-        dataset = self.strategy.distribute_datasets_from_function(
-            lambda ctx: self.job.dataset(ctx, position))
-        iterator = iter(dataset)
-        # Host-side variables, outside the strategy: a stop request the loop checks before each
-        # step, and a step counter the heartbeat reads while a long host loop runs.
-        stop_flag = tf.Variable(False, trainable=False, name="stop_requested")
-        self.stop.on_request(lambda: stop_flag.assign(True))
-        loop_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="loop_steps")
-        loop_start = [step]
-        self.progress.live_step = lambda: loop_start[0] + int(loop_steps.numpy())
-        train_loop = self.make_train_loop(stop_flag, loop_steps)
+        run_loop = self.start_training(step)
         self.stop.graceful = True  # from here a signal stops the loop and checkpoints
         writer = ScalarWriter(f"{self.out_dir}/{summaries.SUBDIR}/train")
         names = self.job.metric_names
@@ -308,20 +333,15 @@ class Runner:
                     spec.eval_every_steps - step % spec.eval_every_steps if spec.eval_every_steps
                     else spec.num_train_steps)
             started = time.perf_counter()
-            loop_steps.assign(0)  # reset before moving the base: the live step never overshoots
-            loop_start[0] = step
-            loss_sum, metric_sums, done = train_loop(iterator, tf.constant(n, tf.int32))
+            loss_sum, metric_sums, done = run_loop(step, n)
             elapsed = time.perf_counter() - started
-            done = int(done.numpy())
-            step = int(self.optimizer.step.numpy())
-            loop_steps.assign(0)
-            loop_start[0] = step
+            step = self.current_step()
             if done == 0:
                 break
-            loss = float(loss_sum.numpy()) / done
-            metrics = {k: float(v.numpy()) / done for k, v in zip(names, metric_sums)}
+            loss = loss_sum / done
+            metrics = {k: v / done for k, v in zip(names, metric_sums)}
             rate = done * global_batch / elapsed
-            lr = float(self.optimizer.current_learning_rate().numpy())
+            lr = self.learning_rate()
             writer.write(step, {"loss": loss, "learning_rate": lr, "examples_per_sec": rate,
                                 **metrics})
             log(f"step {step}/{spec.num_train_steps} loss {loss:.4f} "
@@ -329,14 +349,14 @@ class Runner:
             self.progress.update(step=step, loss=loss, examples_per_sec=rate,
                                  steps_per_sec=done / elapsed, metrics=metrics)
             if step % spec.save_checkpoints_steps == 0 or step >= spec.num_train_steps:
-                self._save(step)
+                self.save_checkpoint(step)
             if done == n:  # a loop cut short by a stop ends off the boundary: the resume evaluates
                 self._evaluate_if_due(step)
 
         self.progress.live_step = None
         if step < spec.num_train_steps:  # stopped by SIGTERM / Ctrl-C
             if self.progress.record.checkpoint_step != step:
-                self._save(step)
+                self.save_checkpoint(step)
             log(f"{self.stop.name}: checkpoint at step {step} saved; exit 42 (resume by running "
                 "again)")
             self.progress.update(status=progress_lib.PREEMPTED, message=self.stop.name)
@@ -344,7 +364,39 @@ class Runner:
         self.stop.graceful = False  # evaluation and export are redone by a restart
         return True
 
-    def _save(self, step: int) -> None:
+    def start_training(self, step: int) -> Callable[[int, int], tuple[float, list[float], int]]:
+        """``run_loop(step, n)``: up to n more steps from ``step`` (fewer when a stop is
+        requested) as one host call; (sum of losses, sums of metrics, steps done). Sets the
+        live step the heartbeat reads while a loop runs."""
+        position = self.input_position()  # where the uninterrupted run would read next
+        dataset = self.strategy.distribute_datasets_from_function(
+            lambda ctx: self.job.dataset(ctx, position))
+        iterator = iter(dataset)
+        # Host-side variables, outside the strategy: a stop request the loop checks before each
+        # step, and a step counter the heartbeat reads while a long host loop runs.
+        stop_flag = tf.Variable(False, trainable=False, name="stop_requested")
+        self.stop.on_request(lambda: stop_flag.assign(True))
+        loop_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="loop_steps")
+        loop_start = [step]
+        self.progress.live_step = lambda: loop_start[0] + int(loop_steps.numpy())
+        train_loop = self.make_train_loop(stop_flag, loop_steps)
+
+        def run_loop(step: int, n: int) -> tuple[float, list[float], int]:
+            loop_steps.assign(0)  # reset before moving the base: the live step never overshoots
+            loop_start[0] = step
+            loss_sum, metric_sums, done = train_loop(iterator, tf.constant(n, tf.int32))
+            done = int(done.numpy())
+            loop_steps.assign(0)
+            loop_start[0] = self.current_step()
+            return float(loss_sum.numpy()), [float(v.numpy()) for v in metric_sums], done
+
+        return run_loop
+
+    def learning_rate(self) -> float:
+        """The learning rate of the next step (for the summaries)."""
+        return float(self.optimizer.current_learning_rate().numpy())
+
+    def save_checkpoint(self, step: int) -> None:
         path = self.manager.save(checkpoint_number=step)
         self.progress.update(checkpoint_step=step)
         log(f"saved {path}")
@@ -357,6 +409,7 @@ class Runner:
         if not every or step % every or not 0 < step < self.spec.num_train_steps:
             return
         started = time.perf_counter()
+        self.sync_model()
         metrics = self.job.eval_metrics(self.context)
         if metrics:
             self.record_eval(step, metrics)

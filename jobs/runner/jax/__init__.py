@@ -1,0 +1,1 @@
+"""The runner on Keras 3's JAX backend (``backend: jax``): :mod:`jobs.runner.jax.runner`."""
