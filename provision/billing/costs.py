@@ -34,6 +34,7 @@ frees quota and saves $0.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
 from collections.abc import Iterable
@@ -215,6 +216,8 @@ class RunSpan:
     seconds_by_state: dict[str, float] = field(default_factory=dict)
     # the run's pace, estimate and estimate against actual (provision.runs.pace.summary)
     pace: dict[str, Any] = field(default_factory=dict)
+    # its wall time by cause (provision.runs.goodput.breakdown): for a run asked about alone
+    goodput: dict[str, Any] | None = None
 
     def end(self, now: float) -> float:
         return self.ended_at if self.ended_at is not None else now
@@ -436,7 +439,8 @@ class ClusterCost:
         return {"cluster": self.cluster, "account": self.account.to_dict(),
                 "lifetimes": [lt.to_dict(now) for lt in self.lives],
                 "runs": [{"run_id": r.run_id, "status": r.status, "created_at": r.created_at, "ended_at": r.ended_at,
-                          "seconds_by_state": r.seconds_by_state, "pace": r.pace} for r in self.runs],
+                          "seconds_by_state": r.seconds_by_state, "pace": r.pace,
+                          **({"goodput": r.goodput} if r.goodput is not None else {})} for r in self.runs],
                 "savings": [s.to_dict() for s in self.savings], "saved_usd": round(self.saved_usd, 4),
                 "saving_usd_per_hour": round(self.saving_per_hour, 4), "notes": self.notes}
 
@@ -491,6 +495,15 @@ class LocalRecords:
                    ledgers=read_local_by_cluster(provider.name, provider.project), specs=cached_specs(provider))
 
 
+def _exits(store: Any, attempts: int) -> dict[int, Any]:
+    """A run's exit records by attempt; one that cannot be read is left out (its times unattributed)."""
+    out: dict[int, Any] = {}
+    for n in range(1, attempts + 1):
+        with contextlib.suppress(Exception):  # a bad exit record costs its attempt's exit time, not the report
+            out[n] = store.exits(n)
+    return out
+
+
 def cluster_cost(provider: Any, target: Any, cluster: str, live: list[dict[str, Any]] | None, *,
                  now: float, run_ids: set[str] | None = None,
                  local: LocalRecords | None = None, ledgers: Any = None) -> ClusterCost:
@@ -522,13 +535,18 @@ def cluster_cost(provider: Any, target: Any, cluster: str, live: list[dict[str, 
             except Exception as exc:  # noqa: BLE001
                 notes.append(f"ledger in {url} unreadable ({type(exc).__name__})")
     all_spans = []
+    asked: dict[str, tuple[dict[str, Any], list[dict[str, Any]], dict[int, Any]]] = {}
     for e in entries:
         try:
             store = runs.RunStore(open_bucket(e["bucket"], target), e["run_id"])
             rec = store.load()
-            span = run_span(rec.to_dict(), store.events())
+            run_events = store.events()
+            span = run_span(rec.to_dict(), run_events)
             span.pace = summary(rec)
             all_spans.append(span)
+            if run_ids is not None and rec.run_id in run_ids:
+                # a run asked about alone: its hosts' exit records too, for its goodput
+                asked[rec.run_id] = (rec.to_dict(), run_events, _exits(store, rec.attempts))
         except Exception as exc:  # noqa: BLE001 - one unreadable run must not hide the rest
             notes.append(f"run {e['run_id']} unreadable ({type(exc).__name__}: {exc})")
     # every run of the cluster decides what is idle, even when only one run is reported
@@ -553,5 +571,13 @@ def cluster_cost(provider: Any, target: Any, cluster: str, live: list[dict[str, 
         if lt.open_note:
             notes.append(f"TPU {lt.node} created {time.strftime('%Y-%m-%d %H:%M', time.localtime(lt.created_at))}: "
                          f"{lt.open_note}")
+    if asked:
+        from ..runs.goodput import Billed, breakdown
+
+        billed = [Billed(lt.created_at, lt.billed_until(now), lt.hourly) for lt in lives]
+        for span in spans:
+            if span.run_id in asked:
+                rec_d, evs, exits = asked[span.run_id]
+                span.goodput = breakdown(rec_d, evs, now=now, exits=exits, billed=billed)
     return ClusterCost(cluster=cluster, lives=lives, runs=spans, account=acct, savings=saves, notes=notes)
 

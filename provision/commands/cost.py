@@ -141,7 +141,7 @@ def _cluster_text(r, *, run_id: str | None) -> str:
                  f"{sum(a.cost_on_demand.values()):.2f}", f"{sum(a.cost_preemptible.values()):.2f}"])
     rows.append(["waiting, no TPU billed", *spent(a.waiting_unbilled_hours), "0.00", "0.00", "0.00"])
     lines = [head, table(rows, ("STATE", "HOURS", "TIME", "$ AS RUN", "$ ON-DEMAND", "$ PREEMPTIBLE"))]
-    from .status import pace_lines
+    from .status import goodput_lines, pace_lines
 
     for run in r.runs:
         sbs = run.seconds_by_state or {}
@@ -150,6 +150,7 @@ def _cluster_text(r, *, run_id: str | None) -> str:
                          + ", ".join(f"{k} {format_duration(v)}" for k, v in sorted(sbs.items())))
         lines.extend(f"  {line.split(': ', 1)[1]}" for line in pace_lines(run.run_id, run.pace)
                      if "estimate" in line)
+        lines.extend(goodput_lines(run.run_id, run.goodput))
     if r.savings:
         reaped = len(r.savings)
         lines.append(f"idle reaping saved ${r.saved_usd:.2f} so far ({reaped} TPU(s) deleted idle"

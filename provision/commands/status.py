@@ -45,6 +45,11 @@ def command(name: str | None, zone: str | None, provider: str | None, project: s
 
     latest = runs.latest_by_cluster()
     views = cluster.status(prov, name=name, zone=zone, run_lookup=lambda c: run_summary(latest.get(c), target))
+    if name:
+        # one cluster asked about: its run's wall time by cause (a fleet's status reads no more per run)
+        for v in views:
+            if v.run:
+                v.run["goodput"] = run_goodput(prov, target, v.run)
     if name and not views:
         from ..basics.errors import UnknownName
 
@@ -80,6 +85,8 @@ def command(name: str | None, zone: str | None, provider: str | None, project: s
             if r["status"] in ("gave_up", "stopped") and r.get("reason"):
                 click.echo(f"{r['run_id']} stopped: {r['reason']}")
             for line in pace_lines(r["run_id"], r.get("pace") or {}):
+                click.echo(line)
+            for line in goodput_lines(r["run_id"], r.get("goodput")):
                 click.echo(line)
     click.echo("")
     for v in views:
@@ -159,6 +166,33 @@ def run_summary(entry: dict | None, target) -> dict | None:
             "bootstrap_failed": [b.to_dict() for b in down],
             "outputs": [o for o in p.get("outputs") or [] if isinstance(o, str)], "pace": summary(rec),
             **{k: metrics[k] for k in ("exact_match", "f1") if k in metrics}}
+
+
+def run_goodput(prov, target, run: dict) -> dict | None:
+    """A run's goodput and badput by cause (provision.runs.goodput), priced as ``tpuctl cost RUN``
+    prices it; None when its records cannot be read."""
+    import time
+
+    from ..billing import costs
+
+    try:
+        report = costs.cluster_cost(prov, target, run["cluster"], None, now=time.time(), run_ids={run["run_id"]})
+    except Exception:  # noqa: BLE001 - the status table stands without it
+        return None
+    return next((r.goodput for r in report.runs if r.run_id == run["run_id"]), None)
+
+
+def goodput_lines(run_id: str, g: dict | None) -> list[str]:
+    """The compact goodput block of ``status NAME`` and ``cost RUN``: goodput, the top badput causes
+    with seconds and dollars, and each preemption by phase."""
+    from ..basics.validate import format_duration
+    from ..runs.goodput import lines
+
+    def usd(v: float) -> str:
+        return f"${v:,.2f}" if v >= 1 else f"${v:.4f}"
+
+    return [f"{run_id}: {line}" if not line.startswith(" ") else line
+            for line in lines(g or {}, duration=format_duration, usd=usd)]
 
 
 def pace_lines(run_id: str, pace: dict) -> list[str]:

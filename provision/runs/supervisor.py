@@ -500,9 +500,13 @@ class Supervisor:
                               "preemptions": []}
         rec.recovering["preemptions"] = [*rec.recovering.get("preemptions", []), rec.preemptions]
         rec.status = "recovering"
+        # when the hit attempt's program started, trained its first step and its last one (its
+        # progress record is replaced by the next attempt's): what goodput dates (provision.runs.goodput)
         self._event("preempted", preemption=rec.preemptions, cause=reason,
                     tpu_state=tpu.state.value if tpu else "missing", step=step_said(p),
-                    checkpoint_step=p.get("checkpoint_step"), during_recovery=True if overlapping else None)
+                    checkpoint_step=p.get("checkpoint_step"), during_recovery=True if overlapping else None,
+                    attempt=(rec.attempt or {}).get("n"), program_started_at=p.get("started_at"),
+                    first_step_at=p.get("first_step_time"), step_at=p.get("step_time"))
 
     def _read_progress(self) -> None:
         rec = self.rec
@@ -555,10 +559,11 @@ class Supervisor:
         # seconds_lost dates its first new step (or, for a program that reports none, its
         # start), where tpuctl cost ends the waiting
         if unknown:
-            self._event("resumed", step="unknown", seconds_lost=round(lost_s, 1), preemptions=r.get("preemptions"))
+            self._event("resumed", step="unknown", seconds_lost=round(lost_s, 1), preemptions=r.get("preemptions"),
+                        program_started_at=started or None)
             return
         self._event("resumed", step=resumed, steps_lost=lost_steps, seconds_lost=round(lost_s, 1),
-                    preemptions=r.get("preemptions"))
+                    preemptions=r.get("preemptions"), program_started_at=started or None)
 
     def _account(self) -> None:
         """Count the time since the last look in the state the run was left in then (a job that

@@ -1,0 +1,402 @@
+"""Goodput, measured: where a run's wall time went, by cause, from what tpuctl records. Pure.
+
+The terms are Google's, from the ML Goodput Measurement library (``ml-goodput-measurement``,
+github.com/AI-Hypercomputer/ml-goodput-measurement, README "Badput Breakdown Details") and the
+Cloud TPU page "Monitor goodput with the ML Goodput Measurement library"
+(cloud.google.com/tpu/docs/goodput):
+
+- *goodput* is "the proportion of TPU usage time spent making productive, preserved training
+  progress"; ``goodput_time`` the productive time in seconds, ``total_elapsed_time`` the wall-clock
+  duration "from the moment the application starts running";
+- *badput* is the rest, by cause (the library's ``BadputType``): ``TPU_INITIALIZATION`` (device
+  discovery, slice initialization), ``TRAINING_PREP`` (checkpoint managers, checkpoint loading),
+  ``PROGRAM_STARTUP`` (tracing, compilation, runtime initialization), ``DATA_LOADING``,
+  ``UNPRODUCTIVE_CHECKPOINT_SAVE_TIME`` / ``_RESTORE_TIME``, ``WASTED_PROGRESS_FROM_DISRUPTION``
+  ("time that was spent on productive training but lost after restart") and ``OTHER``.
+
+The library is told these instants by the program itself. tpuctl measures from the outside, for
+any program, with what it already records: the run record (``created_at``, ``ended_at``, the
+latest ``last_progress``: program start, first step, last step; the ``curve`` of step and time at
+each look), its events (``attempt_started``; ``preempted`` with the hit attempt's program start,
+first and last step; ``recreate_failed``; ``recreated`` with its seconds; ``resumed`` with the
+steps redone, the first new step as ``seconds_lost`` after the preemption and the new program's
+start), the hosts' exit records (time, code, after SIGTERM, killed after the grace) and the TPU's
+billed lifetimes from the cost ledger. What those do not tell apart is one combined category, and
+a span whose cause cannot be told is ``unattributed``: never guessed. The categories partition the
+wall time ``[created_at, ended_at or now)`` exactly (:func:`breakdown`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+GOODPUT = "goodput"
+# every category, in the order they are shown: (key, Google's BadputType it stands for, what it holds)
+CATEGORIES: tuple[tuple[str, str, str], ...] = (
+    (GOODPUT, "goodput_time",
+     "training on steps that were kept: from an attempt's first step to its last, less steps redone later"),
+    ("provisioning", "- (tpuctl)",
+     "waiting for a TPU: created for the run, recreated after a preemption, retries after stockouts or quota"),
+    ("billed_no_job", "- (tpuctl)",
+     ("the TPU billed while no job ran and no recovery was under way (staging before the first attempt, "
+      "the look that sees the job's end)")),
+    ("host_bootstrap", "- (tpuctl)",
+     ("an attempt handed to the hosts until its program started: the host agent, wheels, requirements, "
+      "checkpoint-dir restore")),
+    ("program_startup", ("TPU_INITIALIZATION + TRAINING_PREP + PROGRAM_STARTUP + "
+                         "UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME"),
+     ("program start to its first step: accelerator init, checkpoint restore, tracing and compilation "
+      "(one program's own phases are not told apart from outside)")),
+    ("data_loading", "DATA_LOADING", "making pretraining data on the TPU host (the job's data_creation spans)"),
+    ("checkpoint_save", "UNPRODUCTIVE_CHECKPOINT_SAVE_TIME",
+     "after the preemption notice: from the last step to the job's exit, when it lost no step (it saved)"),
+    ("wasted_progress", "WASTED_PROGRESS_FROM_DISRUPTION",
+     "training whose steps were redone after a preemption: from the step it resumed at to the job's end"),
+    ("disruption", "WASTED_PROGRESS_FROM_DISRUPTION (downtime)",
+     "no job between a disruption and the next attempt: exit or detection to recreate, recreated to restart"),
+    ("unattributed", "OTHER",
+     ("spans whose cause the records do not tell (a hard kill's power-off, a finished job's last save, "
+      "an attempt whose program never reported a step)")),
+)
+KEYS = tuple(k for k, _g, _w in CATEGORIES)
+GOOGLE = {k: g for k, g, _w in CATEGORIES}
+WHAT = {k: w for k, _g, w in CATEGORIES}
+
+
+@dataclass(frozen=True)
+class Billed:
+    """A TPU incarnation's billed span and its price per hour (None: unknown)."""
+
+    start: float
+    end: float
+    usd_per_hour: float | None
+
+
+def _num(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return None
+    return float(v)
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _at(t: float | None, lo: float, hi: float) -> float | None:
+    """``t`` when it falls inside [lo, hi], else None (a time from another attempt, or no time)."""
+    return t if t is not None and lo <= t <= hi else None
+
+
+class _Cuts:
+    """Consecutive segments from a cursor: each ``to(t, cat)`` covers [cursor, t) and moves the
+    cursor; a time before the cursor covers nothing. Gaps cannot arise, so the sum is the wall."""
+
+    def __init__(self, start: float, end: float):
+        self.cursor, self.end = start, end
+        self.segments: list[tuple[float, float, str]] = []
+
+    def to(self, t: float | None, cat: str) -> None:
+        if t is None:
+            return
+        t = min(t, self.end)
+        if t > self.cursor:
+            if self.segments and self.segments[-1][2] == cat and self.segments[-1][1] == self.cursor:
+                a, _b, _c = self.segments.pop()
+                self.segments.append((a, t, cat))
+            else:
+                self.segments.append((self.cursor, t, cat))
+            self.cursor = t
+
+
+def _time_at_step(curve: list[tuple[float, int]], step: int, lo: float, hi: float) -> float | None:
+    """When the attempt in [lo, hi] reached ``step``, from the curve's (time, step) points: the
+    point itself, or the straight line between the two points around it (the supervisor's looks)."""
+    pts = sorted((t, s) for t, s in curve if lo <= t <= hi)
+    if not pts:
+        return None
+    prev = None
+    for t, s in pts:
+        if s >= step:
+            if s == step or prev is None:
+                return t
+            (t0, s0) = prev
+            return t0 + (t - t0) * (step - s0) / (s - s0) if s > s0 else t
+        prev = (t, s)
+    return None
+
+
+def breakdown(record: Mapping[str, Any], events: Iterable[Mapping[str, Any]], *, now: float,
+              exits: Mapping[int, Mapping[str, Mapping[str, Any]]] | None = None,
+              billed: Iterable[Billed] | None = None) -> dict[str, Any]:
+    """The run's wall time by cause, its goodput, what the badput cost, and each preemption's phases.
+
+    ``record``: run.json as a dict; ``events``: events.jsonl; ``exits``: the hosts' exit records
+    by attempt and worker; ``billed``: the TPU's billed spans and prices (None: not known, no
+    dollars). Every second of ``[created_at, ended_at or now)`` is in exactly one category."""
+    start = _num(record.get("created_at")) or 0.0
+    end = max(start, _num(record.get("ended_at")) or now)
+    evs = sorted((e for e in events if isinstance(e, Mapping) and _num(e.get("time")) is not None),
+                 key=lambda e: float(e["time"]))
+    exits = exits or {}
+    spans = sorted(billed or [], key=lambda b: b.start) if billed is not None else None
+    curve = [(float(c["t"]), int(c["step"])) for c in record.get("curve") or []
+             if isinstance(c, Mapping) and _num(c.get("t")) is not None and _int(c.get("step")) is not None]
+    last = record.get("last_progress") if isinstance(record.get("last_progress"), Mapping) else {}
+
+    # attempts: (n, started)
+    attempts = [(_int(e.get("attempt")) or i + 1, float(e["time"])) for i, e in
+                enumerate(x for x in evs if x.get("event") == "attempt_started")]
+    # outages: each from its first preempted event to its resumed event
+    outages: list[dict[str, Any]] = []
+    cur: dict[str, Any] | None = None
+    for e in evs:
+        kind, t = e.get("event"), float(e["time"])
+        if kind == "preempted":
+            if cur is None:
+                cur = {"detected_at": t, "preempted": e, "recreate_failed": [], "recreated": None,
+                       "resumed": None, "preemptions": [e.get("preemption")]}
+                outages.append(cur)
+            else:
+                cur["preemptions"].append(e.get("preemption"))
+        elif cur is not None and kind == "recreate_failed":
+            cur["recreate_failed"].append(t)
+        elif cur is not None and kind == "recreated":
+            cur["recreated"] = e
+        elif cur is not None and kind == "resumed":
+            cur["resumed"] = e
+            cur = None
+
+    cuts = _Cuts(start, end)
+    # before the first attempt: waiting for the TPU, then billed with no job
+    first = attempts[0][1] if attempts else end
+    created = [b.start for b in spans or [] if start <= b.start < first]
+    billed_at_start = any(b.start <= start < b.end for b in spans or [])
+    if spans is None:
+        cuts.to(first, "unattributed")
+    elif billed_at_start:
+        cuts.to(first, "billed_no_job")
+    elif created:
+        cuts.to(min(created), "provisioning")
+        cuts.to(first, "billed_no_job")
+    else:
+        cuts.to(first, "provisioning")
+
+    preemptions: list[dict[str, Any]] = []
+    for i, (n, a) in enumerate(attempts):
+        b = attempts[i + 1][1] if i + 1 < len(attempts) else end
+        outage = next((o for o in outages if a <= o["detected_at"] < b), None)
+        latest = i + 1 == len(attempts)
+        p_ev = (outage or {}).get("preempted") or {}
+        prev_out = next((o for o in outages if o["resumed"] is not None and attempts[i - 1][1] <= o["detected_at"] < a),
+                        None) if i else None
+        # program start and first step of this attempt
+        prog = _at(_num(p_ev.get("program_started_at")), a, b)
+        first_step = _at(_num(p_ev.get("first_step_at")), a, b)
+        last_step = _at(_num(p_ev.get("step_at")), a, b)
+        if prev_out is not None:
+            r = prev_out["resumed"]
+            prog = prog or _at(_num(r.get("program_started_at")), a, b)
+            lost = _num(r.get("seconds_lost"))
+            if lost is not None and r.get("step") != "unknown":
+                first_step = first_step or _at(min(prev_out["detected_at"] + lost, float(r["time"])), a, b)
+        if latest and _num(last.get("started_at")) is not None and a <= float(last["started_at"]) <= b:
+            prog = prog or float(last["started_at"])
+            first_step = first_step or _at(_num(last.get("first_step_time")), a, b)
+            last_step = last_step or _at(_num(last.get("step_time")), a, b)
+        if first_step is not None:
+            pts = [t for t, _s in curve if first_step <= t <= (outage["detected_at"] if outage else b)]
+            last_step = max([x for x in (last_step, *pts) if x is not None], default=None)
+        recs = [x for x in (exits.get(n) or {}).values() if isinstance(x, Mapping)]
+        exit_at = max([t for t in (_num(x.get("time")) for x in recs) if t is not None and a <= t <= b], default=None)
+        noticed = any(x.get("after_sigterm") or x.get("code") == 42 for x in recs)
+        killed = any(x.get("killed_after_s") for x in recs)
+        # steps redone: the step this attempt reached, less the step the next one resumed at
+        redone, resumed_step = None, None
+        if outage is not None and outage["resumed"] is not None and outage["resumed"].get("step") != "unknown":
+            redone = _int(outage["resumed"].get("steps_lost"))
+            resumed_step = _int(outage["resumed"].get("step"))
+        t_kept = None
+        if redone and resumed_step is not None and first_step is not None and last_step is not None:
+            reached = _int(p_ev.get("step"))
+            t_kept = _time_at_step(curve + ([(last_step, reached)] if reached is not None else []),
+                                   resumed_step, first_step, last_step)
+            t_kept = first_step if t_kept is None else t_kept
+
+        if prog is not None:
+            cuts.to(prog, "host_bootstrap")
+        if first_step is not None:
+            cuts.to(first_step, "program_startup" if prog is not None else "unattributed")
+            if redone and t_kept is not None:
+                cuts.to(t_kept, GOODPUT)
+                cuts.to(last_step, "wasted_progress")
+            else:
+                cuts.to(last_step, GOODPUT)
+        stop = outage["detected_at"] if outage else b
+        if exit_at is not None and exit_at <= stop:
+            if outage is None:
+                cuts.to(exit_at, "unattributed")           # a finished (or failed) job's last save and exit
+            elif redone:
+                cuts.to(exit_at, "wasted_progress")
+            elif noticed and redone == 0:
+                cuts.to(exit_at, "checkpoint_save")
+            else:
+                cuts.to(exit_at, "unattributed")
+            cuts.to(stop, "disruption" if outage is not None or not latest else "billed_no_job")
+        elif outage is not None:
+            # no exit record before it was seen: the power-off (a hard kill) is not recorded
+            cuts.to(stop, "unattributed")
+        elif not latest:
+            cuts.to(b, "unattributed")
+        if outage is not None:
+            rec_ev = outage["recreated"]
+            # its seconds are rounded to a tenth: never before the preemption was seen
+            rec_started = max(outage["detected_at"], float(rec_ev["time"]) - (_num(rec_ev.get("seconds")) or 0.0)) \
+                if rec_ev else None
+            failed = [t for t in outage["recreate_failed"] if t <= (rec_started or b)]
+            if failed:
+                cuts.to(max(failed), "provisioning")
+            cuts.to(rec_started, "disruption")
+            cuts.to(float(rec_ev["time"]) if rec_ev else None, "provisioning")
+            cuts.to(b, "disruption")
+            preemptions.append(_preemption(outage, n=n, last_step=last_step, exit_at=exit_at, noticed=noticed,
+                                           killed=killed, rec_started=rec_started, failed=failed,
+                                           next_attempt=b if not latest else None, redone=redone,
+                                           t_kept=t_kept))
+        cuts.to(b, "unattributed")      # a live run's step in progress: not kept yet, nor lost
+    cuts.to(end, "unattributed")
+
+    segments = _carve(cuts.segments, _data_spans(last, end))
+    # fill in each preemption's new attempt: bootstrap, program start, first new step
+    for pre in preemptions:
+        _restart_phases(pre, segments)
+    seconds = dict.fromkeys(KEYS, 0.0)
+    usd = dict.fromkeys(KEYS, 0.0) if spans is not None else None
+    for x, y, cat in segments:
+        seconds[cat] += y - x
+        if usd is not None:
+            usd[cat] += _cost(x, y, spans or [])
+    wall = end - start
+    bad = {k: v for k, v in seconds.items() if k != GOODPUT}
+    out: dict[str, Any] = {
+        "start": start, "end": end, "wall_s": round(wall, 3), "goodput_s": round(seconds[GOODPUT], 3),
+        "goodput_pct": round(100 * seconds[GOODPUT] / wall, 2) if wall > 0 else None,
+        "badput_s": round(sum(bad.values()), 3),
+        "badput_usd": round(sum(v for k, v in usd.items() if k != GOODPUT), 6) if usd is not None else None,
+        "total_usd": round(sum(usd.values()), 6) if usd is not None else None,
+        "categories": {k: {"seconds": round(seconds[k], 3), "usd": round(usd[k], 6) if usd is not None else None,
+                           "google": GOOGLE[k], "includes": WHAT[k]} for k in KEYS},
+        "preemptions": preemptions,
+        "segments": [[round(x, 3), round(y, 3), c] for x, y, c in segments][-400:],
+    }
+    return out
+
+
+def _data_spans(last: Mapping[str, Any], end: float) -> list[tuple[float, float]]:
+    out = []
+    for entry in last.get("data_creation") or []:
+        if isinstance(entry, list) and len(entry) == 2 and _num(entry[0]) is not None:
+            out.append((float(entry[0]), _num(entry[1]) if _num(entry[1]) is not None else end))
+    return out
+
+
+def _carve(segments: list[tuple[float, float, str]], data: list[tuple[float, float]]) -> list[tuple[float, float, str]]:
+    """The segments with the job's data-making spans cut out of its startup and training as data_loading."""
+    for da, db in data:
+        out = []
+        for x, y, c in segments:
+            if c not in (GOODPUT, "program_startup") or db <= x or da >= y:
+                out.append((x, y, c))
+                continue
+            a, b = max(x, da), min(y, db)
+            out += [s for s in ((x, a, c), (a, b, "data_loading"), (b, y, c)) if s[1] > s[0]]
+        segments = out
+    return segments
+
+
+def _cost(x: float, y: float, spans: list[Billed]) -> float:
+    return sum(max(0.0, min(y, b.end) - max(x, b.start)) * (b.usd_per_hour or 0.0) / 3600 for b in spans)
+
+
+def _phase(name: str, a: float | None, b: float | None) -> dict[str, Any]:
+    if a is None or b is None:
+        return {"phase": name, "seconds": None, "recorded": False}
+    return {"phase": name, "seconds": round(max(0.0, b - a), 3), "from": round(a, 3), "to": round(b, 3),
+            "recorded": True}
+
+
+def _preemption(o: dict[str, Any], *, n: int, last_step: float | None, exit_at: float | None, noticed: bool,
+                killed: bool, rec_started: float | None, failed: list[float], next_attempt: float | None,
+                redone: int | None, t_kept: float | None) -> dict[str, Any]:
+    d = o["detected_at"]
+    p = o["preempted"]
+    rec = o["recreated"]
+    res = o["resumed"] or {}
+    notice = True if noticed and exit_at is not None else (False if exit_at is None else None)
+    phases = [
+        _phase("notice to job exit", None, None),         # the notice's own time is not recorded
+        _phase("last step to job exit", last_step, exit_at if notice else None),
+        _phase("job exit to preemption seen", exit_at, d if exit_at is not None and exit_at <= d else None),
+        _phase("seen to recreate started", d, rec_started),
+    ]
+    if failed:
+        phases.append(_phase("of which failed recreates (capacity, quota)", d, max(failed)))
+    phases += [_phase("recreate", rec_started, float(rec["time"]) if rec else None),
+               _phase("recreated to attempt started", float(rec["time"]) if rec else None, next_attempt)]
+    return {"preemptions": [x for x in o["preemptions"] if x is not None], "attempt": n, "detected_at": d,
+            "cause": p.get("cause"), "notice": notice, "killed_after_grace": killed,
+            "step": p.get("step"), "checkpoint_step": p.get("checkpoint_step"),
+            "resumed_step": res.get("step"), "steps_redone": redone,
+            "checkpointed_in_notice": (redone == 0) if notice and redone is not None else None,
+            "wasted_s": round(max(0.0, (exit_at or last_step or 0.0) - t_kept), 3)
+            if t_kept is not None and redone and (exit_at or last_step) else (0.0 if redone == 0 else None),
+            "phases": phases, "seconds_lost": res.get("seconds_lost"), "next_attempt_at": next_attempt}
+
+
+def _restart_phases(pre: dict[str, Any], segments: list[tuple[float, float, str]]) -> None:
+    """The new attempt's host bootstrap and program startup, as the segments after it say."""
+    a = pre.get("next_attempt_at")
+    if a is None:
+        pre["phases"] += [_phase("host bootstrap", None, None), _phase("program start and restore to first step",
+                                                                        None, None)]
+        return
+    boot = next(((x, y) for x, y, c in segments if x >= a and c == "host_bootstrap"), None)
+    start = next(((x, y) for x, y, c in segments if x >= a and c == "program_startup"), None)
+    pre["phases"] += [_phase("host bootstrap", *(boot or (None, None))),
+                      _phase("program start and restore to first step", *(start or (None, None)))]
+    first = start[1] if start else None
+    pre["first_new_step_at"] = first
+    pre["recovery_s"] = round(first - pre["detected_at"], 3) if first is not None else None
+
+
+def top_badput(g: Mapping[str, Any], n: int = 3) -> list[tuple[str, float, float | None]]:
+    """The ``n`` largest badput causes: (key, seconds, dollars)."""
+    cats = g.get("categories") or {}
+    rows = [(k, v["seconds"], v.get("usd")) for k, v in cats.items() if k != GOODPUT and v["seconds"] > 0]
+    return sorted(rows, key=lambda r: -r[1])[:n]
+
+
+def lines(g: Mapping[str, Any], *, duration: Any, usd: Any) -> list[str]:
+    """The compact block ``status`` and ``cost`` show: goodput, the top badput causes, each preemption."""
+    if not g or g.get("wall_s") is None:
+        return []
+    pct = g.get("goodput_pct")
+    head = (f"goodput {pct:.1f}% ({duration(g['goodput_s'])} of {duration(g['wall_s'])})" if pct is not None
+            else "goodput: no time yet")
+    if g.get("badput_usd") is not None:
+        head += f"; badput {duration(g['badput_s'])}, {usd(g['badput_usd'])}"
+    out = [head]
+    top = top_badput(g)
+    if top:
+        out.append("  badput: " + ", ".join(f"{k} {duration(s)}" + (f" {usd(u)}" if u is not None else "")
+                                            for k, s, u in top))
+    for pre in g.get("preemptions") or []:
+        said = "notice, checkpointed in it" if pre.get("checkpointed_in_notice") else \
+            "notice" if pre.get("notice") else "no notice seen" if pre.get("notice") is False else "notice unknown"
+        parts = [f"{p['phase']} {duration(p['seconds'])}" for p in pre["phases"] if p["recorded"]]
+        redone = pre.get("steps_redone")
+        out.append(f"  preemption {','.join(str(x) for x in pre['preemptions']) or '?'} ({said}; "
+                   f"{'steps redone unknown' if redone is None else f'{redone} steps redone'}): " + ", ".join(parts))
+    return out
