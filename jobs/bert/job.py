@@ -14,7 +14,7 @@ from collections.abc import Callable
 import tensorflow as tf
 
 from ..job import Job, JobContext, log, unwrap
-from ..optimization import AdamWeightDecay
+from ..optimization import AdamWeightDecay, StatelessAdamW
 from . import weights
 from .spec import BertSpec
 
@@ -33,9 +33,16 @@ class BertJob(Job):
         optimizer skips variables without a gradient)."""
         return True
 
-    def build_optimizer(self, ctx: JobContext) -> AdamWeightDecay:
+    def build_optimizer(self, ctx: JobContext) -> AdamWeightDecay | StatelessAdamW:
+        """The original AdamW over the variables the loss reaches: on TensorFlow a module with
+        its moments, on JAX the same arithmetic with no state (the runner keeps it)."""
         s = self.spec
         trained = {n: v for n, v in ctx.variables.items() if self.trainable(n)}
+        if ctx.backend == "jax":
+            return StatelessAdamW(trained, init_lr=s.learning_rate,
+                                  num_train_steps=s.num_train_steps,
+                                  num_warmup_steps=s.warmup_steps,
+                                  weight_decay_rate=s.weight_decay_rate)
         return AdamWeightDecay(trained, init_lr=s.learning_rate, num_train_steps=s.num_train_steps,
                                num_warmup_steps=s.warmup_steps,
                                weight_decay_rate=s.weight_decay_rate,

@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.tf, pytest.mark.slow]
 TEST_LINES = 37  # not a multiple of any batch below: the last batch is padded
 
 
-def _test_file(tmp_path: Path, tiny: Path, lines: int = TEST_LINES) -> Path:
+def unlabeled_file(tmp_path: Path, tiny: Path, lines: int = TEST_LINES) -> Path:
     """The first ``lines`` dev texts, without their labels, under a header row."""
     texts = [line.split("\t")[0] for line in (tiny / "dev.tsv").read_text().splitlines()[1:]]
     path = tmp_path / "test.tsv"
@@ -36,7 +36,7 @@ def _test_file(tmp_path: Path, tiny: Path, lines: int = TEST_LINES) -> Path:
     return path
 
 
-def _predict_cli(*args: str) -> subprocess.CompletedProcess:
+def predict_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "jobs.bert.predict", *args], cwd=REPO,
                           env=job_env(), capture_output=True, text=True, timeout=120, check=False)
 
@@ -51,7 +51,7 @@ def test_predictions_savedmodel_and_checkpoint_agree(tmp_path, tiny_dir, job_her
     """Two replicas and a predict batch of 10 (fitted to 10 over 2 replicas; 37 lines pad to
     40): every line gets exactly one row, in order, and the job's probabilities, the
     SavedModel's and a Keras model restored from the final checkpoint agree to 1e-5."""
-    test = _test_file(tmp_path, tiny_dir)
+    test = unlabeled_file(tmp_path, tiny_dir)
     spec = finetune_spec(tmp_path, tiny_dir, num_train_steps=100, save_checkpoints_steps=100,
                          steps_per_execution=50, test_file=str(test), predict_batch_size=10)
     proc = run_job(spec, env=job_env(TPUCTL_CPU_REPLICAS="2"))
@@ -107,7 +107,7 @@ def test_predictions_savedmodel_and_checkpoint_agree(tmp_path, tiny_dir, job_her
     assert "outputs['probabilities']" in shown.stdout and "inputs['input_mask']" in shown.stdout
 
     # The command line tokenizes the file itself, in batches of 6 (37 = 6 x 6 + 1).
-    cli = _predict_cli(str(saved), str(test), "--output", str(tmp_path / "out"),
+    cli = predict_cli(str(saved), str(test), "--output", str(tmp_path / "out"),
                        "--batch-size", "6")
     assert cli.returncode == 0, cli.stderr[-2000:]
     cli_rows = (tmp_path / "out" / "test_results.tsv").read_text().splitlines()
@@ -144,13 +144,13 @@ def test_predictions_savedmodel_and_checkpoint_agree(tmp_path, tiny_dir, job_her
     assert not list((tmp_path / "p").glob("*.tmp")) and (tmp_path / "p" / "saved_model").is_dir()
 
     # Bad input to the command line: one line, exit 2.
-    bad = _predict_cli(str(run), str(test))
+    bad = predict_cli(str(run), str(test))
     assert bad.returncode == 2 and _error_lines(bad.stderr) == [
         (f"tpuctl: error: {run} is not a SavedModel directory (no saved_model.pb); "
         "pass a fine-tune's <model_dir>/saved_model")]
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text("good film\tyes\tpos\n")
-    bad = _predict_cli(str(saved), str(pairs))
+    bad = predict_cli(str(saved), str(pairs))
     assert bad.returncode == 2 and _error_lines(bad.stderr) == [
         (f"tpuctl: error: {pairs} line 1 has 3 columns but training had 1 text "
         "column(s); give text[<TAB>label]")]
@@ -174,7 +174,7 @@ def test_a_bad_test_file_stops_before_any_step(tmp_path, tiny_dir, content, mess
 
 def test_predict_only_needs_a_fine_tuned_checkpoint(tmp_path, tiny_dir, job_here):
     """The pretrained checkpoint has no classifier head: one line, exit 2, before any step."""
-    test = _test_file(tmp_path, tiny_dir, lines=3)
+    test = unlabeled_file(tmp_path, tiny_dir, lines=3)
     spec = finetune_spec(tmp_path, tiny_dir, num_train_steps=0, test_file=str(test))
     proc = job_here(spec)
     assert proc.returncode == 2, proc.stderr[-2000:]

@@ -40,6 +40,25 @@ def coordinator(env: dict) -> str | None:
     return None
 
 
+def workers(hosts: int, host: int, env: dict | None = None) -> tuple[int, int]:
+    """(processes, this one's index): ``TF_CONFIG``'s (``hosts``, ``host``, the local provider's
+    emulated slices) or, without it, ``TPUCTL_NUM_WORKERS`` and ``TPUCTL_WORKER_INDEX`` (what the
+    host agent gives every worker of a TPU VM slice)."""
+    env = dict(os.environ if env is None else env)
+    if (env.get("TF_CONFIG") or "").strip():
+        return hosts, host
+    try:
+        count = int(env.get("TPUCTL_NUM_WORKERS") or 1)
+        index = int(env.get("TPUCTL_WORKER_INDEX") or 0)
+    except ValueError:
+        raise ConfigError("TPUCTL_NUM_WORKERS and TPUCTL_WORKER_INDEX must be integers; the host "
+                          "agent sets them, unset them to run on one host") from None
+    if count < 1 or not 0 <= index < count:
+        raise ConfigError(f"TPUCTL_WORKER_INDEX {index} is not one of the {count} workers of "
+                          "TPUCTL_NUM_WORKERS; unset both to run on one host")
+    return count, index
+
+
 def connect(hosts: int, host: int, env: dict | None = None) -> None:
     """Join the run's other processes (several hosts only)."""
     env = dict(os.environ if env is None else env)

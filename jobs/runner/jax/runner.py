@@ -50,6 +50,17 @@ from . import devices
 class JaxRunner(Runner):
     backend = "jax"
 
+    def __init__(self, spec, job, verbose: bool = False):
+        super().__init__(spec, job, verbose)
+        # On a TPU VM slice every worker runs this program, told its place by the host
+        # (TPUCTL_WORKER_INDEX of TPUCTL_NUM_WORKERS) rather than by TF_CONFIG
+        hosts, host = devices.workers(self.hosts, self.host)
+        if (hosts, host) != (self.hosts, self.host):
+            self.hosts, self.host = hosts, host
+            self.chief = host == 0
+            self.out_dir = self.model_dir if self.chief else f"{self.model_dir}/workers/{host}"
+            self.progress.enabled = self.chief
+
     # ---------------------------------------------------------------------------------------
     # Devices, model and checkpoints
 
