@@ -43,6 +43,13 @@ def main(argv: list[str] | None = None) -> int:
 
     if getattr(spec, "job", None) == "command":      # any program of the user's: no TensorFlow here
         return run_command(spec, args.spec)
+    # Keras 3 reads its backend once, when it is first imported: decide it before anything imports it
+    try:
+        backend = choose_backend(spec.backend)
+    except SpecError as exc:
+        report(exc)
+        return exitcodes.BAD_SPEC
+    print(f"jobs: backend {backend.name} ({backend.reason})", flush=True)
     # TensorFlow's C++ start-up chatter hides the lines that matter; keep warnings and errors.
     from .quiet import quiet_tensorflow
 
@@ -50,7 +57,22 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     from .runner.registry import run_spec
 
-    return run_spec(spec, verbose=args.verbose, search=search)
+    return run_spec(spec, verbose=args.verbose, search=search, backend=backend.name)
+
+
+def choose_backend(requested: str) -> Any:
+    """The spec's backend here (:func:`jobs.spec.backends.for_job`: the spec, ``TPUCTL_BACKEND``,
+    the TPU), set as ``KERAS_BACKEND``; on JAX, ``TPUCTL_CPU_REPLICAS`` virtual CPU devices in
+    ``XLA_FLAGS``, as the TensorFlow runner splits the CPU. Raises SpecError."""
+    from .spec.backends import for_job, xla_flags
+
+    choice = for_job(requested, os.environ)
+    if choice.name == "jax":
+        flags = xla_flags(os.environ.get("XLA_FLAGS"), os.environ.get("TPUCTL_CPU_REPLICAS"))
+        if flags is not None:
+            os.environ["XLA_FLAGS"] = flags
+    os.environ["KERAS_BACKEND"] = choice.name
+    return choice
 
 
 def run_command(spec: Any, spec_path: str) -> int:

@@ -16,7 +16,6 @@ from ..job import Job
 from ..keras.job import KerasJob
 from ..keras.spec import KerasSpec
 from ..spec.base import RunSpec
-from .runner import Runner
 
 JOBS: dict[str, type[Job]] = {"bert-pretrain": PretrainJob, "bert-finetune": ClassifierJob,
                               "bert-squad": SquadJob, "keras": KerasJob}
@@ -33,6 +32,14 @@ def make_job(spec: RunSpec, search: Sequence[str] | None = None) -> Job:
         raise ConfigError(f"unknown job {spec.job!r}; use one of {', '.join(JOBS)}") from None
 
 
-def run_spec(spec: RunSpec, verbose: bool = False, search: Sequence[str] | None = None) -> int:
-    """Run a checked spec in this process; returns the exit code."""
+def run_spec(spec: RunSpec, verbose: bool = False, search: Sequence[str] | None = None,
+             backend: str = "tensorflow") -> int:
+    """Run a checked spec in this process on Keras 3's ``backend`` (``KERAS_BACKEND``, set before
+    Keras was imported: ``python -m jobs run`` decides it); returns the exit code."""
+    if backend == "jax":
+        from .jax.runner import JaxRunner
+
+        return JaxRunner(spec, make_job(spec, search), verbose=verbose).run()
+    from .runner import Runner
+
     return Runner(spec, make_job(spec, search), verbose=verbose).run()

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 from ..errors import ConfigError
 
 PRECISIONS = ("auto", "float32", "bfloat16")
+BACKENDS = ("auto", "jax", "tensorflow")     # Keras 3's backend for the job (jobs.spec.backends)
 LOSS_NORMALIZATIONS = ("global", "replica")
 MAX_INT = 1 << 53   # integers beyond this are typos (and floats cannot hold them exactly)
 
@@ -54,6 +55,8 @@ class RunSpec:
     keep_checkpoint_max: int = opt(5, "checkpoints kept in model_dir (at least 2)")
     steps_per_execution: int = opt(1000, "steps per host call (TPUEstimator's iterations_per_loop)")
     precision: str = opt("auto", "auto (bfloat16 on TPUs and bf16-capable GPUs), float32 or bfloat16")
+    backend: str = opt("auto", "Keras 3's backend for the job: auto (jax on a TPU whose images have no "
+                               "TensorFlow TPU runtime, TPU7x; tensorflow elsewhere), jax or tensorflow")
     seed: int = opt(12345, "seed for initialisation, shuffling and dropout")
     loss_normalization: str = opt(
         "global", "global: every loss and metric is a mean over the global batch, so a spec "
@@ -148,6 +151,9 @@ class RunSpec:
         if self.loss_normalization not in LOSS_NORMALIZATIONS:
             raise SpecError(f"loss_normalization {show(self.loss_normalization)} is not one of "
                             f"{', '.join(LOSS_NORMALIZATIONS)}; use --set loss_normalization=global")
+        if self.backend not in BACKENDS:
+            raise SpecError(f"backend {show(self.backend)} is not one of {', '.join(BACKENDS)}; "
+                            "use --set backend=auto (or jax, tensorflow)")
         if self.precision not in PRECISIONS:
             raise SpecError(f"precision {show(self.precision)} is not one of {', '.join(PRECISIONS)}; "
                             "use --set precision=auto")

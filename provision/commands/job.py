@@ -64,8 +64,14 @@ def run(spec: str, sets: tuple[str, ...], dry_run: bool) -> None:
                          hint="install tpuctl with its train extra: pip install 'tpuctl[train]'") from None
     from jobs.usercode import search_path
 
+    backend = None
     try:  # and a job: keras module, read as the job will find it (beside the spec, here, PYTHONPATH)
-        load(spec, pairs).check_code(search_path(spec))
+        loaded = load(spec, pairs)
+        loaded.check_code(search_path(spec))
+        if getattr(loaded, "job", None) != "command":     # the Keras backend it gets here (jobs.spec.backends)
+            from jobs.spec.backends import for_job
+
+            backend = for_job(loaded.backend, os.environ)
     except SpecError as exc:
         raise UsageError(str(exc)) from None
     argv = [sys.executable, "-m", "jobs", "run", spec]
@@ -75,6 +81,8 @@ def run(spec: str, sets: tuple[str, ...], dry_run: bool) -> None:
         import shlex
 
         click.echo(f"spec {spec} is valid; would run: {shlex.join(argv)}", err=True)
+        if backend is not None:
+            click.echo(backend.line(), err=True)
         return
     sys.stdout.flush()
     sys.stderr.flush()

@@ -128,6 +128,8 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
                             allow_local=allow_local_paths, budget_usd=budget_usd, deadline=deadline)
     rec = prep.record
     rec.poll_s = poll_s
+    if prep.backend is not None:
+        say(prep.backend.line())      # which Keras backend the job runs on, and why
     for line in prep.needs.said if prep.needs else ():
         say(line)        # a framework installed on the hosts is never a surprise
     prep.notify = encode(channels) if channels.channels else None
@@ -137,6 +139,8 @@ def command(cluster: str, job_spec: str | None, attach: bool, sets: tuple[str, .
                "model_dir": rec.model_dir, "job": rec.job, "num_train_steps": rec.num_train_steps,
                "would_stage": ["spec.yaml", "tpuctl wheel"] + [f"workdir/{f}" for f in (sel.files if sel else ())],
                "notify": [c.name for c in channels.channels]}
+        if prep.backend is not None:
+            doc["backend"] = {"name": prep.backend.name, "reason": prep.backend.reason}
         if prep.needs is not None:
             doc["requirements"] = list(prep.needs.lines)
             doc["frameworks"] = list(prep.needs.said)

@@ -48,8 +48,10 @@ JOB_ENV_KEYS = frozenset({"TPU_NAME", "TPUCTL_TPU_ZONE", "TPUCTL_TPU_PROJECT", "
                           "TPUCTL_ACCELERATOR_TYPE", "TPUCTL_SLICE_CORES", "TPU_LOAD_LIBRARY",
                           "TPUCTL_WORKER_INDEX", "TPUCTL_NUM_WORKERS", "TPUCTL_COORDINATOR",
                           "TF_CONFIG", "CUDA_VISIBLE_DEVICES", "NEXT_PLUGGABLE_DEVICE_USE_C_API",
-                          "TF_PLUGGABLE_DEVICE_LIBRARY_PATH"})
+                          "TF_PLUGGABLE_DEVICE_LIBRARY_PATH", "TPUCTL_BACKEND"})
 FIXED_ENV_VALUES = {"TF_PLUGGABLE_DEVICE_LIBRARY_PATH": "/lib/libtpu.so"}
+# variables whose value is one of a few words (the Keras backend train resolved: jobs.spec.backends)
+CHOSEN_ENV_VALUES = {"TPUCTL_BACKEND": ("jax", "tensorflow")}
 STOP_GRACE_S = 60.0
 LAUNCH_PIN_WAITS = (1.0, 2.0, 4.0, 8.0)   # seconds between looks at a pin that does not name the launch yet
 LEFTOVER_GRACE_S = 5.0     # what a finished job left running gets between SIGTERM and SIGKILL
@@ -121,7 +123,8 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
     # this worker's own environment (a slice's workers differ), else the attempt's (a TPU Node's host)
     wanted = (mine.get("env") if isinstance(mine, dict) else None) or command.get("env") or {}
     env.update({k: str(v) for k, v in wanted.items()
-                if k in JOB_ENV_KEYS and FIXED_ENV_VALUES.get(k, str(v)) == str(v)})
+                if k in JOB_ENV_KEYS and FIXED_ENV_VALUES.get(k, str(v)) == str(v)
+                and str(v) in CHOSEN_ENV_VALUES.get(k, (str(v),))})
     # one name and one numbering for every job, the runner's and a program's (jobs.command.CONTRACT)
     env["TPUCTL_RUN"] = run_id
     env["TPUCTL_ATTEMPT"] = str(n - 1)
@@ -141,21 +144,22 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
     program = None
     kept = None                        # a job: command's checkpoint directory (provision.host.checkpoint_dir)
     grace_s = STOP_GRACE_S
+    site = None
+    if entry.get("requirements"):
+        # the run's pinned wheels (a program's requirements; jax[tpu] and its libtpu for the JAX backend)
+        from ..runs import wheelhouse
+
+        digest = str(entry["requirements"])
+        try:
+            site = wheelhouse.install(store.bucket, digest, host_dir("envs", digest, worker),
+                                      lambda m: log.write(f"[tpuctl] {m}\n".encode()))
+        except (ValueError, OSError, UnsafeDirectory) as exc:
+            return refuse(store, n, worker, f"the run's requirements: {exc}")
+        except Exception as exc:  # noqa: BLE001 - the bucket lost them: nothing to install from
+            return refuse(store, n, worker, f"the run's requirements cannot be read from the bucket ({exc})")
     if job.get("job") == "command":
         from . import program as programs
 
-        site = None
-        if entry.get("requirements"):
-            from ..runs import wheelhouse
-
-            digest = str(entry["requirements"])
-            try:
-                site = wheelhouse.install(store.bucket, digest, host_dir("envs", digest, worker),
-                                          lambda m: log.write(f"[tpuctl] {m}\n".encode()))
-            except (ValueError, OSError, UnsafeDirectory) as exc:
-                return refuse(store, n, worker, f"the run's requirements: {exc}")
-            except Exception as exc:  # noqa: BLE001 - the bucket lost them: nothing to install from
-                return refuse(store, n, worker, f"the run's requirements cannot be read from the bucket ({exc})")
         try:
             program = programs.prepare(job, env, work=work, code_dir=code_dir, run_id=run_id, n=n, worker=worker,
                                        provider=provider, project=project, site=site)
@@ -172,6 +176,8 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
                   f"the group is the preemption notice: {grace_s:g} s to save and exit, then SIGKILL)\n".encode())
     else:
         argv, cwd = [sys.executable, "-m", "jobs", "run", str(spec_path)], work
+        if site is not None:      # the pinned wheels before the image's packages (its TensorFlow, if any)
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), env.get("PYTHONPATH", "")) if p)
 
     # the local provider's bucket is a directory in $TPUCTL_HOME: the job's checkpoints and
     # summaries there are the user's alone (provision.basics.private), whatever the umask

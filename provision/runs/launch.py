@@ -35,6 +35,11 @@ program's own rendezvous). Compute Engine is not known to set the TPU worker met
 (``agent-worker-number``, ``worker-network-endpoints``: not found in Google's docs), so tpuctl passes
 these from the addresses it read back, worker 0 first.
 
+A built-in job on Keras 3's JAX backend (:func:`backend_plan`; ``tpuctl train`` resolved it:
+:mod:`jobs.spec.backends`) runs on every worker of a TPU VM slice instead, as JAX programs do, with
+the worker variables above and none of TensorFlow's TPU client variables; every plan of the runner
+tells its workers the backend as ``TPUCTL_BACKEND``.
+
 The local provider emulates a slice of H hosts with H processes on this machine joined by
 ``MultiWorkerMirroredStrategy`` through ``TF_CONFIG``: every worker runs the job, as TensorFlow
 documents for multi-worker training. Each worker's TensorFlow server listens on every interface,
@@ -91,12 +96,56 @@ class LaunchPlan:
 def plan(*, provider: str, arch: Arch, accelerator_type: str, tpu_name: str, zone: str,
          project: str, runtime: str | None = None, device: str | None = None,
          ports: Sequence[int] = (), endpoints: Sequence[Endpoint] = (),
-         program_hosts: str | None = None) -> LaunchPlan:
+         program_hosts: str | None = None, backend: str | None = None) -> LaunchPlan:
     """The launch of one attempt. ``device`` (local provider): ``cpu`` or ``gpu:N``; ``ports``
     (local provider): one free port per emulated host, for ``TF_CONFIG`` or a program's
     coordinator; ``endpoints``: the TPU's ``networkEndpoints`` as the cloud reports them now, one
     per worker in worker order; ``program_hosts``: a ``job: command`` program's ``hosts``
-    (:func:`program_plan`), None for the TensorFlow runner."""
+    (:func:`program_plan`), None for the runner; ``backend``: the runner's Keras backend as
+    ``tpuctl train`` resolved it (:func:`backend_plan`), None for a run that recorded none."""
+    runner = _plan(provider=provider, arch=arch, accelerator_type=accelerator_type, tpu_name=tpu_name, zone=zone,
+                   project=project, runtime=runtime, device=device, ports=ports, endpoints=endpoints,
+                   program_hosts=program_hosts)
+    if program_hosts is not None or backend is None:
+        return runner
+    return backend_plan(runner, backend, provider=provider, arch=arch, endpoints=endpoints)
+
+
+# What only TensorFlow's TPU client reads: the slice's TPU servers, libtpu's loader on a pod's
+# worker 0, the PJRT plug-in. A JAX job drives its own host's chips through libtpu, and the
+# TensorFlow beside it (tensorflow-cpu, for tf.data) must not load the TPU as a pluggable device.
+TENSORFLOW_TPU_ENV = ("TPU_NAME", "TPU_LOAD_LIBRARY", "NEXT_PLUGGABLE_DEVICE_USE_C_API",
+                      "TF_PLUGGABLE_DEVICE_LIBRARY_PATH")
+BACKEND_ENV = "TPUCTL_BACKEND"     # jobs.spec.backends.ENV: the backend the job runs on
+
+
+def backend_plan(runner: LaunchPlan, backend: str, *, provider: str, arch: Arch,
+                 endpoints: Sequence[Endpoint] = ()) -> LaunchPlan:
+    """The runner's launch on ``backend`` (``jax`` or ``tensorflow``), told to every worker that runs
+    the job as ``TPUCTL_BACKEND``. TensorFlow's plan is ``runner``. JAX on a TPU VM runs on every
+    worker of a slice, as JAX programs do (:func:`program_plan` with ``hosts: all``: each worker
+    drives its own chips, worker 0's ``TPUCTL_COORDINATOR`` for ``jax.distributed``), without
+    :data:`TENSORFLOW_TPU_ENV`. The local provider's emulated slice is the same for both: every
+    worker runs, ``TF_CONFIG`` names them (JAX's coordinator is worker 0's address there)."""
+    if backend not in ("jax", "tensorflow"):
+        raise ValueError(f"backend {backend!r} is not jax or tensorflow")
+    if backend == "jax" and provider != "local":
+        if arch == Arch.NODE:
+            raise UsageError("backend jax cannot run on a TPU Node (JAX drives the chips of a TPU VM only)",
+                             hint="use backend: tensorflow, or a TPU VM cluster (tpuctl up without --arch node)")
+        every = program_plan(runner, "all", provider=provider, endpoints=endpoints)
+        runner = LaunchPlan(every.accelerator, "jax", tuple(
+            WorkerLaunch(w.worker, w.runs_job, {k: v for k, v in w.env.items() if k not in TENSORFLOW_TPU_ENV})
+            for w in every.workers))
+    return LaunchPlan(runner.accelerator, runner.resolver, tuple(
+        WorkerLaunch(w.worker, w.runs_job, {**w.env, BACKEND_ENV: backend} if w.runs_job else dict(w.env))
+        for w in runner.workers))
+
+
+def _plan(*, provider: str, arch: Arch, accelerator_type: str, tpu_name: str, zone: str,
+          project: str, runtime: str | None = None, device: str | None = None,
+          ports: Sequence[int] = (), endpoints: Sequence[Endpoint] = (),
+          program_hosts: str | None = None) -> LaunchPlan:
     acc = parse(accelerator_type)
     common = {"TPUCTL_ACCELERATOR_TYPE": acc.name, "TPUCTL_SLICE_CORES": str(acc.cores)}
     if program_hosts is not None:

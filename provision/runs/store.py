@@ -92,6 +92,9 @@ class RunRecord:
     wheel: str | None = None
     # job: command: which workers of a slice run the program (all, first); None: the TF runner's plan
     hosts: str | None = None
+    # the runner's Keras backend as train resolved it (jax, tensorflow; jobs.spec.backends), told to
+    # the job as TPUCTL_BACKEND; None for job: command and for runs of a tpuctl before backends
+    backend: str | None = None
     # hard caps (train --budget-usd / --deadline, or the spec's budget_usd / deadline): dollars at
     # list price and unix seconds; a cap that stopped the run ("budget" or "deadline"), else None
     budget_usd: float | None = None
@@ -116,6 +119,11 @@ class RunRecord:
 
     # step, loss and metrics at each look of the supervisor, bounded (provision.runs.curve): tpuctl ui
     curve: list[dict[str, Any]] = field(default_factory=list)
+
+    # what the run keeps of its goodput breakdown (provision.runs.goodput.summary), written by its
+    # supervisor when a recovery ends and when the run ends; in the listed summary too, so a fleet's
+    # `cost --since` reads it from one listing of a bucket's records, and `estimate` its recoveries
+    goodput: dict[str, Any] | None = None
 
     @property
     def live(self) -> bool:
@@ -383,16 +391,26 @@ SUMMARY_KEY = "tpuctl-summary"
 # Every run's record and no other file of its folder (checkpoints, logs), as a listing's glob
 RECORD_GLOB = f"{RUNS_PREFIX}/*/run.json"
 # What the summary keeps of a record: what tells whether the run is alive (status, last progress,
-# end), which of a cluster's runs is newest (created_at) and where its job reports progress
-SUMMARY_FIELDS = ("run_id", "status", "created_at", "ended_at", "model_dir", "provider", "project")
+# end), which of a cluster's runs is newest (created_at) and where its job reports progress; and
+# its cluster and goodput summary, for a fleet's goodput (provision.runs.goodput.fleet)
+SUMMARY_FIELDS = ("run_id", "status", "created_at", "ended_at", "model_dir", "provider", "project", "cluster",
+                  "goodput")
+# Cloud Storage allows 8 KiB of custom metadata an object: a summary longer than this keeps
+# its goodput's recoveries out (then all of its goodput), never the fields that judge a run alive
+SUMMARY_MAX = 4096
 
 
 def record_summary(record: dict[str, Any]) -> dict[str, Any]:
-    """The fields of a record (run.json, as a dict) that judge whether its run is alive, with
-    the same names and meaning: a reader of the record reads the summary alike."""
+    """The fields of a record (run.json, as a dict) that judge whether its run is alive, and its
+    cluster and goodput summary, with the same names and meaning: a reader of the record reads
+    the summary alike."""
     out = {k: record.get(k) for k in SUMMARY_FIELDS}
     progress_at = (record.get("last_progress") or {}).get("time")
     out["last_progress"] = {"time": progress_at} if progress_at is not None else None
+    if isinstance(out["goodput"], dict) and len(json.dumps(out, default=str)) > SUMMARY_MAX:
+        out["goodput"] = {**out["goodput"], "recovery_s": []}
+        if len(json.dumps(out, default=str)) > SUMMARY_MAX:
+            out["goodput"] = None
     return out
 
 

@@ -23,6 +23,7 @@ from ..basics.errors import NotFound, UsageError
 from ..cloud.base import DEFAULT_MACHINE_TYPE, Arch, ClusterSpec, Provider, TpuNode
 from ..staging.selection import Selection
 from ..staging.selection import select as select_code
+from . import requirements
 from . import store as runs
 from .store import RunRecord, RunStore
 
@@ -37,7 +38,8 @@ class Prepared:
     code: Selection | None = None          # --workdir: the files staged (provision.staging.selection)
     # the workdir archive's sha256 when it is already in the bucket (a sweep's trials share one)
     workdir_digest: str | None = None
-    needs: Any = None                      # job: command: what its environment installs (runs.requirements)
+    needs: Any = None                      # what the run's environment installs (runs.requirements)
+    backend: Any = None                    # the built-in job's Keras backend (jobs.spec.backends.Choice)
     notify: bytes | None = None            # notify.json: the channels' references (provision.notify)
 
 
@@ -224,15 +226,76 @@ def prepare(provider: Provider, target: Target, cluster: ClusterSpec, tpu: TpuNo
                     max_preemptions=max_preemptions, max_failures=max_failures,
                     code=selection is not None or workdir_digest is not None,
                     hosts=str(resolved["hosts"]) if resolved.get("job") == "command" else None)
+    backend = None if resolved.get("job") == "command" else \
+        choose_backend(resolved, target.provider, cluster, tpu)
+    rec.backend = backend.name if backend is not None else None
     # its caps (checked), price, work per step and estimate (provision.runs.forecast)
     from .forecast import attach
 
     attach(rec, resolved, target, tpu, provider.price_book(), budget_usd=budget_usd, deadline=deadline,
            now=rec.created_at)
     spec_yaml = yaml.safe_dump(resolved, sort_keys=True).encode()
-    needs = program_needs(resolved, code, target.provider, tpu.version) if resolved.get("job") == "command" else None
+    host = requirements.host_target(tpu.api, tpu.accelerator_type)
+    if resolved.get("job") == "command":
+        needs = program_needs(resolved, code, target.provider, tpu.version, host)
+    elif backend is not None and backend.name == "jax":
+        needs = requirements.jax_backend(target.provider, host)
+    else:
+        needs = None              # TensorFlow: the image's
     return Prepared(record=rec, spec_yaml=spec_yaml, cluster=cluster, code=selection, workdir_digest=workdir_digest,
-                    needs=needs)
+                    needs=needs, backend=backend)
+
+
+def choose_backend(resolved: dict[str, Any], provider: str, cluster: ClusterSpec, tpu: TpuNode) -> Any:
+    """The Keras backend of a built-in job on this cluster (:func:`jobs.spec.backends.resolve`): for
+    its TPU, and for every type a recreate may land on (one backend for the run: jax where any of them
+    has no TensorFlow TPU runtime); on the local provider, for this machine (no TPU). UsageError (exit 2,
+    before anything is staged) for a backend that cannot run there, or that this machine cannot run."""
+    import importlib.util
+
+    from jobs.spec import SpecError
+    from jobs.spec.backends import resolve
+
+    requested = resolved.get("backend")
+    try:
+        if provider == "local":
+            choice = resolve(requested, None)
+            if choice.name == "jax":
+                missing = [m for m in ("jax", "keras") if importlib.util.find_spec(m) is None]
+                if missing:
+                    raise UsageError(f"backend jax runs the job with this machine's packages, and "
+                                     f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not installed",
+                                     hint="pip install 'tpuctl[jax]' (or --set backend=tensorflow)")
+            return choice
+    except SpecError as exc:
+        raise UsageError(str(exc)) from None
+    types = list(dict.fromkeys([tpu.accelerator_type, *cluster.accelerator_types]))
+    choices = []
+    for name in types:
+        try:
+            choices.append(resolve(requested, name))
+        except SpecError as exc:
+            recreate = "" if name == tpu.accelerator_type else \
+                f" (cluster {cluster.name} may be recreated as a {name}: its --accelerator-type lists " \
+                f"{','.join(cluster.accelerator_types)})"
+            raise UsageError(str(exc) + recreate) from None
+    choice = choices[0]
+    jax_types = [t for t, c in zip(types, choices) if c.name == "jax"]
+    if choice.name == "tensorflow" and jax_types:      # auto, and a recreate may land where TensorFlow cannot run
+        from jobs.spec.backends import Choice
+
+        choice = Choice("jax", f"auto: cluster {cluster.name} may be recreated as a {jax_types[0]}, "
+                               f"whose images have no TensorFlow TPU runtime")
+    if choice.name == "jax":
+        if tpu.arch == Arch.NODE:
+            raise UsageError("backend jax cannot run on a TPU Node (JAX drives the chips of a TPU VM only)",
+                             hint="use --set backend=tensorflow, or a TPU VM cluster (tpuctl up without --arch node)")
+        for name in types:
+            problem = requirements.jax_backend_problem(requirements.host_target(tpu.api, name), f"a {name} host")
+            if problem:
+                raise UsageError(problem, hint="use --set backend=tensorflow (the image's TensorFlow), or a TPU7x "
+                                               "slice on Compute Engine (Ubuntu 24.04, Python 3.12)")
+    return choice
 
 
 def requirement_lines(requirements: Any, workdir: str | None) -> list[str]:
@@ -249,8 +312,10 @@ def requirement_lines(requirements: Any, workdir: str | None) -> list[str]:
     return []
 
 
-def program_needs(resolved: dict[str, Any], workdir: str | None, provider: str, runtime: str | None) -> Any:
-    """What a job: command run installs on its hosts, and what train says about its frameworks."""
+def program_needs(resolved: dict[str, Any], workdir: str | None, provider: str, runtime: str | None,
+                  host: tuple[str, str] | None = None) -> Any:
+    """What a job: command run installs on its hosts (``host``: their Python and platform), and what
+    train says about its frameworks."""
     from importlib import metadata
 
     from .requirements import needs
@@ -263,7 +328,8 @@ def program_needs(resolved: dict[str, Any], workdir: str | None, provider: str, 
 
     local = {"tensorflow": version("tensorflow"), "jax": version("jax")} if provider == "local" else None
     return needs(requirement_lines(resolved.get("requirements"), workdir), tensorflow=resolved.get("tensorflow"),
-                 jax=resolved.get("jax"), provider=provider, runtime=runtime, local_versions=local)
+                 jax=resolved.get("jax"), provider=provider, runtime=runtime, local_versions=local,
+                 **({"host": host} if host else {}))
 
 
 def stage_run(store: RunStore, prep: Prepared, log: Any, provider: Provider) -> dict[str, str | None]:
@@ -281,7 +347,8 @@ def stage_run(store: RunStore, prep: Prepared, log: Any, provider: Provider) -> 
 
     rec = prep.record
     # the requirements resolve first: pip refusing them is the user's mistake, before anything is pinned or staged
-    wheels = wheelhouse.build(prep.needs.lines, rec.provider, log) if prep.needs and prep.needs.lines else None
+    wheels = wheelhouse.build(prep.needs.lines, rec.provider, log, host=prep.needs.host) \
+        if prep.needs and prep.needs.lines else None
     wheel = build_wheel(home() / "wheels")
     # exactly what --dry-run listed and the pin covers: no dot path, no symlink, nothing ignored
     packed = workdir.pack(prep.code) if prep.code is not None else None
@@ -346,6 +413,7 @@ def attempt_command(rec: RunRecord, n: int, tpu: TpuNode) -> dict[str, Any]:
     launch = plan(provider=rec.provider, arch=tpu.arch, accelerator_type=tpu.accelerator_type,
                   tpu_name=tpu.name, zone=tpu.zone, project=rec.project, runtime=tpu.version,
                   device=tpu.device, endpoints=tpu.endpoints, program_hosts=rec.hosts,
+                  backend=rec.backend if rec.backend in ("jax", "tensorflow") else None,
                   ports=free_ports(hosts) if rec.provider == "local" and (hosts > 1 or program) else ())
     first = launch.workers[0]
     return {"env": dict(first.env), "code": rec.code, "attempt": n, **launch.to_command()}

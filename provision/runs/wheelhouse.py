@@ -42,12 +42,21 @@ def wheel_name(sha: str, filename: str) -> str:
     return f"{PREFIX}/{sha}/{filename}"
 
 
-def build(lines: tuple[str, ...], provider: str, log: Callable[[str], None]) -> list[tuple[str, Path, str]]:
-    """The wheels ``lines`` resolve to, as (file name, path, sha256), from the cache when the same
-    text was resolved for the same target before; UsageError (one line, pip's reason) when pip
-    cannot resolve them."""
-    key = hashlib.sha256(json.dumps([provider, sys.version_info[:2], list(lines)]).encode()).hexdigest()
-    cache = home() / "wheelhouses" / key
+def cache_key(lines: tuple[str, ...], provider: str, host: tuple[str, str] | None = None) -> str:
+    """The name of the cache of ``lines`` resolved for ``provider``'s hosts: this machine's Python on
+    the local provider, ``host`` (Python, platform: :func:`provision.runs.requirements.host_target`) on GCP."""
+    from .requirements import UBUNTU_2204
+
+    target: list = list(sys.version_info[:2]) if provider == "local" else list(host or UBUNTU_2204)
+    return hashlib.sha256(json.dumps([provider, target, list(lines)]).encode()).hexdigest()
+
+
+def build(lines: tuple[str, ...], provider: str, log: Callable[[str], None],
+          host: tuple[str, str] | None = None) -> list[tuple[str, Path, str]]:
+    """The wheels ``lines`` resolve to for the hosts (``host``: their Python and platform on GCP), as
+    (file name, path, sha256), from the cache when the same text was resolved for the same target
+    before; UsageError (one line, pip's reason) when pip cannot resolve them."""
+    cache = home() / "wheelhouses" / cache_key(lines, provider, host)
     index = cache / "wheels.json"
     if index.is_file():
         wheels = [(name, cache / name, sha) for name, sha in json.loads(index.read_text())]
@@ -61,7 +70,8 @@ def build(lines: tuple[str, ...], provider: str, log: Callable[[str], None]) -> 
         req.write_text("\n".join(lines) + "\n")
         dest = Path(tmp) / "wheels"
         log(f"resolving the run's requirements into wheels ({len(lines)} line(s)) with pip")
-        proc = subprocess.run([sys.executable, "-m", "pip", *pip_argv(str(req), str(dest), provider=provider)],
+        argv = pip_argv(str(req), str(dest), provider=provider, **({"host": host} if host else {}))
+        proc = subprocess.run([sys.executable, "-m", "pip", *argv],
                               capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             why = [ln.strip() for ln in (proc.stderr or proc.stdout).splitlines() if ln.strip()]
