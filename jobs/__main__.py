@@ -65,8 +65,14 @@ def choose_backend(requested: str) -> Any:
     the TPU), set as ``KERAS_BACKEND``; on JAX, ``TPUCTL_CPU_REPLICAS`` virtual CPU devices in
     ``XLA_FLAGS``, as the TensorFlow runner splits the CPU. Raises SpecError."""
     from .spec.backends import for_job, xla_flags
+    from .spec.base import SpecError
 
     choice = for_job(requested, os.environ)
+    loaded = sys.modules.get("keras")
+    if loaded is not None and loaded.backend.backend() != choice.name:   # a caller's own process
+        raise SpecError(f"Keras is already loaded on {loaded.backend.backend()} in this process and "
+                        f"picks its backend once; run the {choice.name} job in a new process "
+                        f"(python -m jobs run)")
     if choice.name == "jax":
         flags = xla_flags(os.environ.get("XLA_FLAGS"), os.environ.get("TPUCTL_CPU_REPLICAS"))
         if flags is not None:

@@ -700,6 +700,11 @@ class Provider(Protocol):
     # bundled table (provision.catalog.prices); never raises
     def price_book(self) -> PriceBook: ...
 
+    # Write time series (Cloud Monitoring v3 ``TimeSeries`` JSON, one point each: a run's workload
+    # metrics, provision.runs.workload_metrics) where the cloud's dashboards read them; returns how
+    # many were written. UsageError where the provider has no such service
+    def write_time_series(self, series: list[dict[str, Any]]) -> int: ...
+
 
 def matches(labels: dict[str, str], selector: dict[str, str] | None) -> bool:
     if not selector:

@@ -242,6 +242,7 @@ ROLE_FOR_PERMISSION_PREFIX = {
     "iam.serviceAccounts.get": "roles/iam.serviceAccountViewer",
     "iam.serviceAccounts.delete": "roles/iam.serviceAccountDeleter",     # down of such a cluster
     "monitoring.": "roles/monitoring.viewer",    # the duty cycle (down --idle --min-duty-cycle)
+    "monitoring.timeSeries.create": "roles/monitoring.metricWriter",   # status NAME --export-monitoring
 }
 
 

@@ -1121,6 +1121,19 @@ class GcpProvider:
                                             warn=lambda line: print(line, file=sys.stderr))
         return self._prices
 
+    # ---- Cloud Monitoring: a run's workload metrics (provision.runs.workload_metrics) --------------
+    def write_time_series(self, series: list[Json]) -> int:
+        """``projects.timeSeries.create`` (Monitoring v3, discovery document ``monitoring.v3.json``):
+        at most 200 series a call, as the API takes them; the answer is empty when all were written.
+        A refusal (a point older than the series' last one, a missing permission) is a CloudError
+        in Google's words."""
+        from .gcp_rest import monitoring_base
+
+        url = f"{monitoring_base()}/v3/projects/{self.project}/timeSeries"
+        for i in range(0, len(series), 200):
+            self._call("monitoring.projects.timeSeries.create", "POST", url, body={"timeSeries": series[i:i + 200]})
+        return len(series)
+
     # ---- the TPU service agent (TPU Nodes write checkpoints to the bucket as this account) ----------
     def tpu_service_agent(self, zone: str) -> str:
         res = self._call("tpu.v2.generateServiceIdentity", "POST", f"{self._loc(zone)}:generateServiceIdentity",

@@ -19,7 +19,8 @@ Endpoints (DESIGN.md): ``TPUCTL_TPU_API_ENDPOINT`` and ``TPUCTL_COMPUTE_API_ENDP
 the base URLs (a private endpoint, or the fake cloud in tests); a Compute base without the
 ``/compute/v1`` path gets it appended, so both ``http://127.0.0.1:P`` and gcloud's override form
 ``http://127.0.0.1:P/compute/v1/`` work. ``TPUCTL_IAM_API_ENDPOINT`` replaces
-``https://iam.googleapis.com`` (service accounts, for ``up --least-privilege``; paths ``/v1/...``).
+``https://iam.googleapis.com`` (service accounts, for ``up --least-privilege``; paths ``/v1/...``),
+``TPUCTL_MONITORING_API_ENDPOINT`` ``https://monitoring.googleapis.com`` (paths ``/v3/...``).
 """
 
 from __future__ import annotations
@@ -30,9 +31,11 @@ from typing import Any
 TPU_ENDPOINT_ENV = "TPUCTL_TPU_API_ENDPOINT"
 COMPUTE_ENDPOINT_ENV = "TPUCTL_COMPUTE_API_ENDPOINT"
 IAM_ENDPOINT_ENV = "TPUCTL_IAM_API_ENDPOINT"
+MONITORING_ENDPOINT_ENV = "TPUCTL_MONITORING_API_ENDPOINT"
 TPU_ENDPOINT = "https://tpu.googleapis.com"
 COMPUTE_ENDPOINT = "https://compute.googleapis.com"
 IAM_ENDPOINT = "https://iam.googleapis.com"
+MONITORING_ENDPOINT = "https://monitoring.googleapis.com"
 COMPUTE_PATH = "/compute/v1"
 CONNECT_TIMEOUT = 10.0
 
@@ -64,6 +67,11 @@ def compute_base() -> str:
 def iam_base() -> str:
     """``https://iam.googleapis.com`` or its override; API paths start with ``/v1/``."""
     return _base(os.environ.get(IAM_ENDPOINT_ENV), IAM_ENDPOINT)
+
+
+def monitoring_base() -> str:
+    """``https://monitoring.googleapis.com`` or its override; API paths start with ``/v3/``."""
+    return _base(os.environ.get(MONITORING_ENDPOINT_ENV), MONITORING_ENDPOINT)
 
 
 class BadResponse(Exception):

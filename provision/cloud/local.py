@@ -605,6 +605,11 @@ class LocalProvider:
     def duty_cycles(self, window_s: float) -> tuple[None, str]:
         return None, "unavailable (the local provider has no Cloud Monitoring): the progress record decides"
 
+    def write_time_series(self, series: list[dict[str, Any]]) -> int:
+        raise UsageError("the local provider has no Cloud Monitoring to write to",
+                         hint="export a run on Google Cloud (--provider gcp); the local run's breakdown is in "
+                              "tpuctl cost RUN --json")
+
     def price_book(self) -> PriceBook:
         """The bundled table, no network: what the same cluster would cost on Google Cloud."""
         note = "the local provider bills nothing; Google Cloud would bill these"

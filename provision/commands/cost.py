@@ -19,11 +19,15 @@ STATE_LABELS = {"training": "training", "making_data": "making data (corpus_file
                 "waiting": "waiting after preemption", "idle": "idle (no live run)"}
 
 
-@click.command("cost", short_help="Hours and cost of a cluster or run, by state")
+@click.command("cost", short_help="Hours and cost of a cluster or run, by state; a fleet's goodput")
 @click.argument("target", required=False)
+@click.option("--since", metavar="DURATION", default=None,
+              help="Only the hours since then (7d, 24h, 90m), and the goodput of every run live since then: "
+                   "per run, per TPU type and per capacity kind, and the dollars lost to preemption.")
 @provider_options
 @json_option
-def command(target: str | None, provider: str | None, project: str | None, as_json: bool) -> None:
+def command(target: str | None, since: str | None, provider: str | None, project: str | None,
+            as_json: bool) -> None:
     """Hours and cost of a cluster or run: training, idle, and waiting after preemption.
 
     \b
@@ -32,6 +36,14 @@ def command(target: str | None, provider: str | None, project: str | None, as_js
     the runs' event logs; costs are list prices (on-demand and preemptible, source and date shown).
     Savings of idle reaping: a reaped TPU would otherwise have billed until the next up/train or
     down of its cluster, or until now.
+
+    \b
+    --since DURATION (the fleet, or a cluster) counts only the hours since then and adds the
+    goodput of every run live since then, from the goodput summary each run's supervisor keeps
+    in its record (one listing of each bucket's run records, whatever the number of runs): per
+    run, per TPU type, per capacity kind (spot, flex-start, on-demand, reservation), and the
+    dollars lost to preemption (steps redone, downtime and the recreate's wait, at each run's price):
+    tpuctl cost --since 7d.
 
     \b
     Example:
@@ -44,6 +56,7 @@ def command(target: str | None, provider: str | None, project: str | None, as_js
     from ..billing import costs
     from ..runs import store as runs
 
+    since_s = _since(since)
     if target:
         try:
             validate.run_id(target)
@@ -55,6 +68,7 @@ def command(target: str | None, provider: str | None, project: str | None, as_js
     acting_on(tgt, "cost", zone="all")
     prov = open_provider(tgt)
     now = time.time()
+    start = now - since_s if since_s is not None else None
     live, live_note = costs.live_nodes(prov)
     clusters = costs.known_clusters(prov, live)
     run_entry = None
@@ -67,6 +81,10 @@ def command(target: str | None, provider: str | None, project: str | None, as_js
         if run_entry.get("provider") != prov.name:
             raise UsageError(f"run {target} belongs to provider {run_entry.get('provider')}",
                            hint=f"pass --provider {run_entry.get('provider')}")
+        if since_s is not None:
+            raise UsageError(f"--since is for the fleet or a cluster, not one run ({target})",
+                             hint=f"tpuctl cost {target} shows the whole run; tpuctl cost --since "
+                                  f"{since} every run since then")
     if run_entry is not None:
         # the run asked about must be readable: a malformed record or event log is this command's
         # error, one line naming it (exit 2), not a note under a report with no run in it
@@ -84,18 +102,26 @@ def command(target: str | None, provider: str | None, project: str | None, as_js
 
         fleet = len(names) > 1
         ledgers = BucketLedgers(lambda url: open_bucket(url, tgt)) if fleet else None
-        local = costs.LocalRecords.read(prov) if fleet else None
+        local = costs.LocalRecords.read(prov) if fleet or start is not None else None
         reports = [costs.cluster_cost(prov, tgt, name, None if live is None else live_of.get(name, []), now=now,
-                                      local=local, ledgers=ledgers) for name in names]
+                                      local=local if fleet else None, ledgers=ledgers, since=start)
+                   for name in names]
+    view = None
+    if start is not None and run_entry is None:
+        buckets = costs.fleet_buckets(prov, local, cluster=target)
+        view, fleet_notes = costs.fleet_goodput(prov, tgt, buckets, local, since=start, now=now, cluster=target)
+    else:
+        fleet_notes = []
     from ..catalog.prices import usd_text
 
     book = prov.price_book()
     types = {(lt.accelerator_type, lt.zone) for r in reports for lt in r.lives} or {("v2-8", None)}
     price_rows = costs.price_rows(types, book)
-    notes = [live_note] if live_note else []
+    notes = ([live_note] if live_note else []) + fleet_notes
     if as_json:
         emit_json({"ok": True, "provider": tgt.provider, "project": tgt.project, "now": now,
                    "run": target if run_entry else None, "clusters": [r.to_dict(now) for r in reports],
+                   **({"since": start, "fleet": view} if view is not None else {}),
                    "total_usd": round(sum(r.account.total_usd for r in reports), 4),
                    "saved_usd": round(sum(r.saved_usd for r in reports), 4),
                    "saving_usd_per_hour": round(sum(r.saving_per_hour for r in reports), 4),
@@ -116,8 +142,78 @@ def command(target: str | None, provider: str | None, project: str | None, as_js
             if p[tier]["note"]:
                 click.echo(f"{p['accelerator_type']} {p[tier]['tier']}: {p[tier]['note']}")
     click.echo(f"prices: {book.describe()}")
+    if view is not None:
+        click.echo("")
+        click.echo("\n".join(fleet_lines(view, since_s or 0.0, cluster=target)))
     for n in notes:
         click.echo(n)
+
+
+def _since(value: str | None) -> float | None:
+    """``--since``: a duration back from now (7d, 24h, 90m); a bad one is one line, exit 2."""
+    from ..basics import validate
+    from ..basics.errors import UsageError
+
+    if value is None:
+        return None
+    try:
+        seconds = validate.duration(value)
+    except UsageError:
+        raise UsageError(f"invalid --since {validate.show(value)}",
+                         hint="give how far back to look, with a unit: --since 7d, --since 24h or --since 90m "
+                              "(at most a year)") from None
+    if seconds <= 0:
+        raise UsageError(f"--since {validate.show(value)} is an empty window",
+                         hint="give how far back to look, such as --since 7d") from None
+    return seconds
+
+
+def fleet_lines(view: dict, since_s: float, *, cluster: str | None = None) -> list[str]:
+    """The fleet's goodput (provision.runs.goodput.fleet) in words and tables: in all, per TPU
+    type, per capacity kind, per run, and the runs without a goodput summary."""
+    import time
+
+    from ..basics.text import table
+    from ..basics.validate import format_duration as dur
+
+    def pct(v) -> str:
+        return f"{v:.1f}%" if v is not None else "-"
+
+    def usd(v) -> str:
+        return "unknown" if v is None else f"{v:,.2f}" if v >= 1 else f"{v:.4f}"
+
+    t = view["total"]
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(view["since"]))
+    head = f"goodput of {'cluster ' + cluster + ' ' if cluster else ''}runs live since {when} ({dur(since_s)}): "
+    if not t["runs"]:
+        out = [head + "no run with a goodput summary"]
+    else:
+        out = [head + f"{t['runs']} run(s), goodput {pct(t['goodput_pct'])} ({dur(t['goodput_s'])} of "
+               f"{dur(t['wall_s'])}); badput {dur(t['badput_s'])}, ${usd(t['badput_usd'])}; lost to preemption "
+               f"${usd(t['preemption_usd'])} ({dur(t['preemption_s'])}) over {t['preemptions']} preemption(s)"
+               + (f", median recovery {dur(t['recovery_median_s'])}" if t["recovery_median_s"] is not None else "")]
+
+        def group_rows(groups: dict) -> list[list]:
+            return [[k, g["runs"], pct(g["goodput_pct"]), dur(g["wall_s"]), usd(g["badput_usd"]), g["preemptions"],
+                     usd(g["preemption_usd"]),
+                     dur(g["recovery_median_s"]) if g["recovery_median_s"] is not None else "-"]
+                    for k, g in groups.items()]
+
+        cols = ("RUNS", "GOODPUT", "WALL", "BADPUT $", "PREEMPTIONS", "LOST TO PREEMPTION $", "MEDIAN RECOVERY")
+        out += ["", table(group_rows(view["by_accelerator_type"]), ("TPU", *cols)),
+                "", table(group_rows(view["by_capacity"]), ("CAPACITY", *cols)), ""]
+        out.append(table([[r["run_id"], r["cluster"], r["accelerator_type"], r["capacity"],
+                           (r["status"] or "-") + ("" if r["final"] else " (to its last recovery)"),
+                           pct(r["goodput_pct"]), dur(r["wall_s"]), usd(r["badput_usd"]), r["preemptions"],
+                           usd(r["preemption_usd"])] for r in view["runs"]],
+                         ("RUN", "CLUSTER", "TPU", "CAPACITY", "STATUS", "GOODPUT", "WALL", "BADPUT $",
+                          "PREEMPTIONS", "LOST TO PREEMPTION $")))
+    missing = view["without_summary"]
+    if missing:
+        names = ", ".join(r["run_id"] for r in missing[:10]) + (" ..." if len(missing) > 10 else "")
+        out.append(f"{len(missing)} run(s) without a goodput summary (live and not yet recovered from a preemption, "
+                   f"or ended before tpuctl kept one; tpuctl cost RUN shows one): {names}")
+    return out
 
 
 def _cluster_text(r, *, run_id: str | None) -> str:

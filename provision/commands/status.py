@@ -19,13 +19,20 @@ from .up import complete_cluster
 @click.command("status", short_help="Show clusters, their runs and their hourly price")
 @click.argument("name", required=False, shell_complete=complete_cluster)
 @click.option("--zone", "-z", metavar="ZONE", help="Only this zone (default: every zone).")
+@click.option("--export-monitoring", is_flag=True,
+              help="With NAME: also write its run's goodput and badput by cause to Cloud Monitoring, as "
+                   "Google's ML Goodput library does (compute.googleapis.com/workload/ metrics), for "
+                   "Google's goodput dashboards (gcp provider; role roles/monitoring.metricWriter).")
 @provider_options
 @json_option
-def command(name: str | None, zone: str | None, provider: str | None, project: str | None, as_json: bool) -> None:
+def command(name: str | None, zone: str | None, export_monitoring: bool, provider: str | None, project: str | None,
+            as_json: bool) -> None:
     """Show clusters: VM state, TPU type/state/health/CIDR, run, uptime and hourly price.
 
     A queued resource that has no TPU yet (waiting, FAILED, SUSPENDED) shows as the cluster's TPU
-    "(queued)" with its state, and a line on the quota it holds.
+    "(queued)" with its state, and a line on the quota it holds. With NAME, its run's goodput and
+    badput by cause; --export-monitoring writes them to Cloud Monitoring as well (each call one
+    point per metric: run it as often as the dashboards should move, at most every 5 s).
 
     \b
     Example:
@@ -33,12 +40,20 @@ def command(name: str | None, zone: str | None, provider: str | None, project: s
     """
     from .. import cluster
     from ..basics import validate
+    from ..basics.errors import UsageError
 
     if name:
         validate.cluster_name(name)
     if zone:
         validate.zone(zone)
+    if export_monitoring and not name:
+        raise UsageError("--export-monitoring exports one cluster's run", hint="name it: tpuctl status NAME "
+                                                                             "--export-monitoring")
     target = resolve_target(provider, project, zone)
+    if export_monitoring and target.provider != "gcp":
+        raise UsageError(f"--export-monitoring writes to Google Cloud Monitoring; the {target.provider} provider "
+                         "has none", hint="export a run on Google Cloud (--provider gcp); this run's breakdown is "
+                                          "in tpuctl status NAME --json")
     acting_on(target, "status", zone=zone or "all")
     prov = open_provider(target)
     from ..runs import store as runs
@@ -54,6 +69,16 @@ def command(name: str | None, zone: str | None, provider: str | None, project: s
         from ..basics.errors import UnknownName
 
         raise UnknownName(f"no cluster named {name} ({target.describe()})", hint="run tpuctl status to list clusters")
+    if export_monitoring:
+        with_run = [v for v in views if v.run]
+        if not with_run:
+            raise UsageError(f"cluster {name} has no run known on this machine: nothing to export",
+                             hint=f"tpuctl train {name} --job SPEC starts one")
+        for v in with_run:
+            v.run["monitoring_export"] = export_run_goodput(
+                prov, run_id=v.run["run_id"], goodput=v.run.get("goodput"), zone=v.zone,
+                accelerator_type=v.tpu.accelerator_type if v.tpu else None, preemptions=v.run.get("preemptions"),
+                step=v.run.get("step"))
     from .sweep import live_sweeps
 
     sweeps = [] if name else live_sweeps(target)
@@ -88,6 +113,8 @@ def command(name: str | None, zone: str | None, provider: str | None, project: s
                 click.echo(line)
             for line in goodput_lines(r["run_id"], r.get("goodput")):
                 click.echo(line)
+            if r.get("monitoring_export"):
+                click.echo(export_line(r["run_id"], r["monitoring_export"]))
     click.echo("")
     for v in views:
         for line in v.price_lines():
@@ -180,6 +207,57 @@ def run_goodput(prov, target, run: dict) -> dict | None:
     except Exception:  # noqa: BLE001 - the status table stands without it
         return None
     return next((r.goodput for r in report.runs if r.run_id == run["run_id"]), None)
+
+
+def export_run_goodput(prov, *, run_id: str, goodput: dict | None, zone: str | None, accelerator_type: str | None,
+                       preemptions: int | None = None, step: int | None = None) -> dict:
+    """Write a run's goodput breakdown (provision.runs.goodput) to Cloud Monitoring as the workload
+    metrics of Google's ML Goodput library (provision.runs.workload_metrics), one point each, now.
+    Returns what was written; raises (exit 1) when nothing could be computed or Monitoring refused."""
+    import time
+
+    from ..basics.errors import CloudError, TpuctlError
+    from ..runs import workload_metrics as wm
+
+    if not goodput or goodput.get("wall_s") is None:
+        raise TpuctlError(f"run {run_id}: its goodput could not be computed from its records, so nothing was "
+                          "exported", hint=f"tpuctl cost {run_id} says what of its records cannot be read")
+    if not zone:
+        raise TpuctlError(f"run {run_id}: no zone known for it, which the workload's location label needs")
+    series = wm.time_series(goodput, workload_id=run_id, location=zone, accelerator_type=accelerator_type,
+                            end_time=time.time(), disruptions=preemptions, max_productive_step=step)
+    try:
+        written = prov.write_time_series(series)
+    except CloudError as exc:
+        raise CloudError(f"Cloud Monitoring did not take run {run_id}'s goodput: {_first_refusal(exc.message)}",
+                         kind=exc.kind, hint=exc.hint or _refusal_hint(exc.message)) from None
+    return {"project": getattr(prov, "project", None), "time_series": written, "workload_id": run_id,
+            "location": zone, "resource_type": wm.RESOURCE_TYPE,
+            "accelerator_type": wm.accelerator_label(accelerator_type), "values": wm.values(series)}
+
+
+def _first_refusal(message: str) -> str:
+    """Monitoring names every series it refused, each with the same reason: the first, and how many."""
+    text = message.split(" failed: ", 1)[-1]
+    head = "One or more TimeSeries could not be written: "
+    if not text.startswith(head):
+        return text
+    parts = text[len(head):].split("; ")
+    first = parts[0].split(": compute.googleapis.com/Workload{", 1)[0]
+    return first + (f" (and {len(parts) - 1} more series)" if len(parts) > 1 else "")
+
+
+def _refusal_hint(message: str) -> str | None:
+    if "more frequently than the maximum sampling period" in message or "must be written in order" in message:
+        return "a series takes a new point at most every 5 s: export again in a few seconds"
+    return None
+
+
+def export_line(run_id: str, e: dict) -> str:
+    """The line that says what --export-monitoring wrote."""
+    return (f"{run_id}: goodput written to Cloud Monitoring (project {e['project']}): {e['time_series']} time "
+            f"series of compute.googleapis.com/workload/ on {e['resource_type']} workload_id={e['workload_id']} "
+            f"location={e['location']}, accelerator_type={e['accelerator_type']}")
 
 
 def goodput_lines(run_id: str, g: dict | None) -> list[str]:

@@ -5,7 +5,8 @@ For one accelerator type in one zone and tier:
 - **speed**: steps/s measured by past runs of the same work on that type (the ledger,
   :mod:`provision.runs.history`), else peak bf16 FLOP/s x a published utilisation / FLOPs per step;
 - **interruptions** (spot and preemptible only): expected interruptions per billed hour (the
-  ledger's count for the zone and type, else a cited default) x (the measured recovery time + the
+  ledger's count for the zone and type, else a cited default) x (the recovery time: the median of
+  what past runs on the provider and type measured per preemption, else an assumed default; + the
   steps lost since the last checkpoint, on average half a checkpoint interval). With ``r`` per hour
   and ``c`` seconds each, a run that computes for ``T`` seconds takes ``T / (1 - r c / 3600)``:
   the interruptions of the extra time are counted too. Recovery time is billed in full here (the
@@ -55,10 +56,19 @@ class Interruptions:
     per_hour_basis: str
     recovery_s: float
     recovery_basis: str
+    # preemptions of past runs the recovery time is the median of (0: the cited default, assumed)
+    recoveries_measured: int = 0
 
     @classmethod
     def none(cls) -> Interruptions:
         return cls(0.0, "on demand: not preempted", 0.0, "-")
+
+    def recovery_line(self) -> str:
+        """``recovery 3m12s, measured over 7 preemption(s) of past v5litepod-8 runs on gcp (their
+        median)``, or the default's ``assumed: ...``."""
+        from ..basics.validate import format_duration
+
+        return f"recovery {format_duration(self.recovery_s)}, {self.recovery_basis}"
 
     @classmethod
     def from_figures(cls, rate: Figure, recovery: Figure) -> Interruptions:
@@ -103,6 +113,11 @@ class Estimate:
     input_note: str | None = None
     cheapest: bool = False
     fastest: bool = False
+    # what each interruption's recovery is taken to cost, its basis, and over how many measured
+    # preemptions (0: assumed); None for a tier that is not interrupted
+    recovery_s: float | None = None
+    recovery_basis: str | None = None
+    recoveries_measured: int = 0
 
     @property
     def finishes(self) -> bool:
@@ -117,7 +132,9 @@ class Estimate:
                 "total_s": round(self.total_s, 1) if self.finishes else None,
                 "total_usd": round(self.total_usd, 4) if self.finishes else None,
                 "basis": list(self.basis), "input_note": self.input_note,
-                "cheapest": self.cheapest, "fastest": self.fastest}
+                "cheapest": self.cheapest, "fastest": self.fastest,
+                "recovery_s": round(self.recovery_s, 1) if self.recovery_s is not None else None,
+                "recovery_basis": self.recovery_basis, "recoveries_measured": self.recoveries_measured}
 
 
 class Unknowable(ValueError):
@@ -190,8 +207,9 @@ def estimate(c: Candidate, step: StepFlops, *, steps: int, batch: int, checkpoin
     basis = [*basis, f"{steps} steps at {rate:.4g} steps/s" + (
         f" + the warm-up = {_hours(compute_s)}" if compute_s > steps / rate else f" = {_hours(compute_s)} of steps")]
     if c.interruptible:
+        basis.append(c.interruptions.recovery_line())
         basis.append(f"interruptions: {c.interruptions.per_hour:.4g}/h ({c.interruptions.per_hour_basis}) x "
-                     f"({c.interruptions.recovery_s:.0f} s recovery ({c.interruptions.recovery_basis}) + "
+                     f"({c.interruptions.recovery_s:.0f} s recovery + "
                      f"{checkpoint_steps / 2:g} steps redone): {count:.2f} expected, "
                      + (f"+{_hours(total_s - compute_s)}" if math.isfinite(total_s)
                         else "more than every hour: it never finishes"))
@@ -200,7 +218,9 @@ def estimate(c: Candidate, step: StepFlops, *, steps: int, batch: int, checkpoin
         accelerator_type=c.accelerator.name, zone=c.zone, region=c.price.region, tier=c.tier,
         usd_per_hour=c.price.usd_per_hour, steps=steps, steps_per_sec=rate, speed_source=source,
         compute_s=compute_s, interruptions=count, overhead_s=total_s - compute_s, total_s=total_s,
-        total_usd=usd, basis=tuple(basis), input_note=input_note(c, rate, batch))
+        total_usd=usd, basis=tuple(basis), input_note=input_note(c, rate, batch),
+        **({"recovery_s": c.interruptions.recovery_s, "recovery_basis": c.interruptions.recovery_basis,
+            "recoveries_measured": c.interruptions.recoveries_measured} if c.interruptible else {}))
 
 
 def _hours(seconds: float) -> str:

@@ -29,6 +29,7 @@ wall time ``[created_at, ended_at or now)`` exactly (:func:`breakdown`).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -62,6 +63,11 @@ CATEGORIES: tuple[tuple[str, str, str], ...] = (
       "an attempt whose program never reported a step)")),
 )
 KEYS = tuple(k for k, _g, _w in CATEGORIES)
+# what a preemption costs (``preemption_loss``): within each preempted attempt's span to the next
+# attempt, the steps it redid, the downtime and the recreate's wait for a TPU (its failed tries too)
+PREEMPTION_LOSS = ("wasted_progress", "disruption", "provisioning")
+PREEMPTION_LOSS_WHAT = ("from each preempted attempt to the next: wasted_progress, disruption and the recreate's "
+                        "provisioning")
 GOOGLE = {k: g for k, g, _w in CATEGORIES}
 WHAT = {k: w for k, _g, w in CATEGORIES}
 
@@ -170,6 +176,8 @@ def breakdown(record: Mapping[str, Any], events: Iterable[Mapping[str, Any]], *,
             cur = None
 
     cuts = _Cuts(start, end)
+    # each preempted attempt, from its start to the next one's: where the preemption's loss is counted
+    hit: list[tuple[float, float]] = []
     # before the first attempt: waiting for the TPU, then billed with no job
     first = attempts[0][1] if attempts else end
     created = [b.start for b in spans or [] if start <= b.start < first]
@@ -261,6 +269,7 @@ def breakdown(record: Mapping[str, Any], events: Iterable[Mapping[str, Any]], *,
             cuts.to(rec_started, "disruption")
             cuts.to(float(rec_ev["time"]) if rec_ev else None, "provisioning")
             cuts.to(b, "disruption")
+            hit.append((a, b))
             preemptions.append(_preemption(outage, n=n, last_step=last_step, exit_at=exit_at, noticed=noticed,
                                            killed=killed, rec_started=rec_started, failed=failed,
                                            next_attempt=b if not latest else None, redone=redone,
@@ -278,6 +287,14 @@ def breakdown(record: Mapping[str, Any], events: Iterable[Mapping[str, Any]], *,
         seconds[cat] += y - x
         if usd is not None:
             usd[cat] += _cost(x, y, spans or [])
+    loss_s, loss_usd = 0.0, 0.0
+    for x, y, cat in segments:
+        if cat in PREEMPTION_LOSS:
+            for wa, wb in hit:
+                lo, hi = max(x, wa), min(y, wb)
+                if hi > lo:
+                    loss_s += hi - lo
+                    loss_usd += _cost(lo, hi, spans or [])
     wall = end - start
     bad = {k: v for k, v in seconds.items() if k != GOODPUT}
     out: dict[str, Any] = {
@@ -289,6 +306,8 @@ def breakdown(record: Mapping[str, Any], events: Iterable[Mapping[str, Any]], *,
         "categories": {k: {"seconds": round(seconds[k], 3), "usd": round(usd[k], 6) if usd is not None else None,
                            "google": GOOGLE[k], "includes": WHAT[k]} for k in KEYS},
         "preemptions": preemptions,
+        "preemption_loss": {"seconds": round(loss_s, 3), "usd": round(loss_usd, 6) if usd is not None else None,
+                            "includes": PREEMPTION_LOSS_WHAT},
         "segments": [[round(x, 3), round(y, 3), c] for x, y, c in segments][-400:],
     }
     return out
@@ -400,3 +419,186 @@ def lines(g: Mapping[str, Any], *, duration: Any, usd: Any) -> list[str]:
         out.append(f"  preemption {','.join(str(x) for x in pre['preemptions']) or '?'} ({said}; "
                    f"{'steps redone unknown' if redone is None else f'{redone} steps redone'}): " + ", ".join(parts))
     return out
+
+
+# ---- what a run keeps of its breakdown, and a fleet's view of them --------------------------------
+
+# a run's per-preemption recovery times kept in its summary (the newest)
+RECOVERIES_KEPT = 20
+# how a TPU was paid for (provision.cloud.capacity.Capacity), from the tier the run was priced at
+_TIER_CAPACITY = {"spot": "spot", "preemptible": "spot", "on-demand": "on-demand", "flex-start": "flex-start"}
+_WORD = r"[a-z0-9][a-z0-9._-]{0,62}"
+
+
+def billed_from_run(record: Mapping[str, Any], events: Iterable[Mapping[str, Any]], *,
+                    usd_per_hour: float | None, now: float) -> list[Billed] | None:
+    """The TPUs a run's own records show billing: each incarnation its attempts ran on
+    (``attempt_started`` and ``recreated`` carry its ``tpu_created_at``, the record's ``attempt``
+    the latest one's) from its creation until a preemption was seen after it (the supervisor's
+    ``preempted``), the next incarnation, or the run's end; each at ``usd_per_hour``. None when
+    they name no incarnation (a run of a tpuctl before they did): no dollars then.
+
+    The cost ledger knows more (a TPU preempted between two looks stopped billing before it was
+    seen): ``tpuctl cost RUN`` prices the ledger's lifetimes, this is what a supervisor knows alone."""
+    evs = sorted(((float(e["time"]), e) for e in events
+                  if isinstance(e, Mapping) and _num(e.get("time")) is not None), key=lambda p: p[0])
+    starts = {float(c) for _t, e in evs if e.get("event") in ("attempt_started", "recreated")
+              for c in (_num(e.get("tpu_created_at")),) if c is not None}
+    att = record.get("attempt")
+    if isinstance(att, Mapping) and _num(att.get("tpu_created_at")) is not None:
+        starts.add(float(att["tpu_created_at"]))
+    if not starts:
+        return None
+    end = _num(record.get("ended_at")) or now
+    seen = [t for t, e in evs if e.get("event") == "preempted"]
+    ordered = sorted(starts)
+    out = []
+    for i, c in enumerate(ordered):
+        nxt = ordered[i + 1] if i + 1 < len(ordered) else math.inf
+        stop = min([t for t in seen if t >= c] + [nxt, max(end, c)])
+        out.append(Billed(c, stop, usd_per_hour))
+    return out
+
+
+def capacity_of(pricing: Mapping[str, Any] | None) -> str | None:
+    """How the run's TPU was paid for: ``spot`` (preemptible too), ``flex-start``, ``on-demand`` or
+    ``reservation``; the supervisor's record of the TPU it saw, else the tier the run was priced at."""
+    pricing = pricing if isinstance(pricing, Mapping) else {}
+    cap = pricing.get("capacity")
+    if isinstance(cap, str) and cap:
+        return cap
+    return _TIER_CAPACITY.get(str(pricing.get("tier")))
+
+
+def summary(g: Mapping[str, Any], *, record: Mapping[str, Any], final: bool, priced: bool = True,
+            capacity: str | None = None) -> dict[str, Any]:
+    """What a run keeps of its breakdown (``goodput`` in run.json and in its listed summary): a
+    few hundred bytes that a fleet's view reads from one listing of a bucket's records, and that
+    ``estimate`` reads its recoveries from. ``final``: the run has ended (else: as of ``as_of``,
+    the end of its last recovery); ``priced``: the run's price is known (else no dollars)."""
+    pricing = record.get("pricing") if isinstance(record.get("pricing"), Mapping) else {}
+    cats = g.get("categories") or {}
+    loss = g.get("preemption_loss") or {}
+    pres = g.get("preemptions") or []
+    usd_known = priced and g.get("total_usd") is not None
+
+    def money(v: Any) -> float | None:
+        return round(float(v), 4) if usd_known and _num(v) is not None else None
+
+    return {
+        "as_of": round(float(g["end"]), 3), "final": bool(final),
+        "accelerator_type": pricing.get("accelerator_type"), "zone": pricing.get("zone") or record.get("zone"),
+        "capacity": capacity or capacity_of(pricing),
+        "wall_s": round(float(g["wall_s"]), 1), "goodput_s": round(float(g["goodput_s"]), 1),
+        "badput_s": round(float(g["badput_s"]), 1), "badput_usd": money(g.get("badput_usd")),
+        "total_usd": money(g.get("total_usd")),
+        "seconds": {k: round(v["seconds"], 1) for k, v in cats.items() if k != GOODPUT and v["seconds"] >= 0.05},
+        "preemptions": sum(max(1, len(p.get("preemptions") or [])) for p in pres),
+        "preemption_s": round(float(loss.get("seconds") or 0.0), 1), "preemption_usd": money(loss.get("usd")),
+        "recovery_s": [round(float(r), 1) for r in (_recovery(p) for p in pres) if r is not None][-RECOVERIES_KEPT:],
+    }
+
+
+def _recovery(pre: Mapping[str, Any]) -> float | None:
+    """A preemption's recovery, seen to the first new step: as its phases date it, else as the
+    supervisor dated that step (``resumed``'s ``seconds_lost``: a program whose start is not recorded)."""
+    r = _num(pre.get("recovery_s"))
+    return r if r is not None else _num(pre.get("seconds_lost"))
+
+
+def _word(v: Any) -> str | None:
+    """A name as tpuctl writes them (types, zones, capacities, run ids, states); anything else is
+    not shown (a summary comes from a bucket's metadata, which its writers can set)."""
+    return v if isinstance(v, str) and re.fullmatch(_WORD, v) else None
+
+
+def usable(g: Any) -> dict[str, Any] | None:
+    """A stored summary (:func:`summary`) with the types a reader computes with, else None: the
+    numbers finite and not negative, names as tpuctl writes them (anything else left out)."""
+    if not isinstance(g, Mapping):
+        return None
+    wall, good = _num(g.get("wall_s")), _num(g.get("goodput_s"))
+    if wall is None or good is None or wall < 0 or not 0 <= good <= wall + 1e-6:
+        return None
+
+    def pos(k: str) -> float | None:
+        v = _num(g.get(k))
+        return v if v is not None and v >= 0 else None
+
+    rec = g.get("recovery_s")
+    secs = g.get("seconds")
+    return {"as_of": _num(g.get("as_of")), "final": g.get("final") is True,
+            "accelerator_type": _word(g.get("accelerator_type")), "zone": _word(g.get("zone")),
+            "capacity": _word(g.get("capacity")), "wall_s": wall, "goodput_s": good,
+            "goodput_pct": round(100 * good / wall, 2) if wall > 0 else None,
+            "badput_s": pos("badput_s") if pos("badput_s") is not None else wall - good,
+            "badput_usd": pos("badput_usd"), "total_usd": pos("total_usd"),
+            "seconds": {k: float(v) for k, v in (secs.items() if isinstance(secs, Mapping) else ())
+                        if k in KEYS and _num(v) is not None and v >= 0},
+            "preemptions": _int(g.get("preemptions")) if (_int(g.get("preemptions")) or 0) >= 0 else None,
+            "preemption_s": pos("preemption_s") or 0.0, "preemption_usd": pos("preemption_usd"),
+            "recovery_s": [float(x) for x in (rec if isinstance(rec, list) else [])[-100:]
+                           if _num(x) is not None and x >= 0]}
+
+
+def median(values: Iterable[float]) -> float | None:
+    import statistics
+
+    vals = [float(v) for v in values]
+    return statistics.median(vals) if vals else None
+
+
+def _aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    wall = sum(r["wall_s"] for r in rows)
+    good = sum(r["goodput_s"] for r in rows)
+    priced = [r for r in rows if r.get("total_usd") is not None]
+    recoveries = [x for r in rows for x in r["recovery_s"]]
+
+    def usd(key: str) -> float | None:
+        return round(sum(r.get(key) or 0.0 for r in priced), 4) if priced else None
+
+    return {"runs": len(rows), "wall_s": round(wall, 1), "goodput_s": round(good, 1),
+            "goodput_pct": round(100 * good / wall, 2) if wall > 0 else None,
+            "badput_s": round(sum(r["badput_s"] for r in rows), 1), "badput_usd": usd("badput_usd"),
+            "total_usd": usd("total_usd"), "priced_runs": len(priced),
+            "preemptions": sum(r.get("preemptions") or 0 for r in rows),
+            "preemption_s": round(sum(r["preemption_s"] for r in rows), 1), "preemption_usd": usd("preemption_usd"),
+            "recovery_median_s": median(recoveries), "recoveries": len(recoveries)}
+
+
+def fleet(runs: Iterable[Mapping[str, Any]], *, since: float, now: float) -> dict[str, Any]:
+    """Goodput of the runs that were live at any time in ``[since, now)``, per run, per accelerator
+    type, per capacity kind and in all, from their record summaries (``record_summary``: ``run_id``,
+    ``cluster``, ``status``, ``created_at``, ``ended_at``, ``goodput``). A run counts whole (its
+    summary is of its whole life, or up to its last recovery while it is live); one without a
+    summary (live and not yet recovered from a preemption, or ended before tpuctl kept one) is
+    listed apart, never guessed."""
+    rows: list[dict[str, Any]] = []
+    missing: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for s in runs:
+        created, ended = _num(s.get("created_at")), _num(s.get("ended_at"))
+        run_id = _word(s.get("run_id"))
+        if created is None or run_id is None or run_id in seen or created > now or \
+                (ended is not None and ended < since):
+            continue
+        seen.add(run_id)
+        base = {"run_id": run_id, "cluster": _word(s.get("cluster")), "status": _word(s.get("status")),
+                "created_at": created, "ended_at": ended}
+        g = usable(s.get("goodput"))
+        if g is None:
+            missing.append(base)
+        else:
+            rows.append({**base, **g})
+    rows.sort(key=lambda r: (r["created_at"], r["run_id"]))
+    missing.sort(key=lambda r: (r["created_at"], r["run_id"]))
+
+    def groups(key: str) -> dict[str, Any]:
+        by: dict[str, list[dict[str, Any]]] = {}
+        for r in rows:
+            by.setdefault(r.get(key) or "unknown", []).append(r)
+        return {k: _aggregate(v) for k, v in sorted(by.items())}
+
+    return {"since": since, "now": now, "runs": rows, "without_summary": missing,
+            "by_accelerator_type": groups("accelerator_type"), "by_capacity": groups("capacity"),
+            "total": _aggregate(rows)}

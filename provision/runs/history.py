@@ -4,12 +4,15 @@ The ledger here is the runs' own records (``run.json`` in their buckets, found t
 machine's index of runs): each says what work it did (``workload``: the key of
 :func:`provision.runs.flops.workload_key`), on which type, zone and tier (``pricing``), how fast it
 trained once warm (``pace.meter``), how long it held its TPU, how often it was preempted and how
-long each recovery took (``preemptions``, ``seconds_lost``). :mod:`provision.runs.forecast` reads
+long each recovery took (its goodput summary's ``recovery_s``, one per preemption; for a record
+without one, ``seconds_lost`` over ``preemptions``). :mod:`provision.runs.forecast` reads
 the records; this module turns them into the figures an estimate uses, each with its basis.
 """
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +47,9 @@ class RunFacts:
     seconds_lost: float
     warmups: tuple[float, ...] = ()
     provider: str | None = None  # the run's provider: its preemptions count only for estimates there
+    # each preemption's recovery, seen to the first new step (its goodput summary's recovery_s);
+    # empty for a run whose record has none (a tpuctl before it kept them)
+    recoveries: tuple[float, ...] = ()
 
     @property
     def steps_per_sec(self) -> float | None:
@@ -67,7 +73,32 @@ def facts(record: Mapping[str, Any]) -> RunFacts | None:
         held_s=sum(float(held.get(s) or 0.0) for s in HELD_STATES),
         seconds_lost=float(record.get("seconds_lost") or 0.0),
         warmups=tuple(float(w) for w in meter.get("warmups") or () if isinstance(w, (int, float))),
-        provider=str(record["provider"]) if record.get("provider") else None)
+        provider=str(record["provider"]) if record.get("provider") else None,
+        recoveries=_recoveries(record.get("goodput")))
+
+
+def _recoveries(g: Any) -> tuple[float, ...]:
+    rec = g.get("recovery_s") if isinstance(g, Mapping) else None
+    return tuple(float(x) for x in rec if isinstance(x, (int, float)) and not isinstance(x, bool)
+                 and math.isfinite(x) and x >= 0) if isinstance(rec, list) else ()
+
+
+def median_recovery(runs: Iterable[RunFacts], *, provider: str, accelerator_type: str) -> tuple[float, str, int] | None:
+    """The median recovery of ``provider``'s past runs on ``accelerator_type`` (any zone, tier or
+    work: a recovery is the TPU's deletion and creation, the hosts' bootstrap and the program's
+    restore), over every preemption they measured: seconds, its basis in words, and how many.
+    A run's summary names each preemption's recovery; a run without one (a tpuctl before it kept
+    them) counts its mean (``seconds_lost`` / ``preemptions``) once per preemption. None: none."""
+    values: list[float] = []
+    for r in runs:
+        if r.provider != provider or r.accelerator_type != accelerator_type or not r.preemptions:
+            continue
+        values += list(r.recoveries) if r.recoveries else [r.seconds_lost / r.preemptions] * r.preemptions
+    if not values:
+        return None
+    mid = statistics.median(values)
+    basis = f"measured over {len(values)} preemption(s) of past {accelerator_type} runs on {provider} (their median)"
+    return mid, basis, len(values)
 
 
 def measured(runs: Iterable[RunFacts], workload: str, accelerator_type: str) -> Measured | None:
@@ -97,6 +128,7 @@ def interruptions(runs: Iterable[RunFacts], *, provider: str, zone: str, acceler
     Only ``provider``'s own runs count: preemptions practised on the local provider (``tpuctl
     simulate preempt``) say nothing about Google Cloud's, nor the other way round. A rate needs
     :data:`MIN_HELD_HOURS` of holding in all; short of it the basis says how little was held."""
+    runs = list(runs)
     rate = default_preemptions_per_hour(interruptible, spot)
     if rate is None:
         return Interruptions.none()
@@ -111,9 +143,8 @@ def interruptions(runs: Iterable[RunFacts], *, provider: str, zone: str, acceler
     elif count:
         per_hour_basis = (f"{per_hour_basis}; the ledger's {count} preemption(s) here came in "
                           f"{hours * 60:.0f} min held, under the {MIN_HELD_HOURS:g} h a rate needs")
-    recovery, recovery_basis = RECOVERY_S.value, RECOVERY_S.flag()
-    lost = [r for r in same if r.preemptions]
-    if lost:
-        recovery = sum(r.seconds_lost for r in lost) / sum(r.preemptions for r in lost)
-        recovery_basis = f"ledger: mean of {sum(r.preemptions for r in lost)} measured recoveries"
-    return Interruptions(per_hour, per_hour_basis, recovery, recovery_basis)
+    recovery, recovery_basis, count = RECOVERY_S.value, RECOVERY_S.flag(), 0
+    found = median_recovery(runs, provider=provider, accelerator_type=accelerator_type)
+    if found is not None:
+        recovery, recovery_basis, count = found
+    return Interruptions(per_hour, per_hour_basis, recovery, recovery_basis, recoveries_measured=count)

@@ -27,7 +27,7 @@ from typing import Any
 from .. import cluster as clusters
 from ..basics.errors import TpuctlError
 from ..cloud.base import DEAD_TPU_STATES, ClusterSpec, Health, Provider, TpuNode, TpuState
-from . import caps, curve, pace, pinning
+from . import caps, curve, goodput, pace, pinning
 from .executors import Executor
 from .lease import Lease
 from .policy import (
@@ -235,6 +235,9 @@ class Supervisor:
         self.stall_after_s = stall_after_s if stall_after_s is not None else \
             getattr(notifier, "stall_after_s", None)
         self._stall_said: tuple[Any, Any] | None = None
+        # how the TPU last seen is paid for (spot, flex-start, on-demand, reservation): the run's
+        # goodput summary says it, for a fleet's view by capacity
+        self._capacity: str | None = None
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def run(self, *, take_over: bool = False, wait_for_lease: float = 0.0) -> RunRecord:
@@ -346,10 +349,11 @@ class Supervisor:
             if rec.recovering:
                 # finished without a new step (it resumed at the last checkpoint, the final step)
                 p = rec.last_progress or {}
-                self._close_recovery(p, p.get("time") or time.time())
+                self._close_recovery(p, p.get("time") or time.time(), summarize=False)
             rec.status, rec.ended_at = "finished", time.time()
             self._event("finished", step=step_said(rec.last_progress or {}, rec.step), reason=d.reason)
             self._clear_current()
+            self._summarize(final=True)
             self.store.save(rec)
             return True
         if d.action == Action.GIVE_UP:
@@ -359,6 +363,7 @@ class Supervisor:
             self._event("gave_up", reason=d.reason, exit_code=code, preemptions=rec.preemptions,
                         failures=rec.failures, **{k: failure[k] for k in ("error_line", "left_out") if failure.get(k)})
             self._clear_current()
+            self._summarize(final=True)
             self.store.save(rec)
             return True
         if d.action == Action.RECREATE_TPU:
@@ -385,7 +390,8 @@ class Supervisor:
             if result.tpu is not None:
                 rec.tpu_seen = result.tpu.created_at
             rec.zone = result.zone or rec.zone
-            self._event("recreated", zone=rec.zone, cidr=result.cidr, seconds=round(time.time() - started, 1))
+            self._event("recreated", zone=rec.zone, cidr=result.cidr, seconds=round(time.time() - started, 1),
+                        tpu_created_at=result.tpu.created_at if result.tpu is not None else None)
             self.store.save(rec)
             self._wake.set()    # the TPU is READY: start the job now, not a poll later
             return False
@@ -414,7 +420,8 @@ class Supervisor:
                            "workers": len(command.get("workers") or {}) or 1}
             rec.status = "recovering" if rec.recovering else "running"
             self.executor.start(rec, n, tpu, command)
-            self._event("attempt_started", attempt=n, zone=tpu.zone)
+            # the TPU it runs on, by its creation: what a run's goodput summary prices (goodput.billed_from_run)
+            self._event("attempt_started", attempt=n, zone=tpu.zone, tpu_created_at=tpu.created_at)
             self.store.save(rec)
             return False
         return False
@@ -538,8 +545,9 @@ class Supervisor:
             self.log(progress_line(rec.last_progress))
             rec.curve = curve.added(rec.curve, curve.point(rec.last_progress))
 
-    def _close_recovery(self, p: dict[str, Any], first_step_at: float) -> None:
-        """The outage is over: count the steps and seconds it cost, and say so in the event log."""
+    def _close_recovery(self, p: dict[str, Any], first_step_at: float, *, summarize: bool = True) -> None:
+        """The outage is over: count the steps and seconds it cost, and say so in the event log
+        (and, unless the run is ending, which summarizes it then, in its goodput summary)."""
         rec = self.rec
         r = rec.recovering
         unknown = p.get("progress_reported") is False
@@ -561,9 +569,36 @@ class Supervisor:
         if unknown:
             self._event("resumed", step="unknown", seconds_lost=round(lost_s, 1), preemptions=r.get("preemptions"),
                         program_started_at=started or None)
-            return
-        self._event("resumed", step=resumed, steps_lost=lost_steps, seconds_lost=round(lost_s, 1),
-                    preemptions=r.get("preemptions"), program_started_at=started or None)
+        else:
+            self._event("resumed", step=resumed, steps_lost=lost_steps, seconds_lost=round(lost_s, 1),
+                        preemptions=r.get("preemptions"), program_started_at=started or None)
+        if summarize:
+            self._summarize(final=False)
+
+    def _summarize(self, *, final: bool) -> None:
+        """The run's goodput summary in its record (:func:`provision.runs.goodput.summary`), from its
+        events, its hosts' exit records and the TPUs its attempts ran on at its price: at the end of
+        each recovery and of the run, so a fleet's view and ``estimate`` read one listed object per
+        run. A summary that cannot be made is left as it was: it never stops the run."""
+        rec = self.rec
+        try:
+            events = self.store.events()
+            exits: dict[int, Any] = {}
+            for n in range(1, rec.attempts + 1):
+                try:
+                    exits[n] = self.store.exits(n)
+                except Exception:  # noqa: BLE001, S112 - a bad exit record costs its attempt's exit time
+                    continue
+            data = rec.to_dict()
+            now = time.time()
+            price = (rec.pricing or {}).get("usd_per_hour")
+            price = float(price) if isinstance(price, (int, float)) and not isinstance(price, bool) else None
+            billed = goodput.billed_from_run(data, events, usd_per_hour=price, now=now)
+            g = goodput.breakdown(data, events, now=now, exits=exits, billed=billed)
+            rec.goodput = goodput.summary(g, record=data, final=final, priced=price is not None,
+                                          capacity=self._capacity)
+        except Exception as exc:  # noqa: BLE001 - see docstring
+            self.log(f"run {rec.run_id}: its goodput summary was not updated ({type(exc).__name__}: {exc})")
 
     def _account(self) -> None:
         """Count the time since the last look in the state the run was left in then (a job that
@@ -589,6 +624,13 @@ class Supervisor:
             rec.pricing = {**rec.pricing, "accelerator_type": tpu.accelerator_type, "zone": tpu.zone,
                            "usd_per_hour": price.usd_per_hour, "price": price.to_dict()}
         self._billing = tpu is not None and tpu.state not in DEAD_TPU_STATES
+        if tpu is not None:
+            try:
+                self._capacity = tpu.paid_as.value
+            except (AttributeError, ValueError):      # a capacity this tpuctl does not know: none said
+                self._capacity = None
+            if rec.pricing and self._capacity and rec.pricing.get("capacity") != self._capacity:
+                rec.pricing = {**rec.pricing, "capacity": self._capacity}
         rec.pace, events, stop = pace.look(rec, now=self.clock(), finished=finished,
                                            stop_s=caps.STOP_S + self.poll_s)
         for kind, data in events:
@@ -615,6 +657,7 @@ class Supervisor:
         self._event("stopped", step=rec.step, checkpoint_step=(rec.last_progress or {}).get("checkpoint_step"),
                     stopped_by=d.kind, reason=d.reason, deleted=", ".join(deleted) or None)
         self._clear_current()
+        self._summarize(final=True)
         self.store.save(rec)
         return True
 

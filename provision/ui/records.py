@@ -145,7 +145,24 @@ class Records:
             acc = spec["accelerator_type"].split(",")[0]
             interruptible = bool(spec.get("preemptible") or spec.get("spot"))
             rate = hourly(acc, interruptible, shape.text(rec.get("zone"), 60)) or None
-        return shape.run_document(rec, raw_events, hourly_usd=rate, accelerator_type=acc)
+        return shape.run_document(rec, raw_events, hourly_usd=rate, accelerator_type=acc,
+                                  goodput=self._goodput(run_id, rec))
+
+    def _goodput(self, run_id: str, rec: dict[str, Any]) -> dict[str, Any] | None:
+        """The run's wall time by cause (provision.runs.goodput), priced as ``tpuctl cost RUN`` prices
+        it: the cost ledger's TPU lifetimes and the provider's prices. None when it cannot be read."""
+        from ..billing import costs
+
+        if self.provider is None or not isinstance(rec.get("cluster"), str):
+            return None
+        try:
+            report = costs.cluster_cost(self.provider, self.target, rec["cluster"], None, now=time.time(),
+                                        run_ids={run_id})
+        except Exception:  # noqa: BLE001 - the page shows the rest without it
+            return None
+        g = next((r.goodput for r in report.runs if r.run_id == run_id), None)
+        # no TPU lifetime of the cluster in the ledgers this machine reads: its dollars are unknown, not $0
+        return {**g, "badput_usd": None, "no_tpu_recorded": True} if g and not report.lives else g
 
     def sweep(self, sweep_id: str) -> dict[str, Any] | None:
         return self._cached(f"sweep:{sweep_id}", lambda: self._sweep(sweep_id))

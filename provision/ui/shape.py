@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..runs.estimate import MIN_ESTIMATE_S
+from ..runs.goodput import GOOGLE, KEYS, WHAT
 
 MAX_EVENTS = 500
 MAX_TEXT = 300
@@ -140,8 +141,9 @@ def run_summary(rec: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def run_document(rec: Mapping[str, Any], raw_events: Iterable[Any], *, hourly_usd: float | None,
-                 accelerator_type: str | None) -> dict[str, Any]:
-    """The run page: its summary, curve, events and outages, spend, and estimates if present."""
+                 accelerator_type: str | None, goodput: Any = None) -> dict[str, Any]:
+    """The run page: its summary, curve, events and outages, spend, goodput by cause, and estimates
+    if present."""
     evs = events(raw_events)
     p = rec.get("last_progress") if isinstance(rec.get("last_progress"), Mapping) else {}
     doc = run_summary(rec)
@@ -153,9 +155,56 @@ def run_document(rec: Mapping[str, Any], raw_events: Iterable[Any], *, hourly_us
         "metrics": scalars(p.get("metrics"), limit=20), "checkpoint_step": num(p.get("checkpoint_step")),
         "curve": curve(rec.get("curve")), "events": evs, "outages": outages(evs),
         "spend": spend(rec.get("seconds_by_state"), hourly_usd),
-        "estimate": estimate(rec.get("estimate")), "pace": pace(rec),
+        "estimate": estimate(rec.get("estimate")), "pace": pace(rec), "goodput": goodput_block(goodput),
     })
     return doc
+
+
+def _flag(v: Any) -> bool | None:
+    return v if isinstance(v, bool) else None
+
+
+def goodput_block(g: Any) -> dict[str, Any] | None:
+    """The run's goodput as the page shows it (:func:`provision.runs.goodput.breakdown`): goodput %,
+    badput by cause in seconds and dollars, each preemption by phase and the timeline's segments.
+    Computed by tpuctl, but from records a bucket writer may fill: every value checked again, only
+    the known categories and phases pass, strings bounded."""
+    if not isinstance(g, Mapping) or num(g.get("wall_s")) is None:
+        return None
+    cats = g.get("categories") if isinstance(g.get("categories"), Mapping) else {}
+    rows = []
+    for key in KEYS:
+        c = cats.get(key) if isinstance(cats.get(key), Mapping) else {}
+        rows.append({"key": key, "google": GOOGLE[key], "includes": WHAT[key], "seconds": num(c.get("seconds")) or 0.0,
+                     "usd": None if g.get("no_tpu_recorded") is True else num(c.get("usd"))})
+    pres = []
+    for p in (g.get("preemptions") if isinstance(g.get("preemptions"), list) else [])[:50]:
+        if not isinstance(p, Mapping):
+            continue
+        ids = [int(x) for x in (p.get("preemptions") if isinstance(p.get("preemptions"), list) else [])
+               if num(x) is not None][:20]
+        phases = []
+        for ph in (p.get("phases") if isinstance(p.get("phases"), list) else [])[:20]:
+            if isinstance(ph, Mapping) and isinstance(ph.get("phase"), str):
+                recorded = ph.get("recorded") is True and num(ph.get("seconds")) is not None
+                phases.append({"phase": ph["phase"][:80], "recorded": recorded,
+                               "seconds": num(ph.get("seconds")) if recorded else None,
+                               "from": num(ph.get("from")) if recorded else None,
+                               "to": num(ph.get("to")) if recorded else None})
+        pres.append({"preemptions": ids, "attempt": num(p.get("attempt")), "detected_at": num(p.get("detected_at")),
+                     "notice": _flag(p.get("notice")), "checkpointed_in_notice": _flag(p.get("checkpointed_in_notice")),
+                     "steps_redone": num(p.get("steps_redone")), "wasted_s": num(p.get("wasted_s")),
+                     "recovery_s": num(p.get("recovery_s")), "cause": text(p.get("cause"), 120), "phases": phases})
+    segs = []
+    for seg in (g.get("segments") if isinstance(g.get("segments"), list) else [])[-400:]:
+        if isinstance(seg, list) and len(seg) == 3 and num(seg[0]) is not None and num(seg[1]) is not None \
+                and seg[2] in GOOGLE:
+            segs.append([num(seg[0]), num(seg[1]), seg[2]])
+    return {"pct": num(g.get("goodput_pct")), "goodput_s": num(g.get("goodput_s")), "wall_s": num(g.get("wall_s")),
+            "badput_s": num(g.get("badput_s")), "badput_usd": num(g.get("badput_usd")),
+            "total_usd": num(g.get("total_usd")), "start": num(g.get("start")), "end": num(g.get("end")),
+            "no_tpu_recorded": g.get("no_tpu_recorded") is True,
+            "categories": rows, "preemptions": pres, "segments": segs}
 
 
 def estimate(raw: Any) -> dict[str, Any] | None:

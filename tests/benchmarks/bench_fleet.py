@@ -2,7 +2,8 @@
 
 A fleet of N clusters (host VM + TPU VM each, over five zones in three regions, with the metadata
 ``up`` writes; tests/fleet.py) is put straight into the fake cloud, and the installed ``tpuctl``
-runs, as a user would: ``status``, ``status --json``, ``status NAME``, ``cost``, ``down --idle
+runs, as a user would: ``status``, ``status --json``, ``status NAME``, ``cost``, ``cost --since 7d``
+(the fleet's goodput, from one listing of the bucket's run records), ``down --idle
 --all-zones --dry-run`` and ``up`` of one more cluster. The fake counts each command's API calls
 and the response bytes it sent (``/_admin/calls``; Cloud Storage reads of run records go to
 fake-gcs-server and are not counted). Every command is timed with the fake's latencies near zero
@@ -58,12 +59,14 @@ def commands(n: int, kind: str = KIND) -> list[Command]:
               "--preemptible")
     return [Command("status", ("status",)), Command("status --json", ("status", "--json")),
             Command("status NAME", ("status", named)), Command("cost", ("cost",)),
+            Command("cost --since 7d", ("cost", "--since", "7d")),
             Command("down --idle", ("down", "--idle", "--all-zones", "--dry-run")), Command("up", up)]
 
 
 # (command, measure, limit at GOAL_N): the goals on this machine against the fake
 GOALS = (("status", "seconds", 1.5), ("status", "requests", 10), ("status --json", "seconds", 1.5),
          ("status --json", "requests", 10), ("cost", "seconds", 1.5), ("cost", "requests", 10),
+         ("cost --since 7d", "seconds", 1.5), ("cost --since 7d", "requests", 10),
          ("down --idle", "seconds", 1.5), ("down --idle", "requests", 10), ("status NAME", "seconds", 0.6),
          ("status NAME", "bytes", 1_000_000), ("down --idle", "seconds_100ms", 3.0))
 

@@ -124,6 +124,41 @@ def test_practice_preemptions_in_minutes_make_no_rate(base_in_bucket):
                                    "preemption(s) here came in 1 min held, under the 1 h a rate needs) x "), r.out
 
 
+def test_the_recovery_time_is_the_median_measured_by_past_runs_once_there_is_one(base_in_bucket):
+    """Without past preemptions the recovery time is the assumed default, and says so; once runs on
+    the provider and type have recovered, it is the median of their recoveries (each run's goodput
+    summary keeps one per preemption), and says over how many."""
+    from provision.cloud.storage import local_bucket
+    from provision.runs import store as runs
+
+    def recovery_line() -> str:
+        r = run_tpuctl_process("estimate", *SEED, "--accelerator-type", "v2-8", "--preemptible", "--on-demand")
+        assert r.code == 0, r.err
+        (line,) = [ln.strip() for ln in r.out.splitlines() if ln.strip().startswith("recovery ")]
+        return line
+
+    assert recovery_line().startswith("recovery 10m, assumed: 10 min")
+    bucket = local_bucket("tpuctl-local")
+    if not bucket.exists():
+        bucket.create("local")
+    for i, recoveries in enumerate(([100.0, 400.0], [192.0])):
+        rec = runs.RunRecord(run_id=f"lab-20261205-10000{i}-cd2{i}", cluster="lab", provider="local",
+                             project="local", zone="us-central1-b", bucket="gs://tpuctl-local",
+                             model_dir=f"gs://tpuctl-local/r{i}", num_train_steps=300, save_checkpoints_steps=50,
+                             job="bert-finetune", status="finished", preemptions=len(recoveries),
+                             seconds_lost=sum(recoveries), seconds_by_state={"training": 600.0},
+                             pricing={"accelerator_type": "v2-8", "zone": "us-central1-b", "tier": "preemptible",
+                                      "usd_per_hour": 1.35},
+                             goodput={"wall_s": 1200.0, "goodput_s": 600.0, "recovery_s": recoveries})
+        runs.RunStore(bucket, rec.run_id).save(rec)
+        runs.remember(rec)
+    assert recovery_line() == "recovery 3m12s, measured over 3 preemption(s) of past v2-8 runs on local (their median)"
+    doc = run_tpuctl_process("estimate", *SEED, "--accelerator-type", "v2-8", "--preemptible", "--on-demand",
+                             "--json").json()
+    got = {e["tier"]: (e["recovery_s"], e["recoveries_measured"]) for e in doc["estimates"]}
+    assert got == {"preemptible": (192.0, 3), "on-demand": (None, 0)}
+
+
 def test_a_deadline_closer_than_a_stop_is_refused_before_a_run_is_created():
     """Issue 43, 5: a deadline inside the stop margin was accepted and stopped the run at step 0."""
     import time

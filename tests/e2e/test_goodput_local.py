@@ -95,3 +95,15 @@ def test_status_and_cost_show_the_runs_wall_time_by_cause_summing_to_it(tmp_path
     sg = status["clusters"][0]["run"]["goodput"]
     assert sum(c["seconds"] for c in sg["categories"].values()) == pytest.approx(sg["wall_s"], abs=0.01)
     assert sg["wall_s"] == pytest.approx(g["wall_s"], abs=0.01)
+
+    # the supervisor kept the run's summary in its record at the end: the fleet's view (one listing
+    # of the bucket's records) says what cost RUN computes from the run's events and exit records
+    fleet = json.loads(run_tpuctl_process("cost", "--since", "1d", "--json").out)["fleet"]
+    (row,) = [r for r in fleet["runs"] if r["run_id"] == run_id]
+    assert row["final"] and (row["accelerator_type"], row["capacity"], row["preemptions"]) == ("v2-8", "spot", 2)
+    for key in ("wall_s", "goodput_s", "badput_s"):
+        assert row[key] == pytest.approx(g[key], abs=0.1), key
+    assert row["preemption_s"] == pytest.approx(g["preemption_loss"]["seconds"], abs=0.1)
+    assert row["recovery_s"] == pytest.approx([p["recovery_s"] for p in g["preemptions"]], abs=0.1)
+    assert fleet["by_capacity"]["spot"]["recovery_median_s"] == pytest.approx(sum(row["recovery_s"]) / 2, abs=0.1)
+    assert f"{run_id} " in run_tpuctl_process("cost", "--since", "1d").out

@@ -17,7 +17,16 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.e2e.ui_records import ESTIMATED, HOSTILE, NO_ESTIMATE_WHY, UNESTIMATED, records, ui  # noqa: F401 - fixtures
+from tests.e2e.ui_records import (  # noqa: F401 - fixtures
+    ESTIMATED,
+    HOSTILE,
+    NO_ESTIMATE_WHY,
+    TIMELINE_RUN,
+    UNESTIMATED,
+    records,
+    ui,
+)
+from tests.unit.test_goodput import EXPECTED
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -87,11 +96,92 @@ def test_the_run_page_shows_the_curve_the_preemption_on_its_timeline_and_the_spe
         "xpath", "//h2[.='spend by state']/following-sibling::table[1]//tbody/tr")}
     assert "training" in rows and "$" in rows["training"], rows
     assert "tensorboard --logdir " + str(tmp_path / "model") + "/tb" in text
+    # the goodput: its share and the badput by cause in seconds and dollars, as tpuctl cost RUN computes
+    # them (the same ledger and prices), and the preemption's phases on the timeline and in a table
+    g = _goodput(run_id)
+    assert _card(browser, "goodput").startswith(f"goodput\n{g['goodput_pct']:.1f}%\n"), _card(browser, "goodput")
+    assert _card(browser, "badput").endswith("at the run's prices")
+    causes = {r.find_elements("tag name", "td")[0].text.strip(): r.find_elements("tag name", "td")
+              for r in browser.find_elements("xpath", "//h2[.='goodput']/following-sibling::table[1]//tbody/tr")}
+    bad = {k for k, v in g["categories"].items() if k != "goodput" and v["seconds"] > 0}
+    assert set(causes) == bad and len(bad) >= 3, (causes, g["categories"])
+    for key, tds in causes.items():
+        assert tds[1].text == g["categories"][key]["google"] and "$" in tds[3].text, key
+    shown = {s.get_attribute("data-category") for s in browser.find_elements("css selector", "svg.timeline rect.seg")}
+    assert shown == bad | {"goodput"}, shown
+    [pre] = g["preemptions"]
+    phases = [p["phase"] for p in pre["phases"] if p["recorded"]]
+    drawn = [r.get_attribute("data-phase") for r in browser.find_elements("css selector", "svg.timeline rect.phase")]
+    assert drawn == phases and "recreate" in drawn, (drawn, phases)
+    rows = browser.find_elements("xpath", "//h2[.='preemptions by phase']/following-sibling::table[1]//tbody/tr")
+    assert [r.find_elements("tag name", "td")[1].text.strip() for r in rows] == phases
+    assert rows[0].text.startswith("preemption 1 (")
     # the record's hostile text is shown as text: no element made from it, no script run
     assert HOSTILE in text and not browser.find_elements("css selector", "#main img")
     assert browser.title == "tpuctl"
     assert not [e for e in browser.get_log("browser") if e["level"] == "SEVERE"], browser.get_log("browser")
     _shot(browser, tmp_path, "ui-run.png")
+
+
+def _dur(s: float) -> str:
+    """A duration as the page writes one (app.js dur): 45s, 5m07s, 1h02m."""
+    s = round(s)
+    if s < 60:
+        return f"{s}s"
+    return f"{s // 60}m{s % 60:02d}s" if s < 3600 else f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def _money(v: float) -> str:
+    """Dollars as the page writes them (app.js money): $1.23, $0.012 under a dime."""
+    return f"${v:.2f}" if v >= 0.1 else f"${float(f'{v:.2g}')}"
+
+
+def test_the_goodput_reads_as_cost_run_computes_it_and_each_preemption_shows_its_phases(ui, browser, tmp_path):  # noqa: F811 - the fixture imported above
+    """The hand-built timeline of tests/unit/test_goodput.py (preempted with the notice, then hard):
+    every category to the second, its dollars, both preemptions' phases on the timeline and listed."""
+    url, token, _records = ui
+    _sign_in(browser, url, token, f"#/run/{TIMELINE_RUN}")
+    g = _goodput(TIMELINE_RUN, "bench")
+    assert {k: v["seconds"] for k, v in g["categories"].items()} == EXPECTED
+    assert _card(browser, "goodput") == "goodput\n51.5%\n2m50s of 5m30s on steps that were kept"
+    assert _card(browser, "badput") == f"badput\n2m40s\n{_money(g['badput_usd'])} at the run's prices"
+    assert _card(browser, "recovery") == "recovery\n1m02s, 30s\neach preemption, seen to its first new step"
+    rows = [[td.text.strip() for td in r.find_elements("tag name", "td")] for r in
+            browser.find_elements("xpath", "//h2[.='goodput']/following-sibling::table[1]//tbody/tr")]
+    bad = sorted(((k, s) for k, s in EXPECTED.items() if k != "goodput" and s > 0), key=lambda kv: -kv[1])
+    assert [r[0] for r in rows] == [k for k, _s in bad]
+    for (key, secs), row in zip(bad, rows):
+        c = g["categories"][key]
+        assert row[1:] == [c["google"], _dur(secs), _money(c["usd"]), f"{100 * secs / 330:.1f}%"], row
+    # the timeline: the wall time by cause under the axis, and each preemption's phases in order
+    segs = browser.find_elements("css selector", "svg.timeline rect.seg")
+    assert {s.get_attribute("data-category") for s in segs} == {k for k, s in EXPECTED.items() if s > 0}
+    phases = [(n + 1, ph["phase"]) for n, p in enumerate(g["preemptions"]) for ph in p["phases"] if ph["recorded"]]
+    drawn = [(int(r.get_attribute("data-preemption")), r.get_attribute("data-phase"))
+             for r in browser.find_elements("css selector", "svg.timeline rect.phase")]
+    assert drawn == phases and len(phases) == 13
+    listed = [[td.text.strip() for td in r.find_elements("tag name", "td")] for r in
+              browser.find_elements("xpath", "//h2[.='preemptions by phase']/following-sibling::table[1]//tbody/tr")]
+    assert listed[0] == ["preemption 1 (notice, checkpointed in it; 0 steps redone)", "last step to job exit", "5s"]
+    assert listed[4] == ["", "recreate", "25s"]
+    assert listed[8] == ["preemption 2 (no notice seen; 2 steps redone)", "seen to recreate started", "5s"]
+    assert [row[1] for row in listed] == [p for _n, p in phases]
+    assert not [e for e in browser.get_log("browser") if e["level"] == "SEVERE"], browser.get_log("browser")
+    browser.execute_script("arguments[0].scrollIntoView()", browser.find_element("xpath", "//h2[.='timeline']"))
+    _shot(browser, tmp_path, "ui-goodput.png")
+
+
+def _goodput(run_id: str, cluster: str = "lab") -> dict:
+    """The run's breakdown as ``tpuctl cost RUN --json`` has it (a finished run: it no longer moves)."""
+    import time
+
+    from provision.basics.config import Target, home
+    from provision.billing.costs import cluster_cost
+    from provision.cloud.local import LocalProvider
+
+    report = cluster_cost(LocalProvider(home()), Target(provider="local", project=None, zone=None), cluster, None,
+                          now=time.time(), run_ids={run_id})
+    return next(r.goodput for r in report.runs if r.run_id == run_id)
 
 
 def _card(driver, key: str) -> str:

@@ -91,6 +91,7 @@ def records(isolated_env, tmp_path, monkeypatch):
                                              cost_usd=0.4 + i / 10, run=f"{sweep.sweep_id}-t{i}"))
     sweeps.remember(sweep)
     _estimated_runs(bucket)
+    _timeline_run(bucket)
     return rec.run_id, sweep.sweep_id, store
 
 
@@ -119,6 +120,46 @@ def _estimated_runs(bucket) -> None:
                         estimate=estimate)
         RunStore(bucket, run_id).save(rec)
         runs.remember(rec)
+
+
+# a finished run whose records are the hand-built timeline of tests/unit/test_goodput.py (preempted
+# twice: once with the notice, saved inside it; once hard, two steps redone), on cluster "bench",
+# whose TPU lifetimes are in this machine's cost ledger: every goodput category and both
+# preemptions' phases are known to the second
+TIMELINE_RUN = "bench-20261127-150000-cd90"
+TIMELINE_AT = MADE_AT + 7200 - 1000     # the timeline's second 1000 is 14:00 UTC that day
+
+
+def _timeline_run(bucket) -> None:
+    from provision.cluster import ledger
+    from tests.unit.test_goodput import BILLED, EVENTS, EXITS, RECORD
+
+    def at(t: float) -> float:
+        return TIMELINE_AT + t
+
+    rec = RunRecord(run_id=TIMELINE_RUN, cluster="bench", provider="local", project="local", zone="us-central1-b",
+                    bucket="gs://tpuctl-local", model_dir="gs://tpuctl-local/bench", num_train_steps=20,
+                    save_checkpoints_steps=2, job="command", status="finished", attempts=3, preemptions=2,
+                    steps_lost=2, created_at=at(RECORD["created_at"]), ended_at=at(RECORD["ended_at"]),
+                    curve=[{**c, "t": at(c["t"]), "loss": round(2.0 * 0.9 ** c["step"], 4)} for c in RECORD["curve"]],
+                    last_progress={"step": 20, "loss": 0.2432, **{k: at(v) for k, v in RECORD["last_progress"].items()
+                                                                  if k != "step"}})
+    store = RunStore(bucket, TIMELINE_RUN)
+    store.save(rec)
+    moved = ("time", "program_started_at", "first_step_at", "step_at")
+    store.bucket.write_bytes(f"{store.prefix}/events.jsonl", "".join(
+        json.dumps({**e, **{k: at(e[k]) for k in moved if k in e}}) + "\n" for e in EVENTS).encode())
+    for n, workers in EXITS.items():
+        for w, x in workers.items():
+            store.bucket.write_bytes(f"{store.attempt_prefix(n)}/exit-{w}.json", json.dumps({**x, "time": at(x["time"])}).encode())
+    runs.remember(rec)
+    for i, b in enumerate(BILLED):
+        node = {"node": "bench", "zone": "us-central1-b", "accelerator_type": "v2-8", "interruptible": True,
+                "created_at": at(b.start)}
+        ledger.append("local", "local", ledger.event("tpu_created", "bench", t=at(b.start), by="up" if i == 0 else "recreate",
+                                                     state="READY", **node))
+        ledger.append("local", "local", ledger.event("tpu_deleted", "bench", t=at(b.end), by="recreate",
+                                                     hourly_usd=1.35, state="PREEMPTED", **node))
 
 
 # the one line `tpuctl ui` prints on stdout: its URL, with the token that lets a browser in

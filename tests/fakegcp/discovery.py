@@ -31,12 +31,14 @@ from .errors import ApiError
 
 PACKAGE_PATH = "googleapiclient/discovery_cache/documents/compute.v1.json"
 # The protobuf package each document's schemas live in, as Google's decoding errors name them
-PROTO_PACKAGES = {"compute.v1": "google.cloud.compute.v1", "iam.v1": "google.iam.admin.v1"}
+PROTO_PACKAGES = {"compute.v1": "google.cloud.compute.v1", "iam.v1": "google.iam.admin.v1",
+                  "monitoring.v3": "google.monitoring.v3"}
 
 
 @functools.cache
 def document(name: str = "compute.v1") -> dict[str, Any]:
-    """A discovery document as google-api-python-client ships it (compute v1 by default; iam.v1)."""
+    """A discovery document as google-api-python-client ships it (compute v1 by default; iam.v1,
+    monitoring.v3)."""
     import googleapiclient
 
     path = Path(googleapiclient.__file__).parent / "discovery_cache" / "documents" / f"{name}.json"
@@ -73,8 +75,13 @@ def _invalid_value(path: str, schema: str, value: Any, doc: str = "compute.v1") 
 
 
 def _unknown(name: str, path: str) -> ApiError:
-    return ApiError(3, f"Invalid JSON payload received. Unknown name \"{name}\" at '{path}': Cannot find field.",
+    at = f" at '{path}'" if path else ""       # a field of the request message itself: no path
+    return ApiError(3, f"Invalid JSON payload received. Unknown name \"{name}\"{at}: Cannot find field.",
                     compute_reason="invalid")
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
 
 
 def _check_value(prop: dict[str, Any], value: Any, path: str, owner: str, doc: str = "compute.v1") -> None:
@@ -123,17 +130,21 @@ def _check_object(schema_name: str, value: Any, path: str, doc: str = "compute.v
     for key, item in value.items():
         if key not in props:
             raise _unknown(key, path)
-        _check_value(props[key], item, f"{path}.{_snake(key)}", schema_name, doc)
+        _check_value(props[key], item, _join(path, _snake(key)), schema_name, doc)
 
 
-def check(method_id: str, body: Any, doc: str = "compute.v1") -> None:
-    """Refuse ``body`` (an ApiError, HTTP 400) unless ``method_id`` of ``doc`` (compute v1) takes it."""
+def check(method_id: str, body: Any, doc: str = "compute.v1", root: str = "resource") -> None:
+    """Refuse ``body`` (an ApiError, HTTP 400) unless ``method_id`` of ``doc`` (compute v1) takes it.
+
+    ``root``: the field of the request message the body is (Compute's inserts: ``resource``); ""
+    where the body is the whole request message (``body: "*"``, as Monitoring's create), so
+    paths start at its fields (``time_series[0].metric``)."""
     schema = request_schema(method_id, doc)
     if schema is None:
         if body not in (None, {}, b"", ""):
             raise ApiError(3, f"{method_id} takes no request body", compute_reason="invalid")
         return
-    _check_object(schema, body if body is not None else {}, "resource", doc)
+    _check_object(schema, body if body is not None else {}, root, doc)
 
 
 def check_query(method_id: str, query: dict[str, list[str]]) -> None:

@@ -18,8 +18,9 @@ def tpuctl_env(url: str, grpc_target: str, project: str) -> dict[str, str]:
         "TPUCTL_TPU_GRPC_ENDPOINT": grpc_target,
         "TPUCTL_IAM_API_ENDPOINT": url,       # service accounts (up --least-privilege): /v1/projects/P/serviceAccounts
         "TPUCTL_BILLING_API_ENDPOINT": url,
-        # Cloud Monitoring is not served (404): `down --idle --min-duty-cycle` says the duty cycle is
-        # unavailable and decides by the runs' progress, with no request leaving this machine
+        # Cloud Monitoring: timeSeries.create is served (a run's goodput export); timeSeries.list is
+        # not (404), so `down --idle --min-duty-cycle` says the duty cycle is unavailable and decides
+        # by the runs' progress, with no request leaving this machine
         "TPUCTL_MONITORING_API_ENDPOINT": url,
     }
 

@@ -250,7 +250,12 @@ CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
 _SCOPES_OF = {"tpu.googleapis.com": ({CLOUD_PLATFORM}, {CLOUD_PLATFORM}),
               "compute.googleapis.com": ({CLOUD_PLATFORM, "https://www.googleapis.com/auth/compute"},
                                          {CLOUD_PLATFORM, "https://www.googleapis.com/auth/compute",
-                                          "https://www.googleapis.com/auth/compute.readonly"})}
+                                          "https://www.googleapis.com/auth/compute.readonly"}),
+              # monitoring.v3.json: timeSeries.create's scopes, and timeSeries.list's
+              "monitoring.googleapis.com": ({CLOUD_PLATFORM, "https://www.googleapis.com/auth/monitoring",
+                                             "https://www.googleapis.com/auth/monitoring.write"},
+                                            {CLOUD_PLATFORM, "https://www.googleapis.com/auth/monitoring",
+                                             "https://www.googleapis.com/auth/monitoring.read"})}
 
 
 def scope_allows(service: str, method: str, scopes: frozenset[str] | set[str]) -> bool:

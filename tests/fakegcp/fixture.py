@@ -343,6 +343,11 @@ class FakeGCP:
         """Every IAM service account, in every project, as ``serviceAccounts.get`` answers it."""
         return self.admin("GET", "service-accounts")["accounts"]
 
+    def monitoring(self) -> dict[str, Any]:
+        """Cloud Monitoring as written to: ``requests`` (every ``timeSeries.create`` as received:
+        project, body, HTTP status) and ``timeSeries`` (every series written, its points newest first)."""
+        return self.admin("GET", "monitoring")
+
     def add_route(self, dest_range: str, *, name: str | None = None, network: str = "default",
                   next_hop_ip: str | None = None, project: str | None = None) -> dict[str, Any]:
         return self.admin("POST", "routes", {"destRange": dest_range, "name": name, "network": network,

@@ -31,6 +31,7 @@ from . import (
     iam,
     metadata,
     metadata_server,
+    monitoring,
     routers,
     tpu_rest,
 )
@@ -39,7 +40,8 @@ from .routing import Request, Route, Router
 from .store import Call, Latencies, Store
 
 SERVICE_TITLES = {"tpu.googleapis.com": "Cloud TPU API", "compute.googleapis.com": "Compute Engine API",
-                  billing.SERVICE: "Cloud Billing API", iam.SERVICE: "Identity and Access Management (IAM) API"}
+                  billing.SERVICE: "Cloud Billing API", iam.SERVICE: "Identity and Access Management (IAM) API",
+                  monitoring.SERVICE: "Cloud Monitoring API"}
 
 
 @dataclass
@@ -71,12 +73,14 @@ class FakeCloud:
         iam.register(self.api, self.current)
         metadata.register(self.api, self.current)
         billing.register(self.api)
+        monitoring.register(self.api, self.current)
         self.admin = Router()
         admin.register(self.admin, self)
         tpu_rest.register_admin(self.admin, self)
         compute_tpu.register_admin(self.admin, self)
         routers.register_admin(self.admin, self)
         iam.register_admin(self.admin, self)
+        monitoring.register_admin(self.admin, self)
 
     def _new_store(self) -> Store:
         lat = Latencies(**vars(self.initial_latencies))
@@ -203,13 +207,16 @@ def _jwt_scopes(assertion: str) -> set[str] | None:
 
 
 def api_of(route: Route) -> str:
-    """The API a route belongs to, as ``POST /_admin/fault`` names it: tpu.v2, tpu.v1, compute.v1."""
+    """The API a route belongs to, as ``POST /_admin/fault`` names it: tpu.v2, tpu.v1, compute.v1,
+    monitoring.v3."""
     if route.call.startswith("tpu.v1."):
         return "tpu.v1"
     if route.call.startswith("tpu.v2."):
         return "tpu.v2"
     if route.call.startswith("compute."):
         return "compute.v1"
+    if route.call.startswith("monitoring."):
+        return "monitoring.v3"
     return route.service
 
 

@@ -266,6 +266,7 @@ class Store:
         self.firewalls: dict[tuple[str, str], Any] = {}     # VPC firewall rules (network.py)
         self.routers: dict[tuple[str, str, str], Any] = {}  # Cloud Routers and their NATs (routers.py)
         self.service_accounts: dict[tuple[str, str], Any] = {}   # IAM, by (project, account id) (iam.py)
+        self.monitoring: Any = None   # Cloud Monitoring's time series and create requests (monitoring.py)
         self.project_metadata: dict[str, dict[str, Any]] = {}
         self.extra_tpu_types: dict[str, set[str]] = {}
         # TPU Nodes (v1 creates) are refused unless the project was granted Node access, as Google

@@ -132,6 +132,10 @@ def test_a_preemption_during_the_first_recovery_counts_twice_and_one_resume_ends
     assert kinds.count("recreate_failed") == 1 and kinds.count("recreated") == 1
     assert job.started == [1, 2] and rec.attempts == 2
     assert kinds[-1] == "finished"
+    # its goodput summary: two preemptions, one outage and so one recovery; no price, no dollars
+    g = rec.goodput
+    assert g["final"] and g["preemptions"] == 2 and len(g["recovery_s"]) == 1 and g["capacity"] == "spot", g
+    assert g["preemption_s"] > 0 and g["badput_usd"] is None
 
 
 def test_a_recreate_that_fails_without_a_preemption_is_not_another_one(lab, tmp_path):

@@ -105,7 +105,8 @@ def test_resumed_is_said_before_the_step_the_resumed_job_has_reached(lab):
               step_time=clock.now - 1, first_step_time=clock.now - 8)
     assert sup.step() is False
     lines = [line for line in said if "resumed" in line or line.lstrip().startswith("step ")]
-    assert lines == [f"[{RUN}] resumed step=150 steps_lost=10 seconds_lost=22.0 preemptions=[1]",
+    assert lines == [(f"[{RUN}] resumed step=150 steps_lost=10 seconds_lost=22.0 preemptions=[1] "
+                      f"program_started_at={started}"),
                      "  step 225/400, loss 2.0000, 100.0 examples/s, checkpoint 150"], said
 
 

@@ -111,3 +111,40 @@ def test_the_curve_keeps_its_shape_in_a_bounded_number_of_points():
     assert len(curve) <= 50 and curve[0]["step"] == 1 and curve[-1]["step"] == 1000
     assert added(curve, point({"step": 1000, "loss": 0.5}))[-1]["loss"] == 0.5      # a repeat replaces
     assert point({"step": None}) is None and added([], None) == []
+
+
+def test_the_goodput_block_is_the_breakdown_with_every_value_checked():
+    from provision.runs import goodput
+    from tests.unit.test_goodput import BILLED, EVENTS, EXITS, EXPECTED, RECORD
+
+    g = goodput.breakdown(RECORD, EVENTS, now=5000.0, exits=EXITS, billed=BILLED)
+    b = shape.goodput_block(g)
+    assert [c["key"] for c in b["categories"]] == list(goodput.KEYS)
+    assert {c["key"]: c["seconds"] for c in b["categories"]} == EXPECTED
+    assert (b["pct"], b["goodput_s"], b["wall_s"], b["badput_s"]) == (g["goodput_pct"], 170, 330, 160)
+    assert [p["preemptions"] for p in b["preemptions"]] == [[1], [2]]
+    assert [(p["notice"], p["checkpointed_in_notice"], p["steps_redone"]) for p in b["preemptions"]] == \
+        [(True, True, 0), (False, None, 2)]
+    assert [ph["phase"] for ph in b["preemptions"][0]["phases"] if ph["recorded"]][:2] == \
+        ["last step to job exit", "job exit to preemption seen"]
+    assert b["segments"] == g["segments"]
+
+
+def test_an_odd_goodput_record_gives_a_bounded_block_or_none():
+    assert shape.goodput_block(None) is None and shape.goodput_block({"wall_s": "x"}) is None
+    b = shape.goodput_block({"wall_s": 10.0, "goodput_pct": float("nan"), "categories": {"goodput": {"seconds": "5"},
+                             "evil<script>": {"seconds": 1}}, "preemptions": [5, {"preemptions": ["x", 2], "notice": 1,
+                             "phases": [{"phase": "recreate", "recorded": True, "seconds": "3"}, {"phase": 7}],
+                             "cause": "c" * 500}], "segments": [[0, 5, "goodput"], [5, 10, "<img>"], ["a", 1, "goodput"]]})
+    assert b["pct"] is None and b["categories"][0]["key"] == "goodput" and b["categories"][0]["seconds"] == 0
+    assert "evil<script>" not in {c["key"] for c in b["categories"]}
+    [p] = b["preemptions"]
+    assert p["preemptions"] == [2] and p["notice"] is None and len(p["cause"]) == 120
+    assert p["phases"] == [{"phase": "recreate", "recorded": False, "seconds": None, "from": None, "to": None}]
+    assert b["segments"] == [[0.0, 5.0, "goodput"]]
+
+
+def test_a_run_whose_cluster_has_no_tpu_in_the_ledgers_has_no_dollars_not_zero():
+    b = shape.goodput_block({"wall_s": 10.0, "badput_usd": None, "no_tpu_recorded": True,
+                             "categories": {"provisioning": {"seconds": 10.0, "usd": 0.0}}})
+    assert b["no_tpu_recorded"] is True and {c["usd"] for c in b["categories"]} == {None}

@@ -5,6 +5,15 @@
 const SVG = "http://www.w3.org/2000/svg";
 const REFRESH_MS = 5000;
 const STATE_COLORS = { training: "#188038", making_data: "#a142f4", starting: "#9aa0a6", waiting: "#e37400", idle: "#d93025" };
+// goodput and each badput cause (provision/runs/goodput.py), on the timeline's band and in the legend
+const CAUSE_COLORS = { goodput: "#188038", provisioning: "#e37400", billed_no_job: "#d93025", host_bootstrap: "#5f6368",
+  program_startup: "#a142f4", data_loading: "#1a73e8", checkpoint_save: "#12b5cb", wasted_progress: "#a50e0e",
+  disruption: "#f9ab00", unattributed: "#bdc1c6" };
+// a preemption's phases, in order (provision/runs/goodput.py _preemption, _restart_phases): a shade each
+const PHASES = ["notice to job exit", "last step to job exit", "job exit to preemption seen", "seen to recreate started",
+  "of which failed recreates (capacity, quota)", "recreate", "recreated to attempt started", "host bootstrap",
+  "program start and restore to first step"];
+const PHASE_COLORS = ["#fbbc04", "#12b5cb", "#f28b82", "#fdd663", "#d93025", "#e37400", "#fcad70", "#5f6368", "#a142f4"];
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -52,6 +61,11 @@ function money(v) {
   const a = Math.abs(v);
   if (a === 0 || a >= 0.1) return "$" + v.toFixed(2);
   return a < 1e-4 ? (v < 0 ? "-" : "") + "<$0.0001" : "$" + String(Number(v.toPrecision(2)));
+}
+// a share in percent, one decimal (0.4%, 51.5%, 100.0%), never 0.0% for a share that is not zero
+function pct(v) {
+  if (typeof v !== "number" || !Number.isFinite(v)) return "-";
+  return v > 0 && v < 0.05 ? "<0.1%" : v.toFixed(1) + "%";
 }
 function when(t) { return typeof t === "number" ? new Date(t * 1000).toLocaleString() : "-"; }
 // a duration in its two largest units, the second padded: 45s, 5m07s, 1h02m, 2d03h
@@ -132,8 +146,17 @@ function lineChart(points, series, opts) {
   return root;
 }
 
+function swatch(color) {
+  const root = svg("svg", { width: 10, height: 10, class: "swatch" });
+  root.appendChild(svg("rect", { x: 0, y: 0, width: 10, height: 10, rx: 2, fill: color }));
+  return root;
+}
+
+// The timeline: events as ticks, each preemption's lost time shaded, and under the axis two lanes: the
+// run's wall time by cause (goodput and each badput cause, provision/runs/goodput.py) and each
+// preemption's phases (notice, exit, recreate, bootstrap, restore to first step), each with its title.
 function timeline(doc) {
-  const W = 1100, H = 120, L = 10, R = 10;
+  const W = 1100, H = 156, L = 10, R = 10;
   const evs = doc.events;
   const t0 = doc.created_at || (evs[0] && evs[0].time) || 0;
   const t1 = doc.ended_at || Date.now() / 1000;
@@ -161,9 +184,63 @@ function timeline(doc) {
       row += 1;
     }
   }
+  const g = doc.goodput;
+  if (g) {
+    for (const [a, b, cat] of g.segments) {
+      const seg = svg("rect", { class: "seg", x: x(a), y: 96, width: Math.max(1, x(b) - x(a)), height: 12,
+        fill: CAUSE_COLORS[cat] || "#bdc1c6", "data-category": cat });
+      seg.appendChild(svg("title", {}, `${cat}: ${dur(b - a)}`));
+      root.appendChild(seg);
+    }
+    g.preemptions.forEach((p, n) => {
+      for (const ph of p.phases) {
+        if (!ph.recorded || ph.from === null || ph.to === null) continue;
+        const i = PHASES.indexOf(ph.phase);
+        const failed = ph.phase.startsWith("of which");
+        const rect = svg("rect", { class: "phase", x: x(ph.from), y: failed ? 126 : 112, width: Math.max(2, x(ph.to) - x(ph.from)),
+          height: failed ? 4 : 12, fill: PHASE_COLORS[i] || "#9aa0a6", "data-phase": ph.phase, "data-preemption": n + 1 });
+        rect.appendChild(svg("title", {}, `preemption ${p.preemptions.join(",") || n + 1}: ${ph.phase} ${dur(ph.seconds)}`));
+        root.appendChild(rect);
+      }
+    });
+  }
   root.appendChild(svg("text", { x: L, y: H - 8 }, when(t0)));
   root.appendChild(svg("text", { x: W - R - 140, y: H - 8 }, doc.ended_at ? when(t1) : "now"));
   return root;
+}
+
+// A preemption in words, as tpuctl status and cost say it: the notice, the save, the steps redone
+function preemptionLabel(p, n) {
+  const said = p.checkpointed_in_notice ? "notice, checkpointed in it" : p.notice ? "notice"
+    : p.notice === false ? "no notice seen" : "notice unknown";
+  const redone = p.steps_redone === null ? "steps redone unknown" : `${fmt(p.steps_redone, 0)} steps redone`;
+  return `preemption ${p.preemptions.join(",") || n + 1} (${said}; ${redone})`;
+}
+
+// Goodput: the share of the run's wall time spent on steps that were kept, and the rest by cause, in
+// seconds and dollars at the run's prices; then each preemption by phase.
+function goodputSection(g) {
+  if (!g) return [el("h2", {}, "goodput"), el("p", { class: "muted" }, "not computed: the run's records could not be read")];
+  const bad = g.categories.filter((c) => c.key !== "goodput" && c.seconds > 0).sort((a, b) => b.seconds - a.seconds);
+  const rows = bad.map((c) => [el("span", { class: "nowrap" }, swatch(CAUSE_COLORS[c.key]), " " + c.key), c.google, dur(c.seconds),
+    c.usd === null ? "-" : money(c.usd), g.wall_s ? pct((100 * c.seconds) / g.wall_s) : "-"]);
+  const phaseRows = g.preemptions.flatMap((p, n) => p.phases.filter((ph) => ph.recorded)
+    .map((ph, j) => [j === 0 ? preemptionLabel(p, n) : "", el("span", {}, swatch(PHASE_COLORS[PHASES.indexOf(ph.phase)] || "#9aa0a6"), " " + ph.phase),
+      dur(ph.seconds)]));
+  return [
+    el("h2", {}, "goodput"),
+    el("div", { class: "cards goodput" },
+      card("goodput", pct(g.pct), `${dur(g.goodput_s)} of ${dur(g.wall_s)} on steps that were kept`),
+      card("badput", dur(g.badput_s), g.no_tpu_recorded ? "no TPU of its cluster in the cost ledgers read here: dollars unknown"
+        : g.badput_usd === null ? "no price known" : `${money(g.badput_usd)} at the run's prices`),
+      g.preemptions.some((p) => p.recovery_s !== null) ? card("recovery", g.preemptions.map((p) => dur(p.recovery_s)).join(", "),
+        "each preemption, seen to its first new step") : null),
+    el("p", { class: "legend" }, g.categories.filter((c) => c.seconds > 0).map((c) => el("span", {}, swatch(CAUSE_COLORS[c.key]), " " + c.key))),
+    rows.length ? table(["badput by cause", "Google's term", { label: "time", num: true }, { label: "$", num: true },
+      { label: "of the wall time", num: true }], rows) : el("p", { class: "muted" }, "no badput"),
+    phaseRows.length ? el("h2", {}, "preemptions by phase") : null,
+    phaseRows.length ? table(["preemption", "phase", { label: "time", num: true }], phaseRows) : null,
+  ];
 }
 
 function spendBar(spend) {
@@ -286,8 +363,10 @@ function runView(doc) {
       doc.reason ? " - " + doc.reason : ""),
     cards, estimateBasis(doc.estimate), charts,
     el("h2", {}, "timeline"),
-    el("p", { class: "muted legend" }, el("span", {}, "shaded: time lost to preemptions, from the preemption to the first new step")),
+    el("p", { class: "muted legend" }, el("span", {}, "shaded: time lost to preemptions, from the preemption to the first new step"),
+      doc.goodput ? el("span", {}, "under the axis: the wall time by cause, then each preemption's phases") : null),
     timeline(doc),
+    goodputSection(doc.goodput),
     el("h2", {}, "spend by state"),
     doc.spend.hourly_usd === null ? el("p", { class: "muted" }, "no list price for this TPU type") : null,
     spendBar(doc.spend),
