@@ -66,7 +66,7 @@ def _parse_time(text: str) -> float:
     text = text.replace("Z", "+00:00")
     if "." in text:  # Python 3.10 parses at most 6 fractional digits
         head, _, rest = text.partition(".")
-        digits = "".join(ch for ch in rest if ch.isdigit())
+        digits = rest[:len(rest) - len(rest.lstrip("0123456789"))]   # the fraction, not the offset's
         tz = rest[len(digits):]
         text = f"{head}.{digits[:6].ljust(6, '0')}{tz}"
     return datetime.fromisoformat(text).timestamp()

@@ -60,3 +60,21 @@ def test_without_usable_credentials_the_reason_names_the_fix(monkeypatch, tmp_pa
     with pytest.raises(Unavailable) as err:
         fetch("proj", window_s=60)
     assert "GOOGLE_APPLICATION_CREDENTIALS" in str(err.value) and "missing.json" in str(err.value)
+
+
+def test_end_times_with_fractions_and_an_offset_are_read_in_utc_on_any_machine(monkeypatch):
+    """Monitoring writes end times as RFC 3339 with up to nanoseconds; an offset's digits are not
+    the fraction's (they were once read as such: the time lost its zone and was taken as local)."""
+    import time
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        series = ts("us-central1-b", "11", [5])
+        series["points"] = [{"interval": {"endTime": end}, "value": {"doubleValue": 7.0}}
+                            for end in ("2026-01-01T00:00:00.123456789Z", "2026-01-01T05:00:01.5+05:00")]
+        duty = lookup(by_node([series], [("pod", "us-central1-b")]), "pod", "us-central1-b")
+        assert sorted(t for t, _v in duty.points) == [1767225600.123456, 1767225601.5]
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
