@@ -182,6 +182,9 @@ def fleet_lines(view: dict, since_s: float, *, cluster: str | None = None) -> li
     def usd(v) -> str:
         return "unknown" if v is None else f"{v:,.2f}" if v >= 1 else f"{v:.4f}"
 
+    def money(v) -> str:
+        return "unknown" if v is None else f"${usd(v)}"
+
     t = view["total"]
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(view["since"]))
     head = f"goodput of {'cluster ' + cluster + ' ' if cluster else ''}runs live since {when} ({dur(since_s)}): "
@@ -189,9 +192,11 @@ def fleet_lines(view: dict, since_s: float, *, cluster: str | None = None) -> li
         out = [head + "no run with a goodput summary"]
     else:
         out = [head + f"{t['runs']} run(s), goodput {pct(t['goodput_pct'])} ({dur(t['goodput_s'])} of "
-               f"{dur(t['wall_s'])}); badput {dur(t['badput_s'])}, ${usd(t['badput_usd'])}; lost to preemption "
-               f"${usd(t['preemption_usd'])} ({dur(t['preemption_s'])}) over {t['preemptions']} preemption(s)"
-               + (f", median recovery {dur(t['recovery_median_s'])}" if t["recovery_median_s"] is not None else "")]
+               f"{dur(t['wall_s'])}); badput {dur(t['badput_s'])}, {money(t['badput_usd'])}; lost to preemption "
+               f"{money(t['preemption_usd'])} ({dur(t['preemption_s'])}) over {t['preemptions']} preemption(s)"
+               + (f", median recovery {dur(t['recovery_median_s'])}" if t["recovery_median_s"] is not None else "")
+               + (f" (dollars of the {t['priced_runs']} run(s) whose price is known)"
+                  if 0 < t["priced_runs"] < t["runs"] else "")]
 
         def group_rows(groups: dict) -> list[list]:
             return [[k, g["runs"], pct(g["goodput_pct"]), dur(g["wall_s"]), usd(g["badput_usd"]), g["preemptions"],

@@ -292,6 +292,7 @@ class Supervisor:
             self.log(f"run {self.rec.run_id} was taken over by another supervisor; stopping here")
             return True
         tpu, phase, code = self.observe()
+        self._note_capacity(tpu)
         self._failure = None
         self._read_progress()
         self._account()
@@ -334,6 +335,19 @@ class Supervisor:
         self._state = run_state(recovering=bool(rec.recovering), job_started=bool(rec.attempt) and (
             d.action == Action.START_JOB or phase == JobPhase.RUNNING))
         return ended
+
+    def _note_capacity(self, tpu: TpuNode | None) -> None:
+        """How the TPU seen is paid for (spot, flex-start, on-demand, reservation), kept with the
+        run's price (``pricing.capacity``) for its goodput summary: a fleet's view by capacity."""
+        if tpu is None:
+            return
+        try:
+            self._capacity = tpu.paid_as.value
+        except (AttributeError, ValueError):      # a capacity this tpuctl does not know: none said
+            return
+        rec = self.rec
+        if rec.pricing and rec.pricing.get("capacity") != self._capacity:
+            rec.pricing = {**rec.pricing, "capacity": self._capacity}
 
     def _act(self, d: Decision, tpu: TpuNode | None, code: int | None) -> bool:
         rec = self.rec
@@ -624,13 +638,6 @@ class Supervisor:
             rec.pricing = {**rec.pricing, "accelerator_type": tpu.accelerator_type, "zone": tpu.zone,
                            "usd_per_hour": price.usd_per_hour, "price": price.to_dict()}
         self._billing = tpu is not None and tpu.state not in DEAD_TPU_STATES
-        if tpu is not None:
-            try:
-                self._capacity = tpu.paid_as.value
-            except (AttributeError, ValueError):      # a capacity this tpuctl does not know: none said
-                self._capacity = None
-            if rec.pricing and self._capacity and rec.pricing.get("capacity") != self._capacity:
-                rec.pricing = {**rec.pricing, "capacity": self._capacity}
         rec.pace, events, stop = pace.look(rec, now=self.clock(), finished=finished,
                                            stop_s=caps.STOP_S + self.poll_s)
         for kind, data in events:

@@ -108,6 +108,10 @@ def test_resumed_is_said_before_the_step_the_resumed_job_has_reached(lab):
     assert lines == [(f"[{RUN}] resumed step=150 steps_lost=10 seconds_lost=22.0 preemptions=[1] "
                       f"program_started_at={started}"),
                      "  step 225/400, loss 2.0000, 100.0 examples/s, checkpoint 150"], said
+    # the end of the recovery updated the run's goodput summary, saved with its record (a live
+    # run's, as of now: what a fleet's `cost --since` reads before the run ends)
+    kept = store.load().goodput
+    assert kept is not None and kept["final"] is False and kept["capacity"] == "spot", kept
 
 
 def test_the_last_line_names_the_checkpoint_saved_after_the_step(lab):
