@@ -50,6 +50,15 @@ def main(argv: list[str] | None = None) -> int:
         report(exc)
         return exitcodes.BAD_SPEC
     print(f"jobs: backend {backend.name} ({backend.reason})", flush=True)
+    if backend.name == "jax" and getattr(spec, "job", None) == "keras":
+        # a module written with tf.* ops: one line naming its first tf. call, before TF and JAX load
+        from .keras.tfops import refuse_tf_ops
+        from .usercode import locate
+
+        problem = refuse_tf_ops(locate(spec.module, search))
+        if problem:
+            report(problem)
+            return exitcodes.BAD_SPEC
     # TensorFlow's C++ start-up chatter hides the lines that matter; keep warnings and errors.
     from .quiet import quiet_tensorflow
 

@@ -33,7 +33,13 @@ def log(message: str) -> None:
 
 
 def unwrap(variable) -> tf.Variable:
-    """The tf.Variable (or distributed variable) under a Keras 3 variable."""
+    """The tf.Variable (or distributed variable) under a Keras 3 variable on TensorFlow; on JAX
+    the Keras variable itself (its value is an immutable array: the runner traces with values,
+    and reads and assigns the variable between steps)."""
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        return variable
     import tensorflow as tf
 
     if isinstance(variable, tf.Variable):

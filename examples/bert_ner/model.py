@@ -2,7 +2,8 @@
 
 Token classification as in the BERT paper's CoNLL-2003 experiment: an original google-research
 BERT checkpoint (``jobs.bert.load_encoder``) continued with a linear layer over its sequence
-output, one tag per word read at the word's first word piece. Input: CoNLL-style files (a token
+output, one tag per word read at the word's first word piece, written with ``keras.ops`` so that
+it runs on either backend (only reading the files and the input pipeline are TensorFlow's). Input: CoNLL-style files (a token
 per line, its BIO tag in the last column, a blank line between sentences, ``-DOCSTART-`` lines
 skipped). Reported: the loss, word accuracy and entity-level precision, recall and F1 as seqeval
 defines them (an entity is its type, first and last word; it counts when the predicted entity is
@@ -22,6 +23,7 @@ import os
 import keras
 import numpy as np
 import tensorflow as tf
+from keras import ops
 
 from jobs.bert import load_encoder
 from jobs.bert.tokenization import FullTokenizer
@@ -118,33 +120,33 @@ def dataset(params, split, context):
 def loss(labels, outputs):
     """Each sentence's mean cross-entropy over its words."""
     per_piece = keras.losses.sparse_categorical_crossentropy(
-        labels["tags"], tf.cast(outputs, tf.float32), from_logits=True)
+        labels["tags"], ops.cast(outputs, "float32"), from_logits=True)
     mask = labels["mask"]
-    return tf.reduce_sum(per_piece * mask, -1) / tf.maximum(tf.reduce_sum(mask, -1), 1.0)
+    return ops.sum(per_piece * mask, -1) / ops.maximum(ops.sum(mask, -1), 1.0)
 
 
 def metrics(labels, outputs):
-    predicted = tf.argmax(outputs, -1, output_type=tf.int32)
+    predicted = ops.cast(ops.argmax(outputs, -1), "int32")
     mask = labels["mask"]
-    right = tf.cast(tf.equal(predicted, labels["tags"]), tf.float32) * mask
+    right = ops.cast(ops.equal(predicted, labels["tags"]), "float32") * mask
     tp, found, gold = entity_counts(labels["tags"], predicted, mask)
-    return {"accuracy": (tf.reduce_sum(right, -1), tf.reduce_sum(mask, -1)),
+    return {"accuracy": (ops.sum(right, -1), ops.sum(mask, -1)),
             "precision": (tp, found), "recall": (tp, gold), "f1": (2.0 * tp, found + gold)}
 
 
 def predict(outputs):
-    return {"tags": tf.argmax(outputs, -1, output_type=tf.int32)}
+    return {"tags": ops.cast(ops.argmax(outputs, -1), "int32")}
 
 
 def chunks(tags, mask):
     """Where entities start and continue in each row of word tags, as seqeval reads BIO: an
     entity starts at B-, or at an I- after O or after another type; it continues over the I-
     of its type. Returns (start, continues, type) [batch, words]."""
-    mask = tf.cast(mask, tf.int32)
-    kind = tf.where(tags == 0, 0, 2 - tags % 2) * mask          # 0: O, 1: B-, 2: I-
+    mask = ops.cast(mask, "int32")
+    kind = ops.where(tags == 0, 0, 2 - tags % 2) * mask         # 0: O, 1: B-, 2: I-
     kind_type = (tags + 1) // 2 * mask
     before = [[0, 0], [1, 0]]
-    prev_kind, prev_type = tf.pad(kind[:, :-1], before), tf.pad(kind_type[:, :-1], before)
+    prev_kind, prev_type = ops.pad(kind[:, :-1], before), ops.pad(kind_type[:, :-1], before)
     start = (kind == 1) | ((kind == 2) & ((prev_kind == 0) | (prev_type != kind_type)))
     continues = (kind == 2) & (prev_kind != 0) & (prev_type == kind_type)
     return start, continues, kind_type
@@ -153,23 +155,25 @@ def chunks(tags, mask):
 def entity_counts(gold, predicted, mask):
     """Per sentence: (entities predicted exactly, entities predicted, gold entities), float32
     [batch], over the words (the pieces where ``mask`` is 1)."""
-    order = tf.argsort(tf.cast(mask, tf.int32), axis=-1, direction="DESCENDING", stable=True)
-    gold, predicted = tf.gather(gold, order, batch_dims=1), tf.gather(predicted, order, batch_dims=1)
-    mask = tf.gather(mask, order, batch_dims=1)
+    # the words first, in order (a stable sort: the pieces where mask is 1 before the others)
+    order = ops.argsort(-ops.cast(mask, "int32"), axis=-1)
+    gold = ops.take_along_axis(ops.cast(gold, "int32"), order, axis=1)
+    predicted = ops.take_along_axis(ops.cast(predicted, "int32"), order, axis=1)
+    mask = ops.take_along_axis(ops.convert_to_tensor(mask), order, axis=1)
     g_start, g_cont, g_type = chunks(gold, mask)
     p_start, p_cont, p_type = chunks(predicted, mask)
     after = [[0, 0], [0, 1]]
     inside = g_start | g_cont
-    last = inside & ~tf.pad(g_cont[:, 1:], after)                  # a gold entity's last word
+    last = inside & ~ops.pad(g_cont[:, 1:], after)                 # a gold entity's last word
     agree = (g_start == p_start) & (g_cont == p_cont) & (g_type == p_type)
-    wrong = inside & ~(agree & ~(last & tf.pad(p_cont[:, 1:], after)))
-    rows, width = tf.shape(gold)[0], tf.shape(gold)[1]
-    entity = tf.cumsum(tf.cast(g_start, tf.int32), axis=1) * tf.cast(inside, tf.int32)
-    segments = entity + tf.range(rows)[:, None] * (width + 1)
-    missed = tf.math.unsorted_segment_max(tf.reshape(tf.cast(wrong, tf.int32), [-1]),
-                                          tf.reshape(segments, [-1]), rows * (width + 1))
-    missed = tf.reduce_sum(tf.reshape(tf.maximum(missed, 0), [rows, width + 1])[:, 1:], axis=1)
-    gold_count = tf.reduce_sum(tf.cast(g_start, tf.int32), axis=1)
-    found = tf.reduce_sum(tf.cast(p_start, tf.int32), axis=1)
-    return (tf.cast(gold_count - missed, tf.float32), tf.cast(found, tf.float32),
-            tf.cast(gold_count, tf.float32))
+    wrong = inside & ~(agree & ~(last & ops.pad(p_cont[:, 1:], after)))
+    rows, width = ops.shape(gold)[0], ops.shape(gold)[1]
+    entity = ops.cumsum(ops.cast(g_start, "int32"), axis=1) * ops.cast(inside, "int32")
+    segments = entity + ops.arange(rows, dtype="int32")[:, None] * (width + 1)
+    missed = ops.segment_max(ops.reshape(ops.cast(wrong, "int32"), [-1]),
+                             ops.reshape(segments, [-1]), num_segments=rows * (width + 1))
+    missed = ops.sum(ops.reshape(ops.maximum(missed, 0), [rows, width + 1])[:, 1:], axis=1)
+    gold_count = ops.sum(ops.cast(g_start, "int32"), axis=1)
+    found = ops.sum(ops.cast(p_start, "int32"), axis=1)
+    return (ops.cast(gold_count - missed, "float32"), ops.cast(found, "float32"),
+            ops.cast(gold_count, "float32"))

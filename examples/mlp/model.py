@@ -4,12 +4,14 @@ The data are points around ``classes`` centres in ``features`` dimensions, made 
 ``params["data_seed"]`` (the same centres for every split, other points per split), so the
 example needs no download. The train split goes through :func:`jobs.keras.inputs.train_batches`:
 global batch N is a function of (data, seed, N), which is what makes a preempted run end with the
-weights of an uninterrupted one, on one host or a slice of four.
+weights of an uninterrupted one, on one host or a slice of four. The model, loss, metrics and
+predictions are written with ``keras.ops``, so the module runs unchanged on either backend
+(``--set backend=jax`` or ``tensorflow``); only the input pipeline is ``tf.data``.
 """
 
 import keras
 import numpy as np
-import tensorflow as tf
+import tensorflow as tf  # noqa: F401 - tf.data is what dataset() returns; the rest is keras.ops
 
 from jobs.keras.inputs import eval_batches, train_batches
 
@@ -45,9 +47,9 @@ def loss(labels, outputs):
 
 
 def metrics(labels, outputs):
-    predicted = tf.argmax(outputs, axis=-1, output_type=tf.int32)
-    return {"accuracy": tf.cast(tf.equal(predicted, labels), tf.float32)}
+    predicted = keras.ops.argmax(outputs, axis=-1)
+    return {"accuracy": keras.ops.cast(keras.ops.equal(predicted, labels), "float32")}
 
 
 def predict(outputs):
-    return {"label": tf.argmax(outputs, axis=-1), "probabilities": tf.nn.softmax(outputs)}
+    return {"label": keras.ops.argmax(outputs, axis=-1), "probabilities": keras.ops.softmax(outputs)}

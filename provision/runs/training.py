@@ -229,6 +229,8 @@ def prepare(provider: Provider, target: Target, cluster: ClusterSpec, tpu: TpuNo
     backend = None if resolved.get("job") == "command" else \
         choose_backend(resolved, target.provider, cluster, tpu)
     rec.backend = backend.name if backend is not None else None
+    if backend is not None and backend.name == "jax" and resolved.get("job") == "keras" and workdir_digest is None:
+        refuse_tf_ops(str(resolved["module"]), code)
     # its caps (checked), price, work per step and estimate (provision.runs.forecast)
     from .forecast import attach
 
@@ -244,6 +246,23 @@ def prepare(provider: Provider, target: Target, cluster: ClusterSpec, tpu: TpuNo
         needs = None              # TensorFlow: the image's
     return Prepared(record=rec, spec_yaml=spec_yaml, cluster=cluster, code=selection, workdir_digest=workdir_digest,
                     needs=needs, backend=backend)
+
+
+def refuse_tf_ops(module: str, code: str | None) -> None:
+    """A ``job: keras`` module on the JAX backend: refused (one line, exit 2, before anything is
+    staged or rented) where the code the device runs calls TensorFlow (:mod:`jobs.keras.tfops`,
+    which reads the file without importing it)."""
+    from jobs.errors import ConfigError
+    from jobs.keras.tfops import refuse_tf_ops as problem_of
+    from jobs.usercode import is_file, locate
+
+    try:
+        path = module if is_file(module) and os.path.isabs(module) else locate(module, [code] if code else [])
+    except (ConfigError, OSError):
+        return                      # where the module is was checked with the spec: nothing to add here
+    problem = problem_of(path)
+    if problem:
+        raise UsageError(problem)   # the line names the fix: the keras.ops call, or backend tensorflow
 
 
 def choose_backend(resolved: dict[str, Any], provider: str, cluster: ClusterSpec, tpu: TpuNode) -> Any:

@@ -146,6 +146,32 @@ def test_a_mistake_in_the_users_code_is_refused_before_a_run_exists(tmp_path):
     assert r.code == 2 and f"module trainer.py not found in {tmp_path}" in r.err
 
 
+def test_tf_ops_in_a_module_for_the_jax_backend_are_refused_before_a_run_exists(tmp_path):
+    """backend: jax and a loss written with tf.*: train reads the module without importing it
+    and names the first tf. call the device would run, with its keras.ops fix, exit 2."""
+    home = Path(os.environ["TPUCTL_HOME"])
+    code = user_dir(tmp_path)
+    source = (code / "model.py").read_text()
+    old = '    return {"accuracy": keras.ops.cast(keras.ops.equal(predicted, labels), "float32")}'
+    assert source.count(old) == 1
+    (code / "model.py").write_text(source.replace(
+        old, '    return {"accuracy": tf.cast(tf.equal(predicted, labels), tf.float32)}'))
+    line = next(i for i, text in enumerate((code / "model.py").read_text().splitlines(), 1)
+                if "tf.cast(tf.equal" in text)
+    assert run_tpuctl_process("up", "lab").code == 0
+    r = run_tpuctl_process("train", "lab", "--job", str(code / "spec.yaml"), "--workdir", str(code),
+                           "--set", "backend=jax")
+    assert r.code == 2, r.err
+    assert r.err.strip().splitlines()[-1].startswith(
+        f"tpuctl: error: {code}/model.py:{line}: tf.cast in metrics() is TensorFlow, which the jax "
+        "backend cannot run; use keras.ops.cast")
+    assert not (home / "runs").exists() or not list((home / "runs").glob("*.json"))
+    # the same module on TensorFlow is fine: the dry run goes through
+    r = run_tpuctl_process("train", "lab", "--job", str(code / "spec.yaml"), "--workdir", str(code),
+                           "--set", "backend=tensorflow", "--dry-run")
+    assert r.code == 0, r.err
+
+
 def test_a_sweep_sweeps_the_users_params_and_names_their_metrics(tmp_path):
     code = tmp_path / "mlp"
     shutil.copytree(EXAMPLE, code)
