@@ -187,10 +187,10 @@ class Job:
         from the input alone): by default its number of examples. The runner sums them over
         the global batch (:func:`jobs.runner.runner.loss_totals`) and passes them to :meth:`loss`.
         Device."""
-        import tensorflow as tf
+        import keras
 
         first = next(iter(features.values()))
-        return {"examples": tf.cast(tf.shape(first)[0], tf.float32)}
+        return {"examples": keras.ops.cast(keras.ops.shape(first)[0], "float32")}
 
     def loss(self, model, features, training: bool, seed: tf.Tensor | None = None,
              totals: dict[str, tf.Tensor] | None = None) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:

@@ -30,13 +30,14 @@ from dataclasses import dataclass
 
 import numpy as np
 import tensorflow as tf
+from keras import ops
 
 from .. import data
 from ..errors import ConfigError
 from ..job import JobContext, log
 from . import check_case, read_config, weights
 from .job import BertJob
-from .modeling import ClassifierModel
+from .modeling import ClassifierModel, correct, cross_entropy
 from .spec import FinetuneSpec
 from .tokenization import CLS, SEP, FullTokenizer
 
@@ -279,17 +280,16 @@ class ClassifierJob(BertJob):
         return ClassifierModel(self.config, len(self.labels), self.spec.classifier_dropout)
 
     def loss_counts(self, features):
-        return {"examples": tf.reduce_sum(features["weight"])}
+        return {"examples": ops.sum(features["weight"])}
 
     def loss(self, model, features, training: bool, seed=None, totals=None):
-        """Mean cross-entropy over the global batch (this replica's share)."""
+        """Mean cross-entropy over the global batch (this replica's share). keras.ops: traced
+        on either backend."""
         examples = (totals or self.loss_counts(features))["examples"]
         logits = model(features, training=training, seed=seed)["logits"]
         w = features["weight"]
-        loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(
-            labels=features["label"], logits=logits) * w) / examples
-        correct = tf.equal(tf.argmax(logits, -1, output_type=tf.int32), features["label"])
-        return loss, {"accuracy": tf.reduce_sum(tf.cast(correct, tf.float32) * w) / examples}
+        loss = ops.sum(cross_entropy(features["label"], logits) * w) / examples
+        return loss, {"accuracy": ops.sum(correct(logits, features["label"]) * w) / examples}
 
     def fine_tuned_labels(self, ctx: JobContext) -> list[str]:
         """A predict-only run's labels: ``labels``, else the labels.txt beside the fine-tuned
@@ -351,14 +351,12 @@ class ClassifierJob(BertJob):
     def eval_dataset(self, ctx: tf.distribute.InputContext) -> tf.data.Dataset:
         return data.host_batches(data.in_order([self.dev_file]), ctx, self.eval_batch, self.parse)
 
-    def eval_sums(self, model, batch) -> dict[str, tf.Tensor]:
+    def eval_sums(self, model, batch) -> dict:
         logits = model(batch, training=False)["logits"]
         w = batch["weight"]
-        loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=batch["label"], logits=logits)
-        correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32),
-                                   batch["label"]), tf.float32)
-        return {"correct": tf.reduce_sum(correct * w), "loss": tf.reduce_sum(loss * w),
-                "count": tf.reduce_sum(w)}
+        loss = cross_entropy(batch["label"], logits)
+        return {"correct": ops.sum(correct(logits, batch["label"]) * w),
+                "loss": ops.sum(loss * w), "count": ops.sum(w)}
 
     # ---------------------------------------------------------------------------------------
     # Prediction and export
@@ -384,7 +382,7 @@ class ClassifierJob(BertJob):
 
     def test_outputs(self, model, batch):
         logits = model(batch, training=False)["logits"]
-        return batch["index"], tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)
+        return batch["index"], ops.softmax(ops.cast(logits, "float32"), axis=-1)
 
     def write_predictions(self, ctx: JobContext) -> None:
         """test_file's predictions by the model as it is now (:func:`write_outputs`)."""

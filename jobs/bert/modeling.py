@@ -9,16 +9,22 @@ Numerics follow the original exactly: erf GELU for ``hidden_act: gelu``, LayerNo
 attention logits scaled by 1/sqrt(head size) with -10000 added at padded positions, the pooler
 a tanh dense layer on the first token. Dense kernels are [in, out] as in TF1.
 
-The layers are plain Keras 3 layers (the Keras every TensorFlow 2.16-2.21 ships), computing in
-the global mixed-precision policy's dtype; softmax, the output biases and losses always run in
-float32 (eagerly as in a ``tf.function``).
+The layers are plain Keras 3 layers (the Keras every TensorFlow 2.16-2.21 ships) written in
+``keras.ops``, so the same code runs on the TensorFlow and the JAX backend (traced by
+``tf.function`` or ``jax.jit``); the few primitives ``keras.ops`` cannot state alike on both
+(dropout's randomness, a product with a transposed operand) come from :mod:`jobs.backend_ops`.
+They compute in the global mixed-precision policy's dtype; softmax, the output biases and losses
+always run in float32 (eagerly as in a traced step).
 
-Dropout is stateless: a model called with ``seed`` (int64 ``[key0, key1, first_example]``: the
-runner derives the key from the spec's seed and the step, and ``first_example`` is where this
-replica's batch starts in the global batch) folds in a fixed number per dropout site. Each site's
-mask is a slice of one Philox stream over the whole global batch, read from this replica's
-offset: the masks of step N are the same whether or not the run was interrupted before it, and
-whether the global batch is split over 1 replica, 8 TPU cores or 4 hosts.
+Dropout is stateless: a model called with ``seed`` folds in a fixed number per dropout site
+(:func:`jobs.backend_ops.fold`) and draws each site's mask from it. On TensorFlow the seed is
+int64 ``[key0, key1, first_example]`` (the runner derives the key from the spec's seed and the
+step, and ``first_example`` is where this replica's batch starts in the global batch) and each
+site's mask is a slice of one Philox stream over the whole global batch, read from this
+replica's offset; on JAX it is a threefry key and the mask is drawn over the global batch
+itself, sharding-invariantly. Either way the masks of step N are the same whether or not the
+run was interrupted before it, and whether the global batch is split over 1 replica, 8 TPU
+cores or 4 hosts.
 """
 
 from __future__ import annotations
@@ -26,64 +32,35 @@ from __future__ import annotations
 import math
 
 import keras
-import tensorflow as tf
+from keras import ops
 
+from .. import backend_ops
+from ..backend_ops import fold
 from .config import BertConfig
 
 LAYER_NORM_EPSILON = 1e-12
 
 
-def gelu(x: tf.Tensor) -> tf.Tensor:
+def gelu(x):
     """Exact GELU, x * Phi(x), with the Gaussian CDF through erf."""
-    return 0.5 * x * (1.0 + tf.math.erf(x / tf.cast(math.sqrt(2.0), x.dtype)))
+    return 0.5 * x * (1.0 + ops.erf(x / ops.cast(math.sqrt(2.0), x.dtype)))
 
 
-def gelu_tanh(x: tf.Tensor) -> tf.Tensor:
+def gelu_tanh(x):
     """The tanh approximation of GELU (google-research/bert since Feb 2019, keras-hub)."""
-    c = tf.cast(math.sqrt(2.0 / math.pi), x.dtype)
-    return 0.5 * x * (1.0 + tf.tanh(c * (x + 0.044715 * x * x * x)))
+    c = ops.cast(math.sqrt(2.0 / math.pi), x.dtype)
+    return 0.5 * x * (1.0 + ops.tanh(c * (x + 0.044715 * x * x * x)))
 
 
 def activation(name: str):
     return {"gelu": gelu, "gelu_tanh": gelu_tanh, "gelu_new": gelu_tanh,
-            "relu": tf.nn.relu, "tanh": tf.tanh}[name]
-
-
-PHILOX = 1  # tf.random.Algorithm.PHILOX: a counter-based stream that can be entered anywhere
-
-
-def fold(seed, salt: int):
-    """The seed of one dropout site under ``seed`` (None stays None): the key folds ``salt``
-    in, the first example stays."""
-    if seed is None:
-        return None
-    seed = tf.convert_to_tensor(seed, tf.int64)
-    key = tf.cast(tf.random.experimental.stateless_fold_in(seed[:2], salt), tf.int64)
-    return tf.concat([key, seed[2:]], 0)
-
-
-def uniform_slice(x: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
-    """Uniform [0, 1) floats shaped like ``x``: the part of a Philox stream over the whole global
-    batch (key ``seed[0]``, stream ``seed[1]``) that belongs to the examples of ``x``, which start
-    at global example ``seed[2]`` (0 when ``seed`` has two elements). Philox yields 4 floats per
-    counter step, so the slice starts at counter ``offset // 4`` and drops ``offset % 4``."""
-    seed = tf.convert_to_tensor(seed, tf.int64)
-    first = seed[2] if seed.shape[0] == 3 else tf.constant(0, tf.int64)
-    shape = tf.shape(x, out_type=tf.int64)
-    n = tf.reduce_prod(shape)
-    offset = first * (n // tf.maximum(shape[0], 1))
-    skip = offset % 4
-    key = tf.bitcast(seed[:1], tf.uint64)
-    counter = tf.bitcast(tf.stack([offset // 4, seed[1]]), tf.uint64)
-    flat = tf.raw_ops.StatelessRandomUniformV2(shape=tf.reshape(n + skip, [1]), key=key,
-                                               counter=counter, alg=PHILOX, dtype=tf.float32)
-    return tf.reshape(flat[skip:skip + n], shape)
+            "relu": ops.relu, "tanh": ops.tanh}[name]
 
 
 class Dropout(keras.layers.Layer):
-    """Dropout without RNG state, keyed by ``seed`` (see :func:`uniform_slice`): no Keras
+    """Dropout without RNG state, keyed by ``seed`` (:mod:`jobs.backend_ops`): no Keras
     seed-state variable to keep in sync across replicas or to checkpoint, and the same masks on
-    any number of replicas. Without a seed (eager experiments) it is ``tf.nn.dropout``."""
+    any number of replicas. Without a seed (eager experiments) it is the backend's own dropout."""
 
     def __init__(self, rate: float, **kwargs):
         super().__init__(**kwargs)
@@ -93,9 +70,9 @@ class Dropout(keras.layers.Layer):
         if not training or self.rate <= 0.0:
             return x
         if seed is None:
-            return tf.nn.dropout(x, rate=self.rate)
-        keep = tf.cast(uniform_slice(x, seed) >= self.rate, x.dtype)
-        return x * keep * tf.cast(1.0 / (1.0 - self.rate), x.dtype)
+            return backend_ops.unseeded_dropout(x, self.rate)
+        keep = ops.cast(backend_ops.uniform_like(x, seed) >= self.rate, x.dtype)
+        return x * keep * ops.cast(1.0 / (1.0 - self.rate), x.dtype)
 
 
 def _init(config: BertConfig) -> keras.initializers.Initializer:
@@ -142,10 +119,10 @@ class Embeddings(keras.layers.Layer):
 
     def call(self, token_ids, segment_ids, training=False, seed=None):
         dtype = self.compute_dtype
-        seq_length = tf.shape(token_ids)[1]
-        x = tf.gather(tf.cast(self.word_embeddings, dtype), token_ids)
-        x += tf.gather(tf.cast(self.token_type_embeddings, dtype), segment_ids)
-        x += tf.cast(self.position_embeddings, dtype)[tf.newaxis, :seq_length, :]
+        seq_length = ops.shape(token_ids)[1]
+        x = ops.take(ops.cast(self.word_embeddings, dtype), token_ids, axis=0)
+        x += ops.take(ops.cast(self.token_type_embeddings, dtype), segment_ids, axis=0)
+        x += ops.cast(self.position_embeddings, dtype)[None, :seq_length, :]
         return self.dropout(self.layer_norm(x), training=training, seed=seed)
 
     def original_variables(self, prefix: str = "bert/embeddings") -> dict:
@@ -188,25 +165,25 @@ class TransformerLayer(keras.layers.Layer):
     def _heads(self, x, batch, seq):
         """[batch, seq, hidden] -> [batch, heads, seq, head_size]."""
         c = self.config
-        x = tf.reshape(x, [batch, seq, c.num_attention_heads, c.head_size])
-        return tf.transpose(x, [0, 2, 1, 3])
+        x = ops.reshape(x, (batch, seq, c.num_attention_heads, c.head_size))
+        return ops.transpose(x, (0, 2, 1, 3))
 
     def call(self, x, padding_mask, training=False, seed=None):
-        batch, seq = tf.shape(x)[0], tf.shape(x)[1]
+        batch, seq = ops.shape(x)[0], ops.shape(x)[1]
         # [batch, 1, 1, to_seq], float32: the same additive bias for every head and query.
         # (Built here from the integer mask: Keras would cast a float input to bfloat16.)
-        mask = tf.cast(padding_mask, tf.float32)
-        attention_bias = (1.0 - mask[:, tf.newaxis, tf.newaxis, :]) * -10000.0
+        mask = ops.cast(padding_mask, "float32")
+        attention_bias = (1.0 - mask[:, None, None, :]) * -10000.0
         q = self._heads(self.query(x), batch, seq)
         k = self._heads(self.key(x), batch, seq)
         v = self._heads(self.value(x), batch, seq)
         # scores[b, n, i, j] = q_i . k_j / sqrt(d); padded keys get -10000 before the softmax.
-        scores = tf.matmul(q, k, transpose_b=True) * (1.0 / math.sqrt(self.config.head_size))
-        scores = tf.cast(scores, tf.float32) + attention_bias
-        probs = tf.cast(tf.nn.softmax(scores, axis=-1), x.dtype)
+        scores = backend_ops.matmul_t(q, k) * (1.0 / math.sqrt(self.config.head_size))
+        scores = ops.cast(scores, "float32") + attention_bias
+        probs = ops.cast(ops.softmax(scores, axis=-1), x.dtype)
         probs = self.attention_dropout(probs, training=training, seed=fold(seed, 1))
-        context = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])
-        context = tf.reshape(context, [batch, seq, self.config.hidden_size])
+        context = ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3))
+        context = ops.reshape(context, (batch, seq, self.config.hidden_size))
         attended = self.attention_layer_norm(
             x + self.hidden_dropout(self.attention_output(context), training=training,
                                     seed=fold(seed, 2)))
@@ -248,7 +225,7 @@ class BertEncoder(keras.Model):
         self.built = True
 
     def call(self, inputs, training=False, seed=None):
-        padding_mask = tf.cast(inputs["padding_mask"], tf.int32)
+        padding_mask = ops.cast(inputs["padding_mask"], "int32")
         x = self.embeddings(inputs["token_ids"], inputs["segment_ids"], training=training,
                             seed=fold(seed, 0))
         for i, layer in enumerate(self.transformer_layers):
@@ -262,6 +239,18 @@ class BertEncoder(keras.Model):
             names.update(layer.original_variables(f"bert/encoder/layer_{i}"))
         names.update(_dense_vars("bert/pooler/dense", self.pooler))
         return names
+
+
+def gather_positions(sequence, positions):
+    """``sequence`` [batch, seq, width] at ``positions`` [batch, predictions] ->
+    [batch, predictions, width]: one gather from the batch flattened to rows, as
+    google-research/bert's ``gather_indexes``."""
+    batch, seq = ops.shape(sequence)[0], ops.shape(sequence)[1]
+    width = sequence.shape[-1]
+    positions = ops.cast(positions, "int32")
+    rows = ops.reshape(positions + (ops.arange(batch, dtype="int32") * seq)[:, None], (-1,))
+    x = ops.take(ops.reshape(sequence, (-1, width)), rows, axis=0)
+    return ops.reshape(x, (batch, -1, width))
 
 
 class MaskedLMHead(keras.layers.Layer):
@@ -286,10 +275,10 @@ class MaskedLMHead(keras.layers.Layer):
 
     def call(self, sequence_output, positions):
         """Logits [batch, predictions, vocab] (float32) at ``positions`` [batch, predictions]."""
-        x = tf.gather(sequence_output, positions, batch_dims=1)
+        x = gather_positions(sequence_output, positions)
         x = self.layer_norm(self.act(self.transform(x)))
-        logits = tf.matmul(x, tf.cast(self.word_embeddings, x.dtype), transpose_b=True)
-        return tf.cast(logits, tf.float32) + self.output_bias
+        logits = backend_ops.matmul_t(x, ops.cast(self.word_embeddings, x.dtype))
+        return ops.cast(logits, "float32") + self.output_bias
 
     def original_variables(self) -> dict:
         return {**_dense_vars("cls/predictions/transform/dense", self.transform),
@@ -314,8 +303,8 @@ class OutputLayer(keras.layers.Layer):
         self.built = True
 
     def call(self, x):
-        logits = tf.matmul(x, tf.cast(self.output_weights, x.dtype), transpose_b=True)
-        return tf.cast(logits, tf.float32) + self.output_bias
+        logits = backend_ops.matmul_t(x, ops.cast(self.output_weights, x.dtype))
+        return ops.cast(logits, "float32") + self.output_bias
 
     def original_variables(self) -> dict:
         p = f"{self.prefix}/" if self.prefix else ""
@@ -395,3 +384,16 @@ def build_encoder(config: BertConfig) -> BertEncoder:
     encoder = BertEncoder(config)
     encoder.build()
     return encoder
+
+
+# -- what the jobs' losses and metrics share (float32 logits, integer labels) --------------------
+
+def cross_entropy(labels, logits):
+    """Per-example softmax cross-entropy of integer ``labels`` under ``logits`` (last axis);
+    on TensorFlow ``tf.nn.sparse_softmax_cross_entropy_with_logits``, as the original."""
+    return backend_ops.sparse_cross_entropy(labels, logits)
+
+
+def correct(logits, labels):
+    """1.0 where the arg-max of ``logits`` is the label, else 0.0 (float32)."""
+    return ops.cast(ops.equal(ops.argmax(logits, axis=-1), ops.cast(labels, "int32")), "float32")

@@ -20,6 +20,7 @@ scripts read. Evaluation (every ``eval_every_steps`` and at the end) is run_pret
 from __future__ import annotations
 
 import tensorflow as tf
+from keras import ops
 
 from .. import data
 from ..errors import ConfigError
@@ -27,7 +28,7 @@ from ..job import JobContext, log
 from ..pretraining.create import DataOptions, create, expand_globs
 from . import check_case, read_config, weights
 from .job import BertJob
-from .modeling import PretrainingModel
+from .modeling import PretrainingModel, correct, cross_entropy
 from .spec import PretrainSpec
 from .tokenization import FullTokenizer
 
@@ -157,8 +158,8 @@ class PretrainJob(BertJob):
         return PretrainingModel(self.config)
 
     def loss_counts(self, features):
-        return {"examples": tf.cast(tf.shape(features["next_sentence_labels"])[0], tf.float32),
-                "masked_lm_weight": tf.reduce_sum(features["masked_lm_weights"])}
+        return {"examples": ops.cast(ops.shape(features["next_sentence_labels"])[0], "float32"),
+                "masked_lm_weight": ops.sum(features["masked_lm_weights"])}
 
     def loss(self, model, features, training: bool, seed=None, totals=None):
         out = model(features, training=training, seed=seed)
@@ -211,46 +212,42 @@ class PretrainJob(BertJob):
         return max(1, min(self.spec.max_eval_steps,
                           self.stream.index.total // self.spec.eval_batch_size))
 
-    def eval_sums(self, model, batch) -> dict[str, tf.Tensor]:
+    def eval_sums(self, model, batch) -> dict:
+        """The sums of one evaluation batch (keras.ops: traced on either backend)."""
         out = model(batch, training=False)
         w = batch["masked_lm_weights"]
         ids, nsp = batch["masked_lm_ids"], batch["next_sentence_labels"]
-        mlm_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids, logits=out["mlm_logits"])
-        nsp_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=nsp, logits=out["nsp_logits"])
+        mlm_loss = cross_entropy(ids, out["mlm_logits"])
+        nsp_loss = cross_entropy(nsp, out["nsp_logits"])
 
         # padding rows (data.blank_record) have no [CLS]: weight 0
-        real = tf.cast(tf.reduce_max(batch["padding_mask"], axis=-1) > 0, tf.float32)
+        real = ops.cast(ops.max(batch["padding_mask"], axis=-1) > 0, "float32")
 
-        def correct(logits, labels):
-            return tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), labels), tf.float32)
-
-        return {"mlm_correct": tf.reduce_sum(correct(out["mlm_logits"], ids) * w),
-                "mlm_loss": tf.reduce_sum(mlm_loss * w), "mlm_weight": tf.reduce_sum(w),
-                "nsp_correct": tf.reduce_sum(correct(out["nsp_logits"], nsp) * real),
-                "nsp_loss": tf.reduce_sum(nsp_loss * real), "count": tf.reduce_sum(real)}
+        return {"mlm_correct": ops.sum(correct(out["mlm_logits"], ids) * w),
+                "mlm_loss": ops.sum(mlm_loss * w), "mlm_weight": ops.sum(w),
+                "nsp_correct": ops.sum(correct(out["nsp_logits"], nsp) * real),
+                "nsp_loss": ops.sum(nsp_loss * real), "count": ops.sum(real)}
 
 
 def pretraining_loss(outputs, features, totals):
     """(total loss, metrics) as run_pretraining.py computes them, but over the global batch:
-    this replica's sums divided by ``totals`` (the global batch's ``masked_lm_weight`` and
-    ``examples``), so the replicas' results add up to the global means. run_pretraining.py
-    divided each TPU core's masked-LM sum by that core's own weights instead (``--set
-    loss_normalization=replica``)."""
+    these examples' sums divided by ``totals`` (the global batch's ``masked_lm_weight`` and
+    ``examples``), so the replicas' results add up to the global means (on JAX the step sees the
+    global batch at once: the sums are the global ones). run_pretraining.py divided each TPU
+    core's masked-LM sum by that core's own weights instead (``--set
+    loss_normalization=replica``). keras.ops: traced on either backend."""
     labels = features["masked_lm_ids"]
     weights_ = features["masked_lm_weights"]
     logits = outputs["mlm_logits"]
-    per_prediction = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+    per_prediction = cross_entropy(labels, logits)
     denominator = totals["masked_lm_weight"] + 1e-5
-    mlm_loss = tf.reduce_sum(per_prediction * weights_) / denominator
-    mlm_correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), labels), tf.float32)
-    mlm_accuracy = tf.reduce_sum(mlm_correct * weights_) / denominator
+    mlm_loss = ops.sum(per_prediction * weights_) / denominator
+    mlm_accuracy = ops.sum(correct(logits, labels) * weights_) / denominator
 
     nsp_labels = features["next_sentence_labels"]
     nsp_logits = outputs["nsp_logits"]
     examples = totals["examples"]
-    nsp_loss = tf.reduce_sum(
-        tf.nn.sparse_softmax_cross_entropy_with_logits(labels=nsp_labels, logits=nsp_logits)) / examples
-    nsp_accuracy = tf.reduce_sum(tf.cast(
-        tf.equal(tf.argmax(nsp_logits, -1, output_type=tf.int32), nsp_labels), tf.float32)) / examples
+    nsp_loss = ops.sum(cross_entropy(nsp_labels, nsp_logits)) / examples
+    nsp_accuracy = ops.sum(correct(nsp_logits, nsp_labels)) / examples
     return mlm_loss + nsp_loss, {"mlm_loss": mlm_loss, "mlm_accuracy": mlm_accuracy,
                                  "nsp_loss": nsp_loss, "nsp_accuracy": nsp_accuracy}

@@ -21,6 +21,8 @@ import tensorflow as tf
 
 from .export_layout import CLASSIFIER, MODEL_INFO
 
+ON_TENSORFLOW = "python -m jobs.bert.serving"  # the export of a JAX run, in a TensorFlow process
+
 SIGNATURE = [tf.TensorSpec([None, None], tf.int32, name="input_ids"),
              tf.TensorSpec([None, None], tf.int32, name="input_mask"),
              tf.TensorSpec([None, None], tf.int32, name="segment_ids")]
@@ -48,7 +50,14 @@ def export(path: str, kind: str, build: Callable[[], keras.Model],
            values: Mapping[str, np.ndarray], bert_dir: str, info: dict,
            labels: list[str] | None = None) -> str:
     """Write the SavedModel of ``build()`` holding ``values`` (original name -> array) to
-    ``path``, with its vocabulary, config, labels and ``info`` beside it; returns ``path``."""
+    ``path``, with its vocabulary, config, labels and ``info`` beside it; returns ``path``.
+
+    On the JAX backend the same SavedModel is written by a TensorFlow-backend process from the
+    trained values (:func:`main`): one serving graph whichever backend trained the model, made
+    of TensorFlow's own ops, so TensorFlow Serving and ``saved_model_cli`` run it anywhere
+    (Keras' own export from JAX wraps the JAX graph in an ``XlaCallModule`` op instead)."""
+    if keras.backend.backend() != "tensorflow":
+        return _export_from_jax(path, kind, build, values, bert_dir, info, labels)
     previous = keras.mixed_precision.global_policy()
     keras.mixed_precision.set_global_policy("float32")
     try:
@@ -73,3 +82,61 @@ def export(path: str, kind: str, build: Callable[[], keras.Model],
     module = _Serving(model, kind, labels_path)
     tf.saved_model.save(module, path, signatures={"serving_default": module.serve})
     return path
+
+
+def _export_from_jax(path: str, kind: str, build: Callable[[], keras.Model],
+                     values: Mapping[str, np.ndarray], bert_dir: str, info: dict,
+                     labels: list[str] | None) -> str:
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    from ..errors import ConfigError
+
+    config = build().config
+    with tempfile.TemporaryDirectory(prefix="tpuctl-export-") as tmp:
+        np.savez(os.path.join(tmp, "values.npz"), **{k: np.asarray(v) for k, v in values.items()})
+        request = {"path": path, "kind": kind, "config": json.loads(config.to_json()),
+                   "bert_dir": bert_dir, "info": info, "labels": labels,
+                   "values": os.path.join(tmp, "values.npz")}
+        with open(os.path.join(tmp, "request.json"), "w") as f:
+            json.dump(request, f)
+        env = dict(os.environ, KERAS_BACKEND="tensorflow")
+        done = subprocess.run([sys.executable, "-m", "jobs.bert.serving",
+                               os.path.join(tmp, "request.json")], env=env, check=False,
+                              capture_output=True, text=True)
+    if done.returncode != 0:
+        tail = done.stderr.strip().splitlines()[-1:] or ["(no output)"]
+        raise ConfigError(f"the SavedModel export ({ON_TENSORFLOW}) failed: {tail[0]}")
+    return path
+
+
+def main(argv: list[str]) -> int:
+    """``python -m jobs.bert.serving REQUEST.json``: the export of :func:`export`, on TensorFlow,
+    for a run that trained on JAX."""
+    from .config import BertConfig
+    from .export_layout import SQUAD
+    from .modeling import ClassifierModel, SquadModel
+
+    with open(argv[0]) as f:
+        request = json.load(f)
+    config = BertConfig.from_dict(request["config"])
+    labels = request["labels"]
+    if request["kind"] == SQUAD:
+        def build():
+            return SquadModel(config)
+    else:
+        def build():
+            return ClassifierModel(config, len(labels))
+    with np.load(request["values"]) as data:
+        values = {k: data[k] for k in data.files}
+    export(request["path"], request["kind"], build, values, request["bert_dir"], request["info"],
+           labels)
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))

@@ -23,6 +23,7 @@ import json
 
 import numpy as np
 import tensorflow as tf
+from keras import ops
 
 from .. import data
 from ..errors import ConfigError
@@ -30,7 +31,7 @@ from ..job import JobContext, log
 from . import check_case, read_config, squad, weights
 from .classifier import pad_to_batches
 from .job import BertJob
-from .modeling import SquadModel
+from .modeling import SquadModel, cross_entropy
 from .spec import SquadSpec
 from .tokenization import FullTokenizer
 
@@ -55,7 +56,6 @@ class SquadJob(BertJob):
     def __init__(self, spec: SquadSpec):
         super().__init__(spec)
         self.spec: SquadSpec = spec
-        self.predict_loop = None  # the compiled prediction loop, once built
         self.gold = None          # predict_file's JSON, once read
 
     def _features(self, path: str, training: bool):
@@ -121,16 +121,17 @@ class SquadJob(BertJob):
     def build_model(self):
         return SquadModel(self.config)
 
+    def loss_counts(self, features):
+        return {"examples": ops.cast(ops.shape(features["start_positions"])[0], "float32")}
+
     def loss(self, model, features, training: bool, seed=None, totals=None):
         """The mean of the start and end cross-entropies over the global batch (this replica's
-        share)."""
+        share). keras.ops: traced on either backend."""
         examples = (totals or self.loss_counts(features))["examples"]
         out = model(features, training=training, seed=seed)
-        start = tf.nn.sparse_softmax_cross_entropy_with_logits(
-            labels=features["start_positions"], logits=out["start_logits"])
-        end = tf.nn.sparse_softmax_cross_entropy_with_logits(
-            labels=features["end_positions"], logits=out["end_logits"])
-        return (tf.reduce_sum(start) + tf.reduce_sum(end)) / (2.0 * examples), {}
+        start = cross_entropy(features["start_positions"], out["start_logits"])
+        end = cross_entropy(features["end_positions"], out["end_logits"])
+        return (ops.sum(start) + ops.sum(end)) / (2.0 * examples), {}
 
     def init_variables(self, variables):
         # The encoder must be there; cls/squad/* loads too when the checkpoint has it (a model
@@ -146,14 +147,13 @@ class SquadJob(BertJob):
     # Prediction and the official evaluation
 
     def logits(self, ctx: JobContext) -> dict[int, tuple[list[float], list[float]]]:
-        """unique_id -> (start logits, end logits) for every window of predict_file, computed in
-        one device loop (one host call): each global batch is gathered across replicas into
-        TensorArrays that come back once at the end."""
-        if self.predict_loop is None:  # traced once, reused by every evaluation
-            self.predict_loop = self.make_predict_loop(ctx)
-        strategy = ctx.strategy
-        iterator = iter(strategy.distribute_datasets_from_function(self.predict_dataset))
-        indices, starts, ends = (t.numpy() for t in self.predict_loop(iterator))
+        """unique_id -> (start logits, end logits) for every window of predict_file, computed by
+        the runner's prediction loop (:attr:`JobContext.predict_rows`: one device loop, each
+        global batch gathered across replicas and hosts, compiled once and reused by every
+        evaluation)."""
+        indices, starts, ends = ctx.predict_rows(self.predict_dataset, self.predict_outputs,
+                                                 (tf.int32, tf.float32, tf.float32),
+                                                 self.predict_batches)
         found: dict[int, tuple[list[float], list[float]]] = {}
         for k, start, end in zip(indices, starts, ends):
             if k >= 0:
@@ -167,28 +167,10 @@ class SquadJob(BertJob):
         return data.host_batches(data.in_order([self.predict_records]), ctx, self.predict_batch,
                                  self.parse)
 
-    def make_predict_loop(self, ctx: JobContext):
-        num_batches = self.predict_batches
-        strategy, model = ctx.strategy, ctx.model
-
-        def replica_step(batch):
-            out = model(batch, training=False)
-            return batch["feature_index"], out["start_logits"], out["end_logits"]
-
-        if ctx.xla:
-            replica_step = tf.function(replica_step, jit_compile=True)
-
-        @tf.function
-        def predict_loop(iterator):
-            arrays = [tf.TensorArray(dtype, size=num_batches)
-                      for dtype in (tf.int32, tf.float32, tf.float32)]
-            for i in tf.range(num_batches):
-                outputs = strategy.run(replica_step, args=(next(iterator),))
-                arrays = [ta.write(i, strategy.gather(value, axis=0))
-                          for ta, value in zip(arrays, outputs)]
-            return [ta.concat() for ta in arrays]
-
-        return predict_loop
+    def predict_outputs(self, model, batch):
+        """Each window's index (-1 for padding) and its start and end logits (float32)."""
+        out = model(batch, training=False)
+        return batch["feature_index"], out["start_logits"], out["end_logits"]
 
     def export(self, ctx: JobContext) -> None:
         """``<model_dir>/export``: an original-layout directory (bert_config.json, vocab.txt,

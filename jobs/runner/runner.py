@@ -64,7 +64,7 @@ INPUT_POSITION = "input_position"  # the checkpoint key of the examples consumed
 def dropout_seed(seed: int, step, first_example) -> tf.Tensor:
     """The stateless seed of the dropout masks of ``step`` for a replica whose batch starts at
     ``first_example`` of the global batch: ``[key0, key1, first_example]`` (int64; see
-    :func:`jobs.bert.modeling.uniform_slice`). The key depends on (seed, step) only, so the
+    :func:`jobs.backend_ops.tensorflow.uniform_like`). The key depends on (seed, step) only, so the
     masks do not depend on how the global batch is split."""
     key = tf.constant([seed, 0], tf.int64)
     key = tf.cast(tf.random.experimental.stateless_fold_in(key, tf.cast(step, tf.int64)), tf.int64)
