@@ -28,7 +28,9 @@
 #   gs://BUCKET/tpuctl/clusters/CLUSTER/bootstrap/ROLE-WORKER.json
 # (ROLE host or worker; WORKER the TPU VM worker number, or the host VM's host name):
 #   {"version": 1, "cluster", "role", "worker", "host", "state": "installing"|"ok"|"failed",
-#    "step", "message", "time", "started", "run_id", "wheel_object", "log_tail": [last lines]}
+#    "step", "message", "time", "started", "installing", "run_id", "wheel_object", "log_tail": [last lines]}
+# ("started": when this script began; "installing": when it began installing tpuctl, kept in the
+# later statuses; "time": when the status was written, so "ok"'s is when tpuctl was installed)
 # "installing" when it starts installing, "ok" once `tpuctl --version` runs from the venv (just
 # before the agent starts), "failed" when it stops: step says where (tools, metadata, bucket,
 # agent.json, wheel, pin, venv, pip, check, agent), log_tail holds the last lines of its log (of the
@@ -73,7 +75,7 @@ WHEEL_RE='^tpuctl/(runs|sweeps|data)/[a-z0-9][a-z0-9-]{0,62}/tpuctl/[A-Za-z0-9][
 
 STEP=tools
 STARTED=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-CLUSTER="" ROLE="" WORKER="" BUCKET="" STATUS_OBJ="" RUN_ID="" WHEEL_OBJ="" FAIL_MSG="" FINAL=""
+CLUSTER="" ROLE="" WORKER="" BUCKET="" STATUS_OBJ="" RUN_ID="" WHEEL_OBJ="" FAIL_MSG="" FINAL="" INSTALLING=""
 
 # The logs are root's alone, mode 0600, like everything under TPUCTL_HOME: they quote what pip, the
 # agent and the jobs it starts print (paths, bucket names, a secret a job echoes), and the image's
@@ -106,9 +108,10 @@ write_status() {  # write_status STATE MESSAGE [LOGFILE]: best effort, bounded, 
   [ -n "$BUCKET" ] && [ -n "$STATUS_OBJ" ] || return 0
   local body="$WORK/bootstrap.json"
   python3 - "$body" "${3:-}" "$TAIL_LINES" "$1" "$STEP" "$2" "$CLUSTER" "$ROLE" "$WORKER" "$STARTED" \
-      "$RUN_ID" "$WHEEL_OBJ" <<'PY' 2>>"$BOOT_LOG" || { say "could not write the bootstrap status"; return 0; }
+      "$RUN_ID" "$WHEEL_OBJ" "$INSTALLING" <<'PY' 2>>"$BOOT_LOG" || { say "could not write the bootstrap status"; return 0; }
 import json, re, socket, sys, time
-out, logfile, tail_lines, state, step, message, cluster, role, worker, started, run_id, wheel = sys.argv[1:13]
+out, logfile, tail_lines, state, step, message, cluster, role, worker, started, run_id, wheel, installing = \
+    sys.argv[1:14]
 try:
     with open(logfile, "rb") as f:
         lines = f.read()[-65536:].decode("utf-8", "replace").splitlines()[-int(tail_lines):]
@@ -130,7 +133,7 @@ def clean(line):
         line = pattern.sub(repl, line)
     return line[:400]
 doc = {"version": 1, "cluster": cluster, "role": role, "worker": worker, "host": socket.gethostname(),
-       "state": state, "step": step, "message": clean(message), "started": started,
+       "state": state, "step": step, "message": clean(message), "started": started, "installing": installing or None,
        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "run_id": run_id or None,
        "wheel_object": wheel or None, "log_tail": [clean(x) for x in lines]}
 with open(out, "w") as f:
@@ -409,6 +412,7 @@ while [ -z "$WHEEL" ]; do
   md "instance/attributes/?recursive=true&wait_for_change=true&timeout_sec=$MD_WAIT_S" \
       --max-time $((MD_WAIT_S + 30)) >/dev/null 2>&1 || sleep "$RETRY_S"
 done
+INSTALLING=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 write_status installing "installing tpuctl from gs://$BUCKET/$WHEEL_OBJ (sha256 ${digest:0:12}, pinned)" "$BOOT_LOG"
 
 STEP=venv

@@ -440,7 +440,8 @@ class ClusterCost:
                 "lifetimes": [lt.to_dict(now) for lt in self.lives],
                 "runs": [{"run_id": r.run_id, "status": r.status, "created_at": r.created_at, "ended_at": r.ended_at,
                           "seconds_by_state": r.seconds_by_state, "pace": r.pace,
-                          **({"goodput": r.goodput} if r.goodput is not None else {})} for r in self.runs],
+                          **({"goodput": r.goodput, "startup": r.goodput.get("startup")}
+                             if r.goodput is not None else {})} for r in self.runs],
                 "savings": [s.to_dict() for s in self.savings], "saved_usd": round(self.saved_usd, 4),
                 "saving_usd_per_hour": round(self.saving_per_hour, 4), "notes": self.notes}
 
@@ -504,14 +505,39 @@ def _exits(store: Any, attempts: int) -> dict[int, Any]:
     return out
 
 
+def _first_alive(store: Any, exits: dict[int, Any]) -> dict[int, Any]:
+    """The first attempt's heartbeats, when its exit records do not say how it started (it is
+    running, or was lost with its host): what its startup is read from. {} when not needed."""
+    if any(isinstance(e, dict) and e.get("startup") for e in (exits.get(1) or {}).values()):
+        return {}
+    with contextlib.suppress(Exception):  # unreadable: its startup's host phases are not recorded
+        return {1: store.alive(1)}
+    return {}
+
+
+def _hosts(provider: Any, store: Any, cluster: str) -> list[dict[str, Any]] | None:
+    """The cluster's host bootstrap statuses (GCP hosts write them; the local provider has none)."""
+    if provider.name == "local":
+        return None
+    from ..cluster import bootstrap
+
+    try:
+        return [b.to_dict() for b in bootstrap.read(store.bucket, cluster)]
+    except Exception:  # noqa: BLE001 - unreadable: the startup says the host bootstrap is not recorded
+        return None
+
+
 def cluster_cost(provider: Any, target: Any, cluster: str, live: list[dict[str, Any]] | None, *,
                  now: float, run_ids: set[str] | None = None,
-                 local: LocalRecords | None = None, ledgers: Any = None, since: float | None = None) -> ClusterCost:
+                 local: LocalRecords | None = None, ledgers: Any = None, since: float | None = None,
+                 hosts: list[dict[str, Any]] | None = None) -> ClusterCost:
     """Ledger (local and bucket), run records and what exists now, accounted for one cluster.
     ``live`` may hold other clusters' nodes too; ``local``: this machine's records of a fleet, read
     once (None: this cluster's are read); ``ledgers``: a fleet's
     :class:`~provision.cluster.ledger.BucketLedgers` (None: the cluster's ledger folder is listed);
-    ``since``: only the hours from then on, and the savings of TPUs reaped since (``cost --since``)."""
+    ``since``: only the hours from then on, and the savings of TPUs reaped since (``cost --since``);
+    ``hosts``: the cluster's host bootstrap statuses as read already (``status NAME``), else a run
+    asked about on GCP reads them, for its startup."""
     from ..cloud.storage import open_bucket
     from ..runs import store as runs
     from ..runs.pace import summary
@@ -546,8 +572,11 @@ def cluster_cost(provider: Any, target: Any, cluster: str, live: list[dict[str, 
             span.pace = summary(rec)
             all_spans.append(span)
             if run_ids is not None and rec.run_id in run_ids:
-                # a run asked about alone: its hosts' exit records too, for its goodput
-                asked[rec.run_id] = (rec.to_dict(), run_events, _exits(store, rec.attempts))
+                # a run asked about alone: its hosts' exit records too, for its goodput, and what
+                # they recorded of the first attempt's startup
+                exits = _exits(store, rec.attempts)
+                asked[rec.run_id] = (rec.to_dict(), run_events, exits, _first_alive(store, exits),
+                                     hosts if hosts is not None else _hosts(provider, store, cluster))
         except Exception as exc:  # noqa: BLE001 - one unreadable run must not hide the rest
             notes.append(f"run {e['run_id']} unreadable ({type(exc).__name__}: {exc})")
     # every run of the cluster decides what is idle, even when only one run is reported
@@ -578,8 +607,9 @@ def cluster_cost(provider: Any, target: Any, cluster: str, live: list[dict[str, 
         billed = [Billed(lt.created_at, lt.billed_until(now), lt.hourly) for lt in lives]
         for span in spans:
             if span.run_id in asked:
-                rec_d, evs, exits = asked[span.run_id]
-                span.goodput = breakdown(rec_d, evs, now=now, exits=exits, billed=billed)
+                rec_d, evs, exits, alive, statuses = asked[span.run_id]
+                span.goodput = breakdown(rec_d, evs, now=now, exits=exits, billed=billed, alive=alive,
+                                         hosts=statuses)
     return ClusterCost(cluster=cluster, lives=lives, runs=spans, account=acct, savings=saves, notes=notes)
 
 

@@ -53,6 +53,7 @@ def apply(provider: Provider, spec: ClusterSpec, result: UpResult, attempt: Atte
     in ``attempt`` as it is made (``rollback.fail`` undoes exactly that); ``result`` gets the cluster
     once its TPU is READY."""
     deadline = time.monotonic() + timeout
+    attempt.marks = result.marks          # the instants of each step: up's time by phase
     plan = attempt.plan = CandidatePlan(tuple(cands))
     vm_plan = ZonePlan(tuple(zones))     # the host VM fails over on its own (Compute's stockouts, quotas)
     retries: dict[tuple[str, str], int] = {}
@@ -60,9 +61,11 @@ def apply(provider: Provider, spec: ClusterSpec, result: UpResult, attempt: Atte
 
     if dead and tpu is not None:
         log(f"deleting {tpu.state.value} TPU {tpu.name} in {tpu.zone} to recreate it")
+        attempt.mark("dead_deleting")
         op = provider.delete_tpu(tpu.zone, tpu.name)
         wait_all(provider, [op], timeout=_left(deadline), backoff=backoff)
         wait_until(lambda: provider.get_tpu(tpu.zone, tpu.name) is None, timeout=_left(deadline), backoff=backoff)
+        attempt.mark("dead_deleted")
         tpu = None
     if request is not None and request.dead:
         _delete_dead_request(provider, request, deadline, log, backoff)
@@ -84,6 +87,8 @@ def apply(provider: Provider, spec: ClusterSpec, result: UpResult, attempt: Atte
         block = _reserve(provider, spec, block, attempt, log, had=attempt.had)
     if tpu is None and request is not None:
         log(f"waiting for {request.describe()}, asked for before this call (adopted)")
+        attempt.mark("tpu_asked")
+        attempt.marks.update(queued=True, tpu_tries=1)
         tpu_op, zone = provider.watch_queued(request.zone, request.name), request.zone
         attempt.adopted_request = (request.zone, request.name)
         cand = next((c for c in cands if (c.name, c.zone) == (request.accelerator_type, request.zone)), None) \
@@ -124,6 +129,7 @@ def apply(provider: Provider, spec: ClusterSpec, result: UpResult, attempt: Atte
                     raise CloudError(f"no zone could create host VM {spec.name} ({vm_plan.explain()})",
                                      kind=f.kind.value, hint=f.hint or "add zones to --zone, or retry later",
                                      zone=vm_op.zone)
+                attempt.mark("vm_created")
                 log(f"host VM {spec.name} created in {vm_op.zone}")
         if tpu_op is not None and not tpu_op.done:
             tpu_op = provider.poll(tpu_op)
@@ -169,6 +175,7 @@ def apply(provider: Provider, spec: ClusterSpec, result: UpResult, attempt: Atte
                     continue
                 raise _exhausted(spec, plan.stopped or f, plan)
             if tpu_op.done:
+                attempt.mark("tpu_created")
                 log(f"TPU {spec.name} created in {tpu_op.zone}")
         if (vm_op is None or vm_op.done) and (tpu_op is None or tpu_op.done):
             break
@@ -180,6 +187,7 @@ def apply(provider: Provider, spec: ClusterSpec, result: UpResult, attempt: Atte
     # Operations done: the TPU must also be READY and healthy before anyone trains on it.
     tpu_zone = tpu.zone if tpu is not None else zone
     node = _wait_ready(provider, spec.name, tpu_zone, deadline, log, backoff)
+    attempt.mark("tpu_ready")
     result.tpu = node
     result.zone = node.zone
     result.cidr = node.cidr_block or block
@@ -219,6 +227,7 @@ def _start_vm(provider: Provider, spec: ClusterSpec, zone: str, attempt: Attempt
             zone = nxt
             continue
         attempt.created_vm = (zone, spec.name)
+        attempt.mark("vm_asked", first=True)
         return op
 
 
@@ -286,6 +295,10 @@ def _start_tpu(provider: Provider, spec: ClusterSpec, plan: CandidatePlan, block
             raise _exhausted(spec, plan.stopped, plan)
         made = attempt.for_candidate(spec, cand)
         zone = cand.zone
+        attempt.mark("tpu_asked", first=True)
+        attempt.mark("tpu_asked_last")
+        attempt.marks["tpu_tries"] = int(attempt.marks.get("tpu_tries") or 0) + 1
+        attempt.marks["queued"] = bool(spec.queued and provider.offers_queued) or None
         kind = "preemptible" if made.preemptible else made.capacities[0].value
         kind += ", Compute Engine" if made.api == "compute" else ""
         log(f"creating TPU {spec.name} ({made.accelerator_type}, {spec.arch.value}, {kind}) in {zone}"

@@ -3,7 +3,9 @@
 Every host (the host VM, each TPU VM worker) writes one object per boot to
 ``tpuctl/clusters/<cluster>/bootstrap/<role>-<worker>.json`` in the cluster's bucket: state
 ``installing``, ``ok`` or ``failed`` (the script has stopped; nothing will run on that host until it
-reboots), the step, a message and the last lines of its log. ``tpuctl train`` stops waiting for an
+reboots), the step, a message, the last lines of its log, when the script started, when it began
+installing tpuctl (``installing``) and when it wrote the status (``time``; for ``ok``, when tpuctl
+was installed): a run's startup says how long the install held its first attempt back. ``tpuctl train`` stops waiting for an
 agent that will never come, and ``tpuctl status`` says why; see docs/reliability.md#host-bootstrap.
 """
 
@@ -32,6 +34,7 @@ class HostBootstrap:
     started: float | None
     time: float | None
     log_tail: tuple[str, ...] = field(default=())
+    installing: float | None = None     # when it began installing tpuctl (the wheel pinned, found): a run's startup
 
     @property
     def who(self) -> str:
@@ -44,7 +47,8 @@ class HostBootstrap:
 
     def to_dict(self) -> dict[str, Any]:
         return {"role": self.role, "worker": self.worker, "host": self.host, "state": self.state, "step": self.step,
-                "message": self.message, "started": self.started, "time": self.time, "log_tail": list(self.log_tail)}
+                "message": self.message, "started": self.started, "installing": self.installing, "time": self.time,
+                "log_tail": list(self.log_tail)}
 
 
 def _epoch(value: Any) -> float | None:
@@ -65,7 +69,8 @@ def parse(data: Any) -> HostBootstrap | None:
                          host=str(data.get("host") or ""), state=data["state"], step=str(data.get("step") or "?"),
                          message=" ".join(str(data.get("message") or "").split())[:400],
                          started=_epoch(data.get("started")), time=_epoch(data.get("time")),
-                         log_tail=tuple(str(x) for x in tail[-40:]) if isinstance(tail, list) else ())
+                         log_tail=tuple(str(x) for x in tail[-40:]) if isinstance(tail, list) else (),
+                         installing=_epoch(data.get("installing")))
 
 
 def read(bucket: Any, cluster: str) -> list[HostBootstrap]:

@@ -42,4 +42,5 @@ def recreate_tpu(provider: Provider, spec: ClusterSpec, *, timeout: float = 1800
                 pass
         wait_until(lambda n=node: provider.get_tpu(n.zone, n.name) is None, timeout=timeout, backoff=backoff)
         spec = spec.with_zone(node.zone) if node.zone in spec.zones else spec
-    return up(provider, spec, timeout=timeout, log=log, backoff=backoff, keep_image=keep_image, prefer=prefer)
+    return up(provider, spec, timeout=timeout, log=log, backoff=backoff, keep_image=keep_image, prefer=prefer,
+              by="a recreate after a preemption")

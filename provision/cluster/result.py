@@ -9,8 +9,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..basics.validate import format_duration
 from ..catalog import prices
 from ..cloud.base import Arch, ClusterSpec, Health, TpuNode, Vm
+from . import timing
 from .candidates import Candidate, CandidatePlan
 
 
@@ -29,6 +31,8 @@ class UpResult:
     notes: list[str] = field(default_factory=list)
     dry_run: bool = False
     seconds: float = 0.0
+    # when each step of this call began and ended (wall clock; provision.cluster.timing.up_startup)
+    marks: dict[str, Any] = field(default_factory=dict)
 
     book: prices.PriceBook | None = field(default=None, repr=False)   # None: the bundled table
 
@@ -65,7 +69,13 @@ class UpResult:
             "planned": self.planned, "notes": self.notes, "hourly_usd": self.hourly,
             "price_source": (self.book or prices.BUNDLED).describe(),
             "price": {"tpu": self.tpu_price.to_dict(), "vm": self.vm_price.to_dict()}, "seconds": round(self.seconds, 2),
+            "startup": self.startup,
         }
+
+    @property
+    def startup(self) -> dict[str, Any] | None:
+        """This call's time by phase (None on a dry run: nothing was asked for)."""
+        return None if self.dry_run else timing.up_startup(self.marks)
 
     def summary(self) -> str:
         s = self.spec
@@ -91,6 +101,9 @@ class UpResult:
             if self.adopted:
                 lines.append(f"already there (adopted): {', '.join(self.adopted)}")
         lines.extend(self.notes)
+        said = timing.line(self.startup, duration=format_duration, label="took")
+        if said:
+            lines.append(said)
         lines.append(f"list price: {self.hourly_total.text()} while it exists; tpuctl down {s.name} deletes it")
         lines.append(f"  TPU {s.accelerator_type}: {prices.usd_text(self.tpu_price.usd_per_hour)}/hour "
                      f"({self.tpu_price.label()})")

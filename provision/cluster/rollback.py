@@ -8,7 +8,9 @@ billed, with the command that deletes it.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..basics.errors import CloudError, NotFound, PartialFailure, TpuctlError
 from ..cloud.base import Arch, ClusterSpec, Provider
@@ -33,6 +35,13 @@ class Attempt:
     fits: dict[tuple[str, str], ZoneFit] = field(default_factory=dict)
     plan: CandidatePlan | None = None             # which TPU candidates were asked for, and how it went
     chosen: Candidate | None = None               # the candidate whose create this call made
+    # when each step began and ended (wall clock): UpResult.marks, up's time by phase
+    marks: dict[str, Any] = field(default_factory=dict)
+
+    def mark(self, key: str, *, first: bool = False) -> None:
+        """Note now as ``key`` (``first``: only if not noted yet)."""
+        if not (first and key in self.marks):
+            self.marks[key] = round(time.time(), 3)
 
     def in_zone(self, spec: ClusterSpec, zone: str) -> ClusterSpec:
         """``spec``'s host VM as created in ``zone`` (``plan.host_in_zone``)."""

@@ -26,13 +26,15 @@ from .rollback import Attempt, fail
 
 def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_failure: bool = False,
        timeout: float = 1800.0, log: Log = noop, backoff: Backoff | None = None, offers: Offers | None = None,
-       keep_image: str | None = None, prefer: tuple[str, str] | None = None) -> UpResult:
+       keep_image: str | None = None, prefer: tuple[str, str] | None = None, by: str = "tpuctl up") -> UpResult:
     """``offers``: zone catalogues already asked for in this command; ``keep_image``: the image of a
     TPU being recreated, kept in every zone that still offers it; ``prefer``: the (type, zone) of a
-    TPU being recreated, asked for first whatever the price order says."""
+    TPU being recreated, asked for first whatever the price order says; ``by``: who asked, in its
+    time by phase (``UpResult.startup``)."""
     start = time.monotonic()
     backoff = backoff or Backoff()
     result = UpResult(spec=spec, dry_run=dry_run, book=provider.price_book())
+    result.marks.update(began=round(time.time(), 3), by=by)
     found = find(provider, spec.name)
 
     # --- check: adopt what exists, refuse what conflicts, wait out deletions under way --------
@@ -94,7 +96,10 @@ def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_
         result.notes.extend(provider.caveats(result.tpu.zone, result.tpu.accelerator_type))
     if attempt.chosen is not None and attempt.plan is not None and (attempt.plan.several or attempt.plan.capacities):
         result.notes.append(chosen_note(spec, attempt.chosen, attempt.plan))
-    cache_spec(provider, result.spec, zone=result.zone, cidr=result.cidr)
+    result.marks["adopted"] = list(result.adopted)
+    result.marks["ended"] = round(time.time(), 3)
+    # the cache keeps this up's time by phase: status NAME shows where a cluster's bring-up went
+    cache_spec(provider, result.spec, zone=result.zone, cidr=result.cidr, startup=result.startup)
     if result.tpu is not None and any(c.startswith("TPU ") for c in result.created):
         ledger.tpu_created(provider, spec.name, result.tpu)
     result.seconds = time.monotonic() - start

@@ -31,6 +31,8 @@ class ClusterView:
     run: dict[str, Any] | None = None
     queued: QueuedRequest | None = None    # its queued resource (the TPU to be, while it has no node)
     book: prices.PriceBook | None = field(default=None, repr=False)   # None: the bundled table
+    # its last up on this machine, by phase (provision.cluster.timing.up_startup; the cluster cache's)
+    startup: dict[str, Any] | None = None
 
     # API: which Google API made the TPU, as --api names it: compute (Compute Engine) or tpu (the Cloud
     # TPU API, which Google gives bug and security fixes only: a user should see which they are on)
@@ -122,7 +124,21 @@ class ClusterView:
                 "run": self.run, "uptime_seconds": round(self.uptime_seconds, 1) if self.uptime_seconds else None,
                 "hourly_usd": self.hourly,
                 "price": {"tpu": self.tpu_price.to_dict() if self.tpu_price else None,
-                          "vm": self.vm_price.to_dict() if self.vm_price else None}}
+                          "vm": self.vm_price.to_dict() if self.vm_price else None},
+                **({"startup": self.startup} if self.startup is not None else {})}
+
+    def startup_line(self) -> str | None:
+        """Its last ``up`` on this machine (``tpuctl up``, or a supervisor's recreate) by phase, dated."""
+        from .timing import line
+
+        said = line(self.startup, duration=format_duration, label="took")
+        if not said or self.startup is None:
+            return None
+        at = self.startup.get("from")
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(at))) \
+            if isinstance(at, (int, float)) and not isinstance(at, bool) else "?"
+        by = self.startup.get("by") if isinstance(self.startup.get("by"), str) else "tpuctl up"
+        return f"{self.name}: {by} on this machine at {when} {said}"
 
 
 def _health(t: TpuNode | None) -> str | None:
@@ -156,8 +172,9 @@ def status(provider: Provider, *, name: str | None = None, zone: str | None = No
     for n, vm, tpu, req in join_by_cluster(vms, tpus, queued):
         z = tpu.zone if tpu else req.zone if req else vm.zone if vm else None
         run = run_lookup(n) if run_lookup else None
+        startup = spec.get("startup") if spec is not None and n == name else None
         views.append(ClusterView(name=n, provider=provider.name, zone=z, vm=vm, tpu=tpu, run=run, queued=req,
-                                 book=provider.price_book()))
+                                 book=provider.price_book(), startup=startup if isinstance(startup, dict) else None))
     return views
 
 

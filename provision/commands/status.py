@@ -59,12 +59,16 @@ def command(name: str | None, zone: str | None, export_monitoring: bool, provide
     from ..runs import store as runs
 
     latest = runs.latest_by_cluster()
-    views = cluster.status(prov, name=name, zone=zone, run_lookup=lambda c: run_summary(latest.get(c), target))
+    hosts: dict[str, list[dict]] = {}          # the host bootstrap statuses each run's summary read
+    views = cluster.status(prov, name=name, zone=zone,
+                           run_lookup=lambda c: run_summary(latest.get(c), target, hosts_read=hosts))
     if name:
-        # one cluster asked about: its run's wall time by cause (a fleet's status reads no more per run)
+        # one cluster asked about: its run's wall time by cause and its startup (a fleet's status
+        # reads no more per run)
         for v in views:
             if v.run:
-                v.run["goodput"] = run_goodput(prov, target, v.run)
+                v.run["goodput"] = run_goodput(prov, target, v.run, hosts=hosts.get(v.run["run_id"]))
+                v.run["startup"] = (v.run["goodput"] or {}).get("startup")
     if name and not views:
         from ..basics.errors import UnknownName
 
@@ -94,6 +98,9 @@ def command(name: str | None, zone: str | None, export_monitoring: bool, provide
     rows = [v.row() for v in views]
     click.echo(table(rows, cluster.ClusterView.HEADERS))
     for line in (v.queued_line() for v in views):
+        if line:
+            click.echo(line)
+    for line in (v.startup_line() for v in views):
         if line:
             click.echo(line)
     runs = [v.run for v in views if v.run]
@@ -153,10 +160,11 @@ def _run_row(r: dict) -> list:
             r["failures"], f"{lost}, {format_duration(r['seconds_lost'])}"]
 
 
-def run_summary(entry: dict | None, target) -> dict | None:
+def run_summary(entry: dict | None, target, hosts_read: dict | None = None) -> dict | None:
     """The latest run of a cluster this machine started (``entry``: its index entry, None when
     there is none), as its record in the bucket says. A cluster with no run known here costs no
-    import of the run modules (a tenth of ``status NAME``'s time) and no read of the bucket."""
+    import of the run modules (a tenth of ``status NAME``'s time) and no read of the bucket.
+    ``hosts_read``: gets the hosts' bootstrap statuses read for it, by run id (its startup's)."""
     if entry is None or entry.get("provider") != target.provider:
         return None
     from ..basics.errors import TpuctlError
@@ -179,9 +187,12 @@ def run_summary(entry: dict | None, target) -> dict | None:
     metrics = p.get("metrics") if isinstance(p.get("metrics"), dict) else {}
     since = (rec.attempt or {}).get("tpu_created_at")
     try:
-        down = bootstrap.failed(bootstrap.read(store.bucket, rec.cluster), workers_since=since)
+        statuses = bootstrap.read(store.bucket, rec.cluster)
     except TpuctlError:
-        down = []
+        statuses = []
+    down = bootstrap.failed(statuses, workers_since=since)
+    if hosts_read is not None:
+        hosts_read[rec.run_id] = [s.to_dict() for s in statuses]
     # a program of the user's that has reported no step yet (provision.runs.reports): its step is unknown
     reported = p.get("progress_reported") is not False
     return {"run_id": rec.run_id, "cluster": rec.cluster, "status": rec.status,
@@ -195,15 +206,17 @@ def run_summary(entry: dict | None, target) -> dict | None:
             **{k: metrics[k] for k in ("exact_match", "f1") if k in metrics}}
 
 
-def run_goodput(prov, target, run: dict) -> dict | None:
-    """A run's goodput and badput by cause (provision.runs.goodput), priced as ``tpuctl cost RUN``
-    prices it; None when its records cannot be read."""
+def run_goodput(prov, target, run: dict, hosts: list[dict] | None = None) -> dict | None:
+    """A run's goodput and badput by cause and its startup (provision.runs.goodput), priced as
+    ``tpuctl cost RUN`` prices it; None when its records cannot be read. ``hosts``: the cluster's
+    host bootstrap statuses, read already."""
     import time
 
     from ..billing import costs
 
     try:
-        report = costs.cluster_cost(prov, target, run["cluster"], None, now=time.time(), run_ids={run["run_id"]})
+        report = costs.cluster_cost(prov, target, run["cluster"], None, now=time.time(), run_ids={run["run_id"]},
+                                    hosts=hosts)
     except Exception:  # noqa: BLE001 - the status table stands without it
         return None
     return next((r.goodput for r in report.runs if r.run_id == run["run_id"]), None)

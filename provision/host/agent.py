@@ -58,6 +58,9 @@ LEFTOVER_GRACE_S = 5.0     # what a finished job left running gets between SIGTE
 TAIL_LINES = 12            # of a failed job's output, in its exit record and train's output
 _ERROR_LINE = re.compile(r"^(\w+\.)*\w*(Error|Exception|Exit|Interrupt)\b.*|^(FATAL|Fatal|fatal|ERROR|Error|error)\b.*")
 LOG_TAIL_BYTES = 4 << 20   # the bucket keeps the last 4 MiB of a log; the host keeps all of it
+# between looks at how far a program's progress sources have grown (worker 0 of a job: command):
+# a stat each, so its steps are dated to within this rather than to the heartbeat
+STEP_LOOK_S = 0.5
 
 
 def _store(bucket_url: str, provider: str, project: str, run_id: str):
@@ -89,6 +92,9 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
     from ..runs.pinning import read_host_pin
     from ..runs.pins import sha256
 
+    # when each step of getting the program going ended, in its heartbeats and exit record: a
+    # run's startup by phase (provision.runs.startup), at no request of its own
+    startup: dict[str, Any] = {"began": round(time.time(), 3)}
     store = _store(bucket_url, provider, project, run_id)
     prefix = store.attempt_prefix(n)
     pin = read_host_pin(provider, cluster)
@@ -138,6 +144,7 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
             return refuse(store, n, worker, problem)
         if job.get("job") != "command":
             env["PYTHONPATH"] = os.pathsep.join(p for p in (str(code_dir), env.get("PYTHONPATH", "")) if p)
+    startup["fetched"] = round(time.time(), 3)
     log_path = work / f"attempt-{n}-{worker}.log"
     log = os.fdopen(open_append(log_path), "ab", buffering=0)  # the attempt process writes to it until it exits
     log.write(f"[tpuctl] attempt {n} of run {run_id} on {socket.gethostname()} (worker {worker})\n".encode())
@@ -150,6 +157,7 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
         from ..runs import wheelhouse
 
         digest = str(entry["requirements"])
+        began = round(time.time(), 3)
         try:
             site = wheelhouse.install(store.bucket, digest, host_dir("envs", digest, worker),
                                       lambda m: log.write(f"[tpuctl] {m}\n".encode()))
@@ -157,6 +165,7 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
             return refuse(store, n, worker, f"the run's requirements: {exc}")
         except Exception as exc:  # noqa: BLE001 - the bucket lost them: nothing to install from
             return refuse(store, n, worker, f"the run's requirements cannot be read from the bucket ({exc})")
+        startup["requirements"] = [began, round(time.time(), 3)]
     if job.get("job") == "command":
         from . import program as programs
 
@@ -167,11 +176,13 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
             return refuse(store, n, worker, f"the run's spec cannot run here: {exc}")
         argv, cwd, env, grace_s = program.argv, program.cwd, program.env, program.grace_s
         if program.checkpoint_dir is not None:
+            began = round(time.time(), 3)
             kept, problem = _restore_checkpoint_dir(program.checkpoint_dir, env["TPUCTL_MODEL_DIR"], work, log,
                                                     provider=provider, project=project,
                                                     worker=env.get("TPUCTL_WORKER_INDEX", "0"))
             if problem:       # the bucket is away: an infrastructure failure, retried (never a fresh start)
-                return _exit_before_start(store, prefix, worker, log, log_path, 42, problem)
+                return _exit_before_start(store, prefix, worker, log, log_path, 42, problem, startup=startup)
+            startup["checkpoint_restore"] = [began, round(time.time(), 3)]
         log.write(f"[tpuctl] running {_shown(argv)} in the workdir, in a process group of its own (SIGTERM to "
                   f"the group is the preemption notice: {grace_s:g} s to save and exit, then SIGKILL)\n".encode())
     else:
@@ -191,14 +202,16 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
         reason = f"cannot start {argv[0]}: {exc.strerror or exc} (the command's program must be in the workdir " \
                  f"or on the host's PATH)"
         log.write(f"[tpuctl] {reason}\n".encode())
-        return _exit_before_start(store, prefix, worker, log, log_path, 2, reason)
+        return _exit_before_start(store, prefix, worker, log, log_path, 2, reason, startup=startup)
+    startup["program_started"] = round(time.time(), 3)
     group = proc.pid                   # the job's process group (start_new_session: its pid)
     if kept is not None:
         kept.start(group)
     sink = program.sink if program is not None else None
     if sink is not None:
         sink.begin(int(job.get("num_train_steps") or 0), run_id, proc.pid, log_path=log_path,
-                   event_dirs=[program.checkpoint_dir] if program.checkpoint_dir is not None else [])
+                   event_dirs=[program.checkpoint_dir] if program.checkpoint_dir is not None else [],
+                   progress_file=program.progress_file)
     stop_sent = threading.Event()
     kill_at = [0.0]                     # when the grace after SIGTERM runs out (monotonic)
     terminated = threading.Event()      # the program got SIGTERM: whatever it exits with is a preemption
@@ -223,12 +236,21 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
         timer.start()
 
     def sync() -> None:
-        """Heartbeat, log upload, the program's progress and stop requests, until the job ends."""
-        while not done.wait(ALIVE_EVERY_S):
+        """Heartbeat, log upload, the program's progress and stop requests, until the job ends;
+        for worker 0 of a program, a look at how far its progress sources have grown between the
+        beats (a ``stat`` each: ProgressSink.look), which dates its steps to within a look."""
+        beat_at = time.monotonic() + ALIVE_EVERY_S
+        while not done.wait(STEP_LOOK_S if sink is not None else ALIVE_EVERY_S):
+            if sink is not None:
+                sink.look()
+                if time.monotonic() < beat_at:
+                    continue
+                beat_at = time.monotonic() + ALIVE_EVERY_S
             _upload_log(store, prefix, worker, log_path)
             with contextlib.suppress(Exception):
                 store.write_json(f"{prefix}/alive-{worker}.json", {"time": time.time(), "pid": proc.pid,
-                                                                     "host": socket.gethostname()})
+                                                                     "host": socket.gethostname(),
+                                                                     "startup": startup})
             if sink is not None and program is not None:
                 sink.beat(program.progress_file)
             if not stop_sent.is_set() and store.read_json(f"{prefix}/stop.json") is not None:
@@ -237,7 +259,7 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
 
     with contextlib.suppress(Exception):
         store.write_json(f"{prefix}/alive-{worker}.json", {"time": time.time(), "pid": proc.pid,
-                                                            "host": socket.gethostname()})
+                                                            "host": socket.gethostname(), "startup": startup})
     syncer = threading.Thread(target=sync, daemon=True)
     syncer.start()
     if provider == "gcp":
@@ -260,6 +282,8 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    if sink is not None:
+        sink.look()          # what it printed last is dated by its exit, not by the final upload below
     left = _stop_leftovers(group, terminated.is_set(), kill_at[0], killed)
     if left:
         log.write(f"[tpuctl] {left} process(es) the job started were still running after it exited: "
@@ -272,7 +296,7 @@ def run_attempt(bucket_url: str, provider: str, project: str, run_id: str, n: in
                       .encode())
     done.set()
     syncer.join(timeout=ALIVE_EVERY_S + 5)
-    record: dict[str, Any] = {"code": code, "time": time.time(), "host": socket.gethostname()}
+    record: dict[str, Any] = {"code": code, "time": time.time(), "host": socket.gethostname(), "startup": startup}
     if code not in (0, 42) and not terminated.is_set():
         record.update(error_tail(log_path, started_at))
     if program is not None and terminated.is_set():
@@ -385,7 +409,7 @@ def _restore_checkpoint_dir(path: Path, model_dir: str, work: Path, log: Any, *,
 
 
 def _exit_before_start(store: Any, prefix: str, worker: str, log: Any, log_path: Path, code: int,
-                       reason: str) -> int:
+                       reason: str, *, startup: dict[str, Any] | None = None) -> int:
     """Record an attempt that ended before its job started (``code`` 2: it cannot run; 42: the
     host could not get it ready, retried), with the reason in its log and exit record."""
     if code != 2:
@@ -393,7 +417,8 @@ def _exit_before_start(store: Any, prefix: str, worker: str, log: Any, log_path:
     log.close()
     _upload_log(store, prefix, worker, log_path)
     store.write_json(f"{prefix}/exit-{worker}.json", {"code": code, "time": time.time(), "reason": reason,
-                                                       "host": socket.gethostname()})
+                                                       "host": socket.gethostname(),
+                                                       **({"startup": startup} if startup else {})})
     return code
 
 

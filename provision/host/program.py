@@ -17,6 +17,7 @@ import json
 import os
 import socket
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,38 +83,57 @@ class ProgressSink:
     pattern: str | None = None   # the spec's progress_pattern (jobs.command.patterns)
     record: dict[str, Any] = field(default_factory=dict)
     sources: Any = None          # this attempt's other progress sources (provision.host.progress_sources)
+    arrivals: Any = None         # when the progress file's lines were first seen (progress_sources.Arrivals)
     _offset: int = 0
     _partial: bytes = b""
     _bucket: Any = None          # the model directory's bucket, opened once
+    _lock: Any = field(default_factory=threading.Lock)    # the looks (a thread of their own) and the reads
 
     def begin(self, num_train_steps: int, run_id: str, pid: int, *, log_path: Path | None = None,
-              event_dirs: list[Path] | None = None) -> None:
+              event_dirs: list[Path] | None = None, progress_file: Path | None = None) -> None:
         """A new attempt's record; ``log_path`` is the program's output (for ``progress_pattern``),
-        ``event_dirs`` where its TensorBoard event files may be (a local model directory too)."""
+        ``event_dirs`` where its TensorBoard event files may be (a local model directory too),
+        ``progress_file`` its ``$TPUCTL_PROGRESS_FILE`` (its lines dated by :meth:`look`)."""
         from ..runs.supervisor import read_progress
-        from .progress_sources import open_sources
+        from .progress_sources import Arrivals, open_sources
 
         roots = [*(event_dirs or []), *([] if self.model_dir.startswith("gs://") else [Path(self.model_dir)])]
         self.sources = open_sources(pattern=self.pattern, log_path=log_path, event_roots=roots)
+        self.arrivals = Arrivals(progress_file) if progress_file is not None else None
 
         previous = read_progress(self.model_dir, self.provider, self.project)
         self.record = reports.start(previous, run_id=run_id, num_train_steps=num_train_steps, now=time.time(),
                                     pid=pid, host=socket.gethostname())
         self.write()
 
+    def look(self) -> None:
+        """How far the progress file and the log have grown, now (a ``stat`` each, no read): what
+        dates each step to within a look (:data:`provision.host.agent.STEP_LOOK_S`), where
+        the beat reads them only every few seconds."""
+        now = time.time()
+        with self._lock:
+            if self.arrivals is not None:
+                self.arrivals.look(now)
+            if self.sources is not None:
+                self.sources.look(now)
+
     def beat(self, progress_file: Path) -> None:
         """Fold the program's new whole lines in and write the record (its ``time`` is now)."""
-        self.record = reports.fold(self.record, self._new_lines(progress_file), time.time())
-        self._fold_sources(final=False)
+        with self._lock:
+            lines, times = self._new_lines(progress_file)
+            self.record = reports.fold(self.record, lines, time.time(), times=times)
+            self._fold_sources(final=False)
         self.write()
 
     def finish(self, progress_file: Path, code: int, message: str | None) -> None:
-        lines = self._new_lines(progress_file)
-        if self._partial:            # a last line without its newline: the program has exited
-            lines.append(self._partial)
-        self.record = reports.fold(self.record, lines, time.time())
-        self._fold_sources(final=True)
-        self.record = reports.end(self.record, code, time.time(), message)
+        with self._lock:
+            lines, times = self._new_lines(progress_file)
+            if self._partial:            # a last line without its newline: the program has exited
+                lines.append(self._partial)
+                times.append(self.arrivals.at(self._offset) if self.arrivals is not None else None)
+            self.record = reports.fold(self.record, lines, time.time(), times=times)
+            self._fold_sources(final=True)
+            self.record = reports.end(self.record, code, time.time(), message)
         self.write()
 
     def _fold_sources(self, *, final: bool) -> None:
@@ -121,19 +141,29 @@ class ProgressSink:
         if items:
             self.record = reports.fold_items(self.record, items, time.time())
 
-    def _new_lines(self, path: Path) -> list[bytes]:
+    def _new_lines(self, path: Path) -> tuple[list[bytes], list[float | None]]:
+        """The program's new whole lines, each with when it was first seen (None: not by a look)."""
         try:
             with open(path, "rb") as fh:
                 fh.seek(self._offset)
                 data = fh.read(4 << 20)
         except OSError:
-            return []
+            return [], []
+        pos = self._offset - len(self._partial)
         self._offset += len(data)
         data = self._partial + data
         *lines, self._partial = data.split(b"\n")
         if len(self._partial) > reports.MAX_LINE:
             self._partial = b""
-        return [line for line in lines if line.strip()]
+        out, times = [], []
+        for line in lines:
+            pos += len(line) + 1
+            if line.strip():
+                out.append(line)
+                times.append(self.arrivals.at(pos) if self.arrivals is not None else None)
+        if self.arrivals is not None:
+            self.arrivals.consumed(self._offset - len(self._partial))
+        return out, times
 
     def write(self) -> None:
         text = json.dumps(reports.public(self.record), sort_keys=True).encode()

@@ -280,6 +280,8 @@ class EventFiles:
                     continue
                 got = item(step, values, prefix) if step is not None else None
                 if got is not None:
+                    if wall:
+                        got["_t"] = wall     # when the program logged it: its step's date (reports.fold_items)
                     found.append((step, wall or 0.0, got))
         found.sort(key=lambda f: (f[0], f[1]))
         return [f[2] for f in found]

@@ -10,9 +10,12 @@ Cloud TPU page "Monitor goodput with the ML Goodput Measurement library"
   duration "from the moment the application starts running";
 - *badput* is the rest, by cause (the library's ``BadputType``): ``TPU_INITIALIZATION`` (device
   discovery, slice initialization), ``TRAINING_PREP`` (checkpoint managers, checkpoint loading),
-  ``PROGRAM_STARTUP`` (tracing, compilation, runtime initialization), ``DATA_LOADING``,
+  ``PROGRAM_STARTUP`` (tracing, compilation, runtime initialization), ``DATA_LOADING_SYNC``,
   ``UNPRODUCTIVE_CHECKPOINT_SAVE_TIME`` / ``_RESTORE_TIME``, ``WASTED_PROGRESS_FROM_DISRUPTION``
-  ("time that was spent on productive training but lost after restart") and ``OTHER``.
+  ("time that was spent on productive training but lost after restart"),
+  ``INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION`` (the downtime of a disruption) and ``OTHER``, as the
+  library's 0.2.x names them (``DATA_LOADING`` before its 0.0.6; the downtime counted under
+  ``WASTED_PROGRESS_FROM_DISRUPTION`` before its 0.0.12).
 
 The library is told these instants by the program itself. tpuctl measures from the outside, for
 any program, with what it already records: the run record (``created_at``, ``ended_at``, the
@@ -34,6 +37,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from . import startup as startups
+
 GOODPUT = "goodput"
 # every category, in the order they are shown: (key, Google's BadputType it stands for, what it holds)
 CATEGORIES: tuple[tuple[str, str, str], ...] = (
@@ -51,12 +56,12 @@ CATEGORIES: tuple[tuple[str, str, str], ...] = (
                          "UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME"),
      ("program start to its first step: accelerator init, checkpoint restore, tracing and compilation "
       "(one program's own phases are not told apart from outside)")),
-    ("data_loading", "DATA_LOADING", "making pretraining data on the TPU host (the job's data_creation spans)"),
+    ("data_loading", "DATA_LOADING_SYNC", "making pretraining data on the TPU host (the job's data_creation spans)"),
     ("checkpoint_save", "UNPRODUCTIVE_CHECKPOINT_SAVE_TIME",
      "after the preemption notice: from the last step to the job's exit, when it lost no step (it saved)"),
     ("wasted_progress", "WASTED_PROGRESS_FROM_DISRUPTION",
      "training whose steps were redone after a preemption: from the step it resumed at to the job's end"),
-    ("disruption", "WASTED_PROGRESS_FROM_DISRUPTION (downtime)",
+    ("disruption", "INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION",
      "no job between a disruption and the next attempt: exit or detection to recreate, recreated to restart"),
     ("unattributed", "OTHER",
      ("spans whose cause the records do not tell (a hard kill's power-off, a finished job's last save, "
@@ -136,12 +141,17 @@ def _time_at_step(curve: list[tuple[float, int]], step: int, lo: float, hi: floa
 
 def breakdown(record: Mapping[str, Any], events: Iterable[Mapping[str, Any]], *, now: float,
               exits: Mapping[int, Mapping[str, Mapping[str, Any]]] | None = None,
-              billed: Iterable[Billed] | None = None) -> dict[str, Any]:
-    """The run's wall time by cause, its goodput, what the badput cost, and each preemption's phases.
+              billed: Iterable[Billed] | None = None,
+              alive: Mapping[int, Mapping[str, Mapping[str, Any]]] | None = None,
+              hosts: Iterable[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """The run's wall time by cause, its goodput, what the badput cost, each preemption's phases
+    and the first attempt's startup (:mod:`provision.runs.startup`).
 
     ``record``: run.json as a dict; ``events``: events.jsonl; ``exits``: the hosts' exit records
     by attempt and worker; ``billed``: the TPU's billed spans and prices (None: not known, no
-    dollars). Every second of ``[created_at, ended_at or now)`` is in exactly one category."""
+    dollars); ``alive``: the hosts' heartbeats by attempt and worker (what the attempt wrapper
+    recorded of its startup, for an attempt with no exit record); ``hosts``: the hosts' bootstrap
+    statuses (GCP). Every second of ``[created_at, ended_at or now)`` is in exactly one category."""
     start = _num(record.get("created_at")) or 0.0
     end = max(start, _num(record.get("ended_at")) or now)
     evs = sorted((e for e in events if isinstance(e, Mapping) and _num(e.get("time")) is not None),
@@ -193,6 +203,7 @@ def breakdown(record: Mapping[str, Any], events: Iterable[Mapping[str, Any]], *,
         cuts.to(first, "provisioning")
 
     preemptions: list[dict[str, Any]] = []
+    facts: list[dict[str, Any]] = []          # each attempt's program start and first step, as dated here
     for i, (n, a) in enumerate(attempts):
         b = attempts[i + 1][1] if i + 1 < len(attempts) else end
         outage = next((o for o in outages if a <= o["detected_at"] < b), None)
@@ -214,6 +225,12 @@ def breakdown(record: Mapping[str, Any], events: Iterable[Mapping[str, Any]], *,
             prog = prog or float(last["started_at"])
             first_step = first_step or _at(_num(last.get("first_step_time")), a, b)
             last_step = last_step or _at(_num(last.get("step_time")), a, b)
+        # the attempt wrapper's own record of the program's start (its Popen), where it kept one:
+        # the program's interpreter and imports are its startup, not the host's
+        spawned = _at(_num(startups.marks(_records(exits, alive, n)).get(startups.PROGRAM)), a, b)
+        if spawned is not None and (prog is None or spawned < prog) and (first_step is None or spawned <= first_step):
+            prog = spawned
+        facts.append({"attempt": n, "started_at": a, "program_started_at": prog, "first_step_at": first_step})
         if first_step is not None:
             pts = [t for t, _s in curve if first_step <= t <= (outage["detected_at"] if outage else b)]
             last_step = max([x for x in (last_step, *pts) if x is not None], default=None)
@@ -310,6 +327,24 @@ def breakdown(record: Mapping[str, Any], events: Iterable[Mapping[str, Any]], *,
                             "includes": PREEMPTION_LOSS_WHAT},
         "segments": [[round(x, 3), round(y, 3), c] for x, y, c in segments][-400:],
     }
+    if facts:
+        f = facts[0]
+        out["startup"] = startups.run_startup(record, evs, program_started_at=f["program_started_at"],
+                                              first_step_at=f["first_step_at"],
+                                              agent=startups.marks(_records(exits, alive, f["attempt"])),
+                                              hosts=hosts, now=None if record.get("ended_at") else now)
+    return out
+
+
+def _records(exits: Mapping[int, Any], alive: Mapping[int, Any] | None, n: int) -> list[Mapping[str, Any]]:
+    """Attempt ``n``'s records of each host that say how it started: its exit record, else its heartbeat."""
+    ex = exits.get(n) if isinstance(exits.get(n), Mapping) else {}
+    al = (alive or {}).get(n) if isinstance((alive or {}).get(n), Mapping) else {}
+    out = []
+    for w in dict.fromkeys([*ex, *al]):
+        rec = ex.get(w) if isinstance(ex.get(w), Mapping) and isinstance(ex[w].get("startup"), Mapping) else al.get(w)
+        if isinstance(rec, Mapping):
+            out.append(rec)
     return out
 
 
@@ -398,7 +433,8 @@ def top_badput(g: Mapping[str, Any], n: int = 3) -> list[tuple[str, float, float
 
 
 def lines(g: Mapping[str, Any], *, duration: Any, usd: Any) -> list[str]:
-    """The compact block ``status`` and ``cost`` show: goodput, the top badput causes, each preemption."""
+    """The compact block ``status`` and ``cost`` show: goodput, the top badput causes, the first
+    attempt's startup by phase, each preemption."""
     if not g or g.get("wall_s") is None:
         return []
     pct = g.get("goodput_pct")
@@ -411,6 +447,9 @@ def lines(g: Mapping[str, Any], *, duration: Any, usd: Any) -> list[str]:
     if top:
         out.append("  badput: " + ", ".join(f"{k} {duration(s)}" + (f" {usd(u)}" if u is not None else "")
                                             for k, s, u in top))
+    said = startups.line(g.get("startup"), duration=duration, label="startup")
+    if said:
+        out.append("  " + said)
     for pre in g.get("preemptions") or []:
         said = "notice, checkpointed in it" if pre.get("checkpointed_in_notice") else \
             "notice" if pre.get("notice") else "no notice seen" if pre.get("notice") is False else "notice unknown"

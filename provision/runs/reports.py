@@ -6,7 +6,8 @@ A program of the user's imports nothing of tpuctl. It may append JSON lines to t
     {"step": 120, "loss": 0.42, "metrics": {"accuracy": 0.91}, "checkpoint_step": 100,
      "num_train_steps": 1000, "examples_per_sec": 512.0}
 
-The host agent of worker 0 reads the new lines every few seconds and keeps the record the
+The host agent of worker 0 reads the new lines every few seconds (each dated by when the agent
+first saw it: a look at the file's size every half second) and keeps the record the
 supervisor, ``status``, ``logs``, the idle reaper, ``cost`` and sweeps read: the same schema the
 TensorFlow runner writes (:mod:`jobs.runner.progress`). Its ``time`` is the agent's heartbeat while the
 process lives, so a program that reports nothing is never idle while it runs. A line with
@@ -27,6 +28,7 @@ import math
 from typing import Any
 
 MAX_LINE = 64 << 10
+SEEN = "_t"          # an item's key for when its step was first seen (the agent's, not the program's)
 MAX_METRICS = 64
 MAX_EVALS = 1000
 RUNNING, FINISHED, PREEMPTED, FAILED = "running", "finished", "preempted", "failed"
@@ -48,19 +50,40 @@ def start(previous: dict[str, Any] | None, *, run_id: str, num_train_steps: int,
             "report_every_steps": _int(prev.get("report_every_steps"))}
 
 
-def fold(record: dict[str, Any], lines: list[bytes], now: float) -> dict[str, Any]:
-    """``record`` with the program's new ``lines`` applied (and ``time`` now)."""
-    return fold_items(record, [_parse(raw) for raw in lines], now)
+def fold(record: dict[str, Any], lines: list[bytes], now: float,
+         times: list[float | None] | None = None) -> dict[str, Any]:
+    """``record`` with the program's new ``lines`` applied (and ``time`` now); ``times``: when
+    each line was first seen, where the agent knows (None: now)."""
+    items = [_parse(raw) for raw in lines]
+    for i, item in enumerate(items):
+        if item is not None:
+            item.pop(SEEN, None)              # the agent dates a line, never the line itself
+            t = times[i] if times is not None and i < len(times) else None
+            if t is not None:
+                item[SEEN] = t
+    return fold_items(record, items, now)
+
+
+def seen_at(item: dict[str, Any], record: dict[str, Any], now: float) -> float:
+    """When ``item``'s step was first seen (its ``_t``: a TensorBoard event's wall time, the look
+    that first saw its line), kept within the attempt (from its start until now); else now."""
+    t = _num(item.get(SEEN))
+    if t is None:
+        return now
+    start = _num(record.get("started_at"))
+    return min(now, max(start, t) if start is not None else t)
 
 
 def fold_items(record: dict[str, Any], items: list[dict[str, Any] | None], now: float) -> dict[str, Any]:
     """``record`` with progress ``items`` applied (and ``time`` now): the objects of progress lines,
-    of ``progress_pattern`` matches or of TensorBoard scalars alike; None is a line skipped."""
+    of ``progress_pattern`` matches or of TensorBoard scalars alike; None is a line skipped. An
+    item's step is dated when it was first seen (:func:`seen_at`), finer than the beat."""
     out = {**record, "time": now}
     for item in items:
         if item is None:
             out["skipped_lines"] = out.get("skipped_lines", 0) + 1
             continue
+        at = seen_at(item, out, now)
         step = _int(item.get("step"))
         if step is not None and step >= 0:
             if not out.get("reported"):
@@ -74,10 +97,10 @@ def fold_items(record: dict[str, Any], items: list[dict[str, Any] | None], now: 
             elif step > (out.get("step") or 0):
                 out["report_every_steps"] = step - (out.get("step") or 0)
             if step != out.get("step"):
-                out["step_time"] = now
+                out["step_time"] = at
             out["step"] = step
             if out.get("first_step_time") is None and step > (out.get("resumed_from_step") or 0):
-                out["first_step_time"] = now
+                out["first_step_time"] = at
         for key in ("loss", "examples_per_sec", "steps_per_sec"):
             if _num(item.get(key)) is not None:
                 out[key] = _num(item[key])

@@ -161,6 +161,8 @@ def test_bootstrap_installs_the_wheel_starts_the_agent_and_reports_ok(tmp_path):
     assert (ok["cluster"], ok["role"], ok["worker"], ok["run_id"], ok["wheel_object"]) == (
         "bert-lab", "worker", "0", RUN, WHEEL_OBJ)
     assert ok["host"] and ok["time"].endswith("Z") and ok["started"] <= ok["time"]
+    # when it began installing tpuctl, kept in the "ok" status: a run's startup dates the host's install by it
+    assert states[0]["installing"] == ok["installing"] and ok["started"] <= ok["installing"] <= ok["time"]
     assert any("installing tpuctl-0.0.1-py3-none-any.whl" in line for line in ok["log_tail"])
     _no_secrets(stub, out, (tmp_path / "bootstrap.log").read_text())
 

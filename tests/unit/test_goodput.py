@@ -135,9 +135,11 @@ def test_making_data_on_the_host_is_data_loading():
     assert g["wall_s"] == pytest.approx(sum(v["seconds"] for v in g["categories"].values()))
 
 
-def test_the_compact_block_names_goodput_the_top_causes_and_each_preemption():
+def test_the_compact_block_names_goodput_the_top_causes_the_startup_and_each_preemption():
     text = goodput.lines(_g(), duration=lambda s: f"{s:g}s", usd=lambda v: f"${v:.3f}")
     assert text[0] == "goodput 51.5% (170s of 330s); badput 160s, $0.106"
     assert text[1] == "  badput: provisioning 56s $0.017, program_startup 29s $0.029, wasted_progress 20s $0.020"
-    assert text[2].startswith("  preemption 1 (notice, checkpointed in it; 0 steps redone): last step to job exit 5s")
-    assert text[3].startswith("  preemption 2 (no notice seen; 2 steps redone): seen to recreate started 5s")
+    assert text[2] == ("  startup 20s to the first step: run created to attempt started 10s, attempt started to "
+                       "program start 3s, program start to first step 7s; slowest: run created to attempt started")
+    assert text[3].startswith("  preemption 1 (notice, checkpointed in it; 0 steps redone): last step to job exit 5s")
+    assert text[4].startswith("  preemption 2 (no notice seen; 2 steps redone): seen to recreate started 5s")

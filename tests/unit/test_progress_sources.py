@@ -135,10 +135,10 @@ def test_event_files_are_read_as_they_grow_and_a_record_cut_off_is_read_whole_ne
     one, two = _event(1, loss=0.5, accuracy=0.25), _event(2, train__loss=0.25)
     path.write_bytes(one + two[:10])
     files = tbevents.EventFiles([tmp_path])
-    assert files.read() == [{"step": 1, "loss": 0.5, "metrics": {"accuracy": 0.25}}]
+    assert files.read() == [{"step": 1, "loss": 0.5, "metrics": {"accuracy": 0.25}, "_t": 1.5}]   # its wall_time
     with open(path, "ab") as fh:
         fh.write(two[10:])
-    assert files.read() == [{"step": 2, "loss": 0.25}]
+    assert files.read() == [{"step": 2, "loss": 0.25, "_t": 1.5}]
     assert files.read() == []
 
 
@@ -160,7 +160,7 @@ def test_a_huge_record_is_skipped_unread_and_garbage_is_no_progress(tmp_path):
     (tmp_path / "events.out.tfevents.9").write_bytes(big + _event(7, loss=0.75))
     (tmp_path / "x.tfevents.garbage").write_bytes(b"\xff" * 64)
     files = tbevents.EventFiles([tmp_path])
-    assert files.read() == [{"step": 7, "loss": 0.75}]
+    assert files.read() == [{"step": 7, "loss": 0.75, "_t": 1.5}]
 
 
 def test_an_evaluations_loss_is_a_metric_and_a_new_attempt_reads_only_new_events(tmp_path):
@@ -168,11 +168,12 @@ def test_an_evaluations_loss_is_a_metric_and_a_new_attempt_reads_only_new_events
     (tmp_path / "validation" / "events.out.tfevents.1").write_bytes(_event(10, loss=0.875))
     (tmp_path / "events.out.tfevents.1").write_bytes(_event(10, loss=0.5, eval__loss=0.75))
     assert sorted(tbevents.EventFiles([tmp_path]).read(), key=str) == [
-        {"step": 10, "loss": 0.5, "metrics": {"eval/loss": 0.75}}, {"step": 10, "metrics": {"validation/loss": 0.875}}]
+        {"step": 10, "loss": 0.5, "metrics": {"eval/loss": 0.75}, "_t": 1.5},
+        {"step": 10, "metrics": {"validation/loss": 0.875}, "_t": 1.5}]
     sources = open_sources(pattern=None, log_path=None, event_roots=[tmp_path])
     with open(tmp_path / "events.out.tfevents.1", "ab") as fh:
         fh.write(_event(11, loss=0.25))
-    assert sources.read() == [{"step": 11, "loss": 0.25}]
+    assert sources.read() == [{"step": 11, "loss": 0.25, "_t": 1.5}]
 
 
 @given(st.binary(max_size=400), st.integers(0, 400))
