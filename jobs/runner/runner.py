@@ -188,6 +188,7 @@ class Runner:
         else:
             resumed_from, checkpoint_step = None, None
             job.initialize(ctx)
+            self.model_initialized()
         self.progress.update(step=step, resumed_from_step=resumed_from,
                              checkpoint_step=checkpoint_step, status=progress_lib.RUNNING)
 
@@ -236,6 +237,10 @@ class Runner:
 
     def current_step(self) -> int:
         return int(self.optimizer.step.numpy())
+
+    def model_initialized(self) -> None:
+        """The job's ``initialize`` assigned the model's variables (an ``init_checkpoint``):
+        nothing to do here, the step reads the variables."""
 
     def sync_model(self) -> None:
         """Make the model's variables what training made them, before the job's hooks read

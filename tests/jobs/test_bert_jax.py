@@ -8,8 +8,8 @@
   below another seed's distance, the tolerance the TensorFlow path meets
   (tests/jobs/test_topology.py);
 - a checkpoint written on one backend continues on the other, both ways;
-- fine-tuning from the original checkpoint reaches the accuracy the TensorFlow path reaches, and
-  the SavedModel a JAX run exports serves the JAX run's own probabilities;
+- fine-tuning from the original checkpoint reaches the accuracy the TensorFlow path is held to,
+  and the SavedModel a JAX run exports serves the JAX run's own probabilities;
 - SQuAD predictions of one trained model from both backends agree.
 """
 
@@ -28,12 +28,14 @@ from .conftest import finetune_spec, job_env, pretrain_spec, read_progress, run_
 from .test_exact_resume import SETTINGS, checkpoint_arrays, interrupt_twice
 from .test_predict import predict_cli, unlabeled_file
 from .test_squad_training import squad_spec
+from .test_training import FINETUNE_ACCURACY
 
 pytestmark = [pytest.mark.tf, pytest.mark.slow]
 
 JAX = ("backend=jax",)
 
 
+@pytest.mark.long
 def test_a_jax_pretraining_killed_and_stopped_ends_with_the_weights_of_an_uninterrupted_one(tmp_path, tiny_dir):
     total = 40
     for name in ("a", "b"):
@@ -86,43 +88,40 @@ def test_two_jax_processes_of_four_devices_train_what_one_device_trains(tmp_path
 
 
 @pytest.mark.long
-@pytest.mark.parametrize("first,then", [("tensorflow", "jax"), ("jax", "tensorflow")])
-def test_a_checkpoint_of_one_backend_continues_on_the_other(tmp_path, tiny_dir, first, then):
-    spec = pretrain_spec(tmp_path, tiny_dir, num_train_steps=20, save_checkpoints_steps=10,
+def test_a_checkpoint_of_one_backend_continues_on_the_other(tmp_path, tiny_dir):
+    """TensorFlow to step 10, JAX to 20, TensorFlow to 30: each resumes the other's checkpoint
+    (weights, moments, step, input position) and trains on."""
+    spec = pretrain_spec(tmp_path, tiny_dir, num_train_steps=30, save_checkpoints_steps=10,
                          steps_per_execution=5, eval_batch_size=8, max_eval_steps=1,
                          export_bert_dir=False)
-    begun = run_job(spec, f"backend={first}", "num_train_steps=10", timeout=600)
-    assert begun.returncode == 0, begun.stderr[-3000:]
-    before = checkpoint_arrays(tmp_path / "pretrain" / "ckpt-10")
-    resumed = run_job(spec, f"backend={then}", timeout=600)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert f"jobs: backend {then} (set in the spec)" in resumed.stdout
-    assert f"resumed from {tmp_path / 'pretrain' / 'ckpt-10'} (step 10); input stream at example" in resumed.stderr
-    after = checkpoint_arrays(tmp_path / "pretrain" / "ckpt-20")
-    assert set(after) == set(before)
-    assert int(after["global_step/.ATTRIBUTES/VARIABLE_VALUE"]) == 20
-    losses = [float(x) for x in re.findall(r"step \d+/20 loss ([\d.]+)", resumed.stderr)]
-    assert losses and all(np.isfinite(losses)) and max(losses) < 8.0, resumed.stderr[-2000:]
+    keys = None
+    for backend, start, end in (("tensorflow", 0, 10), ("jax", 10, 20), ("tensorflow", 20, 30)):
+        proc = run_job(spec, f"backend={backend}", f"num_train_steps={end}", timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert f"jobs: backend {backend} (set in the spec)" in proc.stdout
+        if start:
+            assert (f"resumed from {tmp_path / 'pretrain' / f'ckpt-{start}'} (step {start}); "
+                    f"input stream at example {start * 16}") in proc.stderr, proc.stderr[-2000:]
+        saved = checkpoint_arrays(tmp_path / "pretrain" / f"ckpt-{end}")
+        assert keys is None or set(saved) == keys
+        keys = set(saved)
+        assert int(saved["global_step/.ATTRIBUTES/VARIABLE_VALUE"]) == end
+        losses = [float(x) for x in re.findall(rf"step \d+/{end} loss ([\d.]+)", proc.stderr)]
+        assert losses and max(losses) < 6.0, proc.stderr[-2000:]   # from 10.4 untrained: it trained on
 
 
 @pytest.mark.long
 def test_jax_finetuning_reaches_the_tensorflow_accuracy_and_its_savedmodel_serves_it(tmp_path, tiny_dir):
+    """The tiny fine-tuning template from the original checkpoint on JAX: the dev accuracy the
+    TensorFlow path is held to (tests/jobs/test_training.py, FINETUNE_ACCURACY); the JAX run's
+    SavedModel (written by a TensorFlow process from its weights) serves its probabilities."""
     test = unlabeled_file(tmp_path, tiny_dir)
-    results = {}
-    for backend in ("tensorflow", "jax"):
-        (tmp_path / backend).mkdir()
-        spec = finetune_spec(tmp_path / backend, tiny_dir, backend=backend, test_file=str(test))
-        proc = run_job(spec, timeout=900)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        results[backend] = json.loads((tmp_path / backend / "run" / "eval_results.json").read_text())
-    # the same recipe from the same original checkpoint; other dropout masks (threefry, not
-    # Philox), so the same accuracy within noise, not the same digits
-    assert results["jax"]["eval_accuracy"] >= 0.9, results
-    assert abs(results["jax"]["eval_accuracy"] - results["tensorflow"]["eval_accuracy"]) <= 0.05, results
+    proc = run_job(finetune_spec(tmp_path, tiny_dir, backend="jax", test_file=str(test)), timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = tmp_path / "run"
+    results = json.loads((run / "eval_results.json").read_text())
+    assert results["eval_examples"] == 160 and results["eval_accuracy"] >= FINETUNE_ACCURACY, results
 
-    # the SavedModel of the JAX run (written by a TensorFlow process from the JAX weights)
-    # serves the probabilities the JAX run wrote
-    run = tmp_path / "jax" / "run"
     job_probs = np.array([line.split("\t") for line in (run / "test_results.tsv").read_text().splitlines()],
                          np.float64)
     cli = predict_cli(str(run / "saved_model"), str(test), "--output", str(tmp_path / "served"))
@@ -134,17 +133,18 @@ def test_jax_finetuning_reaches_the_tensorflow_accuracy_and_its_savedmodel_serve
 
 @pytest.mark.long
 def test_squad_predictions_of_one_model_agree_on_both_backends(tmp_path, tiny_dir):
-    (tmp_path / "train").mkdir()
-    trained = run_job(squad_spec(tmp_path / "train", tiny_dir, num_train_steps=40,
-                                 save_checkpoints_steps=40, steps_per_execution=20), timeout=900)
+    """A SQuAD model trained on TensorFlow predicts at its end; the same model_dir predicted on
+    JAX (do_train: false: the model comes from the job's initialize, not from a checkpoint the
+    runner resumes) gives the same answers."""
+    (tmp_path / "tf").mkdir()
+    trained = run_job(squad_spec(tmp_path / "tf", tiny_dir, num_train_steps=60,
+                                 save_checkpoints_steps=60, steps_per_execution=20), timeout=900)
     assert trained.returncode == 0, trained.stderr[-3000:]
-    model_dir = tmp_path / "train" / "squad"
-    predictions = {}
-    for backend in ("tensorflow", "jax"):
-        (tmp_path / backend).mkdir()
-        spec = squad_spec(tmp_path / backend, tiny_dir, do_train=False, backend=backend,
-                          init_checkpoint=str(model_dir))
-        proc = run_job(spec, timeout=900)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        predictions[backend] = json.loads(next((tmp_path / backend).rglob("predictions.json")).read_text())
-    assert predictions["jax"] == predictions["tensorflow"]
+    model_dir = tmp_path / "tf" / "squad"
+    on_tf = json.loads(next(model_dir.rglob("predictions.json")).read_text())
+    (tmp_path / "jax").mkdir()
+    proc = run_job(squad_spec(tmp_path / "jax", tiny_dir, do_train=False, backend="jax",
+                              init_checkpoint=str(model_dir)), timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    on_jax = json.loads(next((tmp_path / "jax" / "squad").rglob("predictions.json")).read_text())
+    assert len(on_tf) > 10 and on_jax == on_tf

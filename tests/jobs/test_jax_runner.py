@@ -1,12 +1,11 @@
-"""The runner on Keras 3's JAX backend (jobs/runner/jax): exact resumption after SIGTERM and
-SIGKILL, several devices and several processes against one device, and checkpoints that the
-TensorFlow runner's format reads.
+"""The runner on Keras 3's JAX backend (jobs/runner/jax) on a job of the public API that is not
+BERT: exact resumption after SIGTERM and SIGKILL, and checkpoints under the TensorFlow runner's
+keys. (Several devices and processes against one: tests/jobs/test_bert_jax.py and
+tests/jobs/test_keras_backends.py.)
 
 The job is tests/jobs/jax_runner_job.py (the public job API, dropout keyed by the runner's step
 seed, a momentum optimizer with slots), each run a program of its own: Keras chooses its
-backend once per process. JAX on the CPU, with virtual devices
-(``--xla_force_host_platform_device_count``) for replicas and ``jax.distributed`` processes for
-hosts, as the local provider's emulated slices run them.
+backend once per process. JAX on the CPU.
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -91,33 +89,6 @@ def test_a_run_stopped_by_sigterm_and_by_sigkill_ends_with_the_weights_of_an_uni
     assert sorted(a) == sorted(b) and a
     for name in a:
         assert np.array_equal(a[name], b[name]), name  # bitwise
-
-
-def test_four_devices_and_two_processes_of_four_train_what_one_device_trains(tmp_path):
-    one = tmp_path / "one"
-    run(one, 12, "batch=16")
-    four = tmp_path / "four"
-    out = run(four, 12, "batch=16", devices=4)
-    assert "on CPU (4 devices): 4 replica(s)" in out
-
-    two_hosts = tmp_path / "hosts"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    workers = [f"127.0.0.1:{port}", "127.0.0.1:1"]
-    procs = [start(two_hosts, 12, "batch=16", devices=4,
-                   TF_CONFIG=json.dumps({"cluster": {"worker": workers},
-                                         "task": {"type": "worker", "index": i}}))
-             for i in range(2)]
-    outs = [p.communicate(timeout=300)[0] for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], outs[0][-3000:] + outs[1][-3000:]
-    assert "on CPU (8 devices): 8 replica(s)" in outs[0]
-
-    base = weights(one)
-    for other in (four, two_hosts):
-        got = weights(other)
-        for name in base:
-            np.testing.assert_allclose(got[name], base[name], rtol=0, atol=2e-6, err_msg=name)
 
 
 def test_a_jax_checkpoint_holds_the_tensorflow_runners_keys(tmp_path):

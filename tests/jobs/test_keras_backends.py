@@ -31,8 +31,6 @@ from .conftest import job_env, read_progress, run_job, start_job, wait_for
 REPO = Path(__file__).resolve().parents[2]
 MLP = REPO / "examples" / "mlp"
 STEPS, CKPT = 120, 40
-needs_jax = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
-                               reason="needs jax (the jax extra)")
 
 # the example's module, its train split read at 20 ms a batch, so that a SIGTERM lands mid-run
 PACED = '''
@@ -175,7 +173,6 @@ def test_the_examples_device_code_is_keras_ops():
 
 
 @pytest.mark.tf
-@needs_jax
 def test_a_module_with_tf_ops_is_refused_on_jax_before_anything_runs(tmp_path):
     old = '    return {"accuracy": keras.ops.cast(keras.ops.equal(predicted, labels), "float32")}'
     source = (MLP / "model.py").read_text()
@@ -210,7 +207,6 @@ print(json.dumps(out))
 
 
 @pytest.mark.tf
-@needs_jax
 def test_a_mistake_only_running_finds_is_the_same_line_on_jax(tmp_path):
     """The check before the first step, on JAX a trace by jax.make_jaxpr of the global batch:
     each mistake of test_keras_user_code's RUNTIME is the line the TensorFlow backend gives."""
@@ -233,7 +229,6 @@ def test_a_mistake_only_running_finds_is_the_same_line_on_jax(tmp_path):
 # -- examples/mlp on JAX -----------------------------------------------------------------------
 
 @pytest.mark.tf
-@needs_jax
 @pytest.mark.long
 def test_the_mlp_example_trains_evaluates_predicts_and_exports_on_jax(jax_run):
     import tensorflow as tf
@@ -262,7 +257,6 @@ def test_the_mlp_example_trains_evaluates_predicts_and_exports_on_jax(jax_run):
 
 
 @pytest.mark.tf
-@needs_jax
 @pytest.mark.long
 def test_a_jax_run_preempted_by_sigterm_and_run_again_ends_bitwise_as_the_uninterrupted_one(
         spec, jax_run, tmp_path):
@@ -283,7 +277,6 @@ def test_a_jax_run_preempted_by_sigterm_and_run_again_ends_bitwise_as_the_uninte
 
 
 @pytest.mark.tf
-@needs_jax
 @pytest.mark.long
 def test_four_virtual_devices_on_jax_end_with_the_weights_of_one(spec, jax_run, tmp_path):
     proc = run(spec, tmp_path / "run", "jax", TPUCTL_CPU_REPLICAS="4")
@@ -298,7 +291,6 @@ def test_four_virtual_devices_on_jax_end_with_the_weights_of_one(spec, jax_run, 
 
 
 @pytest.mark.tf
-@needs_jax
 @pytest.mark.long
 def test_the_same_spec_on_tensorflow_and_a_tensorflow_checkpoint_continued_on_jax(spec, jax_run,
                                                                                   tmp_path):
@@ -332,7 +324,6 @@ def test_the_same_spec_on_tensorflow_and_a_tensorflow_checkpoint_continued_on_ja
 
 
 @pytest.mark.tf
-@needs_jax
 @pytest.mark.long
 def test_bert_ner_fine_tunes_the_same_on_both_backends(tiny_dir, tmp_path):
     """examples/bert_ner, unchanged, from the tiny original BERT checkpoint: on JAX the trace

@@ -130,8 +130,7 @@ class JaxRunner(Runner):
         if restored.path:
             for name, shadow in self.shadow_model.items():
                 self.variables[name].assign(shadow.numpy())
-            self.train_values = [devices.replicated(self.mesh, v.numpy()) for v in self.train_vars]
-            self.other_values = [devices.replicated(self.mesh, v.numpy()) for v in self.other_vars]
+            self.model_initialized()
             self.slots = {k: devices.replicated(self.mesh, self.shadow_slots[k].numpy())
                           for k in self.slots}
             self.step = int(self.shadow_step.numpy())
@@ -148,6 +147,12 @@ class JaxRunner(Runner):
         self.shadow_step.assign(self.step)
         self.shadow_position.assign(self.position)
         super().save_checkpoint(step)
+
+    def model_initialized(self) -> None:
+        """The step traces with values, not the variables: take the ones the job's
+        ``initialize`` assigned (an ``init_checkpoint``, a predict-only run's model)."""
+        self.train_values = [devices.replicated(self.mesh, v.numpy()) for v in self.train_vars]
+        self.other_values = [devices.replicated(self.mesh, v.numpy()) for v in self.other_vars]
 
     def sync_model(self) -> None:
         """The Keras variables take the trained values (for the job's hooks: evaluation in
