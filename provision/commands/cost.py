@@ -156,6 +156,10 @@ def _since(value: str | None) -> float | None:
 
     if value is None:
         return None
+    if value.strip().isdigit() and int(value) != 0:   # 7 of what? a week of runs is --since 7d, not 7 seconds
+        raise UsageError(f"--since {validate.show(value)} has no unit",
+                         hint=f"write --since {value.strip()}d for days or --since {value.strip()}h for hours "
+                              "(units s, m, h, d)")
     try:
         seconds = validate.duration(value)
     except UsageError:

@@ -38,7 +38,9 @@ MALFORMED = [
     (["train", "x"], "missing --job"),
     (["down"], "nothing to delete"),
     (["job", "run"], "missing SPEC"),
-    (["cost", "--since"], "has no option --since"),
+    (["cost", "--since"], "option --since needs a value; write --since VALUE"),
+    (["cost", "--since", "7"], "tpuctl: error: --since '7' has no unit; write --since 7d for days or --since 7h for hours"),
+    (["status", "--until"], "has no option --until"),
 ]
 
 
