@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.tpuctl-installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-long bench venv lint clean test-lowest test-beam test-frameworks test-bootstrap bootstrap-rootfs test-package test-browser browser
+.PHONY: demo test test-long bench venv lint clean test-lowest test-beam test-frameworks test-bootstrap bootstrap-rootfs test-package test-browser browser test-venvs
 
 venv: $(STAMP)
 
@@ -125,3 +125,7 @@ lint: $(STAMP)
 
 clean:
 	rm -rf $(VENV) $(LOWEST) $(BEAM) $(FRAMEWORKS) build dist *.egg-info .pytest_cache .hypothesis
+
+# The extra targets' virtual environments only (.ci/run builds them in the background while make
+# test runs): the lowest versions, Beam, the frameworks.
+test-venvs: $(LOWEST_STAMP) $(BEAM_STAMP) $(FRAMEWORKS_STAMP)
