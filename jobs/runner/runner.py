@@ -224,9 +224,16 @@ class Runner:
     def open_checkpoints(self) -> checkpointing.Restored:
         """The checkpoint of the model's variables, the optimizer's state, the step and the
         input position; restores the newest one in model_dir that restores cleanly."""
-        parts = {"model": dict(self.variables), "optimizer": self.optimizer.slots(),
-                 "global_step": self.optimizer.step}
-        self.checkpoint = tf.train.Checkpoint(**parts, **{INPUT_POSITION: self.position})
+        return self.restore_into(dict(self.variables), self.optimizer.slots(), self.optimizer.step,
+                                 self.position)
+
+    def restore_into(self, model: dict, slots: dict, step: tf.Variable,
+                     position: tf.Variable) -> checkpointing.Restored:
+        """``self.checkpoint`` and ``self.manager`` over these variables, under the keys every
+        backend's checkpoints use (``model/<name>``, ``optimizer/<slot>``, ``global_step``,
+        ``input_position``), with the newest good checkpoint restored into them."""
+        parts = {"model": model, "optimizer": slots, "global_step": step}
+        self.checkpoint = tf.train.Checkpoint(**parts, **{INPUT_POSITION: position})
         self.manager, restored = checkpointing.open_manager(
             self.checkpoint, self.model_dir, self.spec.keep_checkpoint_max, log,
             legacy=tf.train.Checkpoint(**parts))

@@ -41,9 +41,8 @@ import tensorflow as tf
 
 from ...backend_ops import jax as jax_ops
 from ...errors import ConfigError
-from ...job import log
 from .. import checkpointing
-from ..runner import INPUT_POSITION, Runner
+from ..runner import Runner
 from . import devices
 
 
@@ -118,15 +117,8 @@ class JaxRunner(Runner):
                              for k, v in self.slots.items()}
         self.shadow_step = tf.Variable(0, dtype=tf.int64, trainable=False)
         self.shadow_position = tf.Variable(0, dtype=tf.int64, trainable=False)
-        parts = {"model": self.shadow_model, "optimizer": self.shadow_slots,
-                 "global_step": self.shadow_step}
-        self.checkpoint = tf.train.Checkpoint(**parts, **{INPUT_POSITION: self.shadow_position})
-        self.manager, restored = checkpointing.open_manager(
-            self.checkpoint, self.model_dir, self.spec.keep_checkpoint_max, log,
-            legacy=tf.train.Checkpoint(**parts))
-        if not self.chief:  # restored from the chief's checkpoints; saves go to scratch
-            self.manager = tf.train.CheckpointManager(self.checkpoint, self.out_dir, max_to_keep=1,
-                                                      checkpoint_name=checkpointing.CHECKPOINT_NAME)
+        restored = self.restore_into(self.shadow_model, self.shadow_slots, self.shadow_step,
+                                     self.shadow_position)
         if restored.path:
             for name, shadow in self.shadow_model.items():
                 self.variables[name].assign(shadow.numpy())
