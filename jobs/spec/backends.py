@@ -9,7 +9,7 @@ The rule for ``auto``:
 - on a TPU whose images have no TensorFlow TPU runtime (:data:`NO_TENSORFLOW_TPU_RUNTIME`): jax;
 - on any other TPU: tensorflow, the TensorFlow its runtime image ships;
 - with no TPU (the local provider, this machine's CPU or GPUs): tensorflow where it is installed,
-  else jax.
+  else jax where JAX and Keras are, else tensorflow (the job needs the train extra, as always).
 
 ``tensorflow`` asked for on a TPU without a TensorFlow TPU runtime is refused (one line, the fix
 ``backend: jax``).
@@ -64,6 +64,14 @@ def tensorflow_installed() -> bool:
         return False
 
 
+def jax_installed() -> bool:
+    """Whether JAX and Keras can be imported here, without importing them."""
+    try:
+        return all(importlib.util.find_spec(m) is not None for m in ("jax", "keras"))
+    except (ImportError, ValueError):
+        return False
+
+
 def resolve(requested: str | None, accelerator_type: str | None, *,
             tensorflow_importable: bool | None = None) -> Choice:
     """The backend of a job asking for ``requested`` (auto, jax, tensorflow; None is auto) on
@@ -90,7 +98,12 @@ def resolve(requested: str | None, accelerator_type: str | None, *,
     importable = tensorflow_installed() if tensorflow_importable is None else tensorflow_importable
     if importable:
         return Choice("tensorflow", "auto: no TPU here, and TensorFlow is installed")
-    return Choice("jax", "auto: no TPU here, and TensorFlow is not installed")
+    if jax_installed():
+        return Choice("jax", "auto: no TPU here, and TensorFlow is not installed")
+    # neither: the job side is not installed here (a laptop that only provisions, or a dry run);
+    # the job will need the train extra, as it always did
+    return Choice("tensorflow", "auto: no TPU here, and neither TensorFlow nor JAX is installed: the job "
+                                "needs pip install 'tpuctl[train]'")
 
 
 ENV = "TPUCTL_BACKEND"                 # what tpuctl train resolved, in a run's launch environment

@@ -353,3 +353,13 @@ def test_train_resolves_one_backend_for_every_type_a_recreate_may_land_on():
     assert choose_backend({"backend": "auto"}, "local", NS(name="lab", accelerator_types=("v2-8",)),
                           NS(accelerator_type="v2-8", api="tpu", arch=Arch.VM)).reason == \
         "auto: no TPU here, and TensorFlow is installed"
+
+
+def test_with_neither_framework_installed_auto_stays_on_tensorflow(monkeypatch):
+    """A laptop that only provisions (the package without its train extra): a dry run of a
+    built-in job still plans the TensorFlow job it always did, and says what the job needs."""
+    from jobs.spec import backends
+
+    monkeypatch.setattr(backends, "jax_installed", lambda: False)
+    choice = backends.resolve("auto", None, tensorflow_importable=False)
+    assert choice.name == "tensorflow" and "pip install 'tpuctl[train]'" in choice.reason
