@@ -95,6 +95,51 @@ private_log "$BOOT_LOG"
 private_log "$LOG"
 WORK=$(mktemp -d)
 
+# ---- scrubbing what leaves the host ---------------------------------------------------------------
+# Log lines leave the host in two places: the bootstrap status in the bucket and, when the script
+# fails, the serial console (read by anyone with compute.instances.getSerialPortOutput). Each goes
+# through scrub(): control characters dropped, credentials replaced by the same patterns as
+# provision/basics/redact.py (SECRETS below is written from them; a test fails when they differ).
+cat >"$WORK/scrub.py" <<'PY'
+import re, sys
+# BEGIN SECRETS: written from provision/basics/redact.py by python -m provision.basics.redact
+SECRETS = [
+    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----(?:.*?-----END [A-Z ]*PRIVATE KEY-----|[A-Za-z0-9+/=\s\\]*)", re.S), r"<redacted-private-key>"),
+    (re.compile(r"MII[A-Za-z0-9+/=\\]{60,}"), r"<redacted-key>"),
+    (re.compile(r"eyJ[A-Za-z0-9_\-]{6,}\.[A-Za-z0-9_\-]{6,}\.[A-Za-z0-9_\-]*"), r"<redacted-jwt>"),
+    (re.compile(r"ya29\.[0-9A-Za-z_\-.~+/]+=*"), r"ya29.<redacted>"),
+    (re.compile(r"1//[0-9A-Za-z_\-]{20,}"), r"<redacted-refresh-token>"),
+    (re.compile(r"(?i)(authorization[\"']?\s*[:=]\s*[\"']?)(bearer|basic|token|negotiate)\s+[^\s\"',;}]+"), r"\1\2 <redacted>"),
+    (re.compile(r"(?i)(authorization[\"']?\s*[:=]\s*[\"']?)(?!<redacted|bearer\s|basic\s|token\s|negotiate\s)[^\s\"',}]{8,}"), r"\1<redacted>"),
+    (re.compile(r"(?i)\bbearer\s+(?!<redacted)[0-9A-Za-z_\-.=~+/]{8,}"), r"Bearer <redacted>"),
+    (re.compile(r"(?i)((?:[?&]|%3F|%26)(?:access_token|refresh_token|id_token|client_secret|private_key_id|private_key|assertion|x-goog-signature|x-goog-credential|x-amz-signature|x-amz-credential|googleaccessid|api_key|apikey|password|passwd|upload_id|aws_secret_access_key|secret_access_key|secretaccesskey|aws_session_token|sessiontoken|token|key|code|signature|sig|secret|credential)(?:=|%3D))(?!<redacted)[^&\s\"'<>)]+"), r"\1<redacted>"),
+    (re.compile(r"(?i)((?:^|[\s\"'(;,])(?:access_token|refresh_token|id_token|client_secret|private_key_id|private_key|assertion|x-goog-signature|x-goog-credential|x-amz-signature|x-amz-credential|googleaccessid|api_key|apikey|password|passwd|upload_id|aws_secret_access_key|secret_access_key|secretaccesskey|aws_session_token|sessiontoken)(?:=|%3D))(?!<redacted)[^&\s\"'<>)]+"), r"\1<redacted>"),
+    (re.compile(r"(?i)((?:^|[\s\"'(;,{\[])(?:access_token|refresh_token|id_token|client_secret|private_key_id|private_key|assertion|x-goog-signature|x-goog-credential|x-amz-signature|x-amz-credential|googleaccessid|api_key|apikey|password|passwd|upload_id|aws_secret_access_key|secret_access_key|secretaccesskey|aws_session_token|sessiontoken)[\"']?\s*[:=]\s*)(?![\"'<\s])[^\s\"',;}\]]+"), r"\1<redacted>"),
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^/?#\s:@\"'<>]*:)(?!<redacted>@)[^/?#\s@\"'<>]+@"), r"\1<redacted>@"),
+    (re.compile(r"(?i)(\bx-goog-(?:signature|credential)[\"']?\s*:\s*[\"']?)(?!<redacted)[^\s\"',}]+"), r"\1<redacted>"),
+    (re.compile(r"(?i)([\"'](?:access_token|refresh_token|id_token|client_secret|private_key_id|private_key|assertion|x-goog-signature|x-goog-credential|x-amz-signature|x-amz-credential|googleaccessid|api_key|apikey|password|passwd|upload_id|aws_secret_access_key|secret_access_key|secretaccesskey|aws_session_token|sessiontoken|token|secret|signature)[\"']\s*:\s*[\"'])([^\"']*)([\"'])"), r"\1<redacted>\3"),
+    (re.compile(r"AIza[0-9A-Za-z_\-]{35}"), r"<redacted-api-key>"),
+    (re.compile(r"(?i)(\bhttps?://hooks\.slack\.com/(?:services|triggers|workflows)/)(?!<redacted)[^\s\"'<>)]+"), r"\1<redacted>"),
+    (re.compile(r"(?i)(\bhttps?://(?:[a-z]+\.)?discord(?:app)?\.com/api/(?:v\d+/)?webhooks/\d+/)(?!<redacted)[^\s\"'<>/?)]+"), r"\1<redacted>"),
+    (re.compile(r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9_]{36,255}|github_pat_[A-Za-z0-9_]{22,255})"), r"<redacted-github-token>"),
+    (re.compile(r"(?<![A-Za-z0-9_])(?:xox[abeprs]|xapp)-[A-Za-z0-9-]{10,}"), r"<redacted-slack-token>"),
+    (re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])"), r"<redacted-aws-key-id>"),
+]
+# END SECRETS
+def scrub(text):
+    """text, several lines at once (a key that spans lines goes whole), without control characters or credentials"""
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|[\x00-\x08\x0b-\x1f\x7f]", "", text)
+    for pattern, repl in SECRETS:
+        text = pattern.sub(repl, text)
+    return text
+def tail(data, n):
+    """the last n lines of a log's bytes, scrubbed, each cut at 400 characters"""
+    return [line[:400] for line in scrub(data[-65536:].decode("utf-8", "replace")).splitlines()[-n:]]
+if __name__ == "__main__":   # scrub.py N < LOG: the log's last N lines, scrubbed, each after "  | "
+    for line in tail(sys.stdin.buffer.read(), int(sys.argv[1])):
+        print("  | " + line)
+PY
+
 say() { printf 'tpuctl bootstrap: %s\n' "$*" | tee -a "$BOOT_LOG" >&2; }
 die() { FAIL_MSG="$*"; say "$*; not starting the agent"; exit 1; }
 
@@ -108,34 +153,20 @@ write_status() {  # write_status STATE MESSAGE [LOGFILE]: best effort, bounded, 
   [ -n "$BUCKET" ] && [ -n "$STATUS_OBJ" ] || return 0
   local body="$WORK/bootstrap.json"
   python3 - "$body" "${3:-}" "$TAIL_LINES" "$1" "$STEP" "$2" "$CLUSTER" "$ROLE" "$WORKER" "$STARTED" \
-      "$RUN_ID" "$WHEEL_OBJ" "$INSTALLING" <<'PY' 2>>"$BOOT_LOG" || { say "could not write the bootstrap status"; return 0; }
-import json, re, socket, sys, time
-out, logfile, tail_lines, state, step, message, cluster, role, worker, started, run_id, wheel, installing = \
-    sys.argv[1:14]
+      "$RUN_ID" "$WHEEL_OBJ" "$INSTALLING" "$WORK/scrub.py" <<'PY' 2>>"$BOOT_LOG" || { say "could not write the bootstrap status"; return 0; }
+import json, runpy, socket, sys, time
+out, logfile, tail_lines, state, step, message, cluster, role, worker, started, run_id, wheel, installing, scrub = \
+    sys.argv[1:15]
+scrubber = runpy.run_path(scrub)
 try:
     with open(logfile, "rb") as f:
-        lines = f.read()[-65536:].decode("utf-8", "replace").splitlines()[-int(tail_lines):]
+        lines = scrubber["tail"](f.read(), int(tail_lines))
 except OSError:
     lines = []
-SECRETS = [
-    (re.compile(r"(?i)(authorization:\s*)(bearer|basic)\s+\S+"), r"\1\2 <redacted>"),
-    (re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{8,}"), r"\1 <redacted>"),
-    (re.compile(r"\bya29\.[A-Za-z0-9._~+/=-]+"), "<redacted>"),
-    (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*"), "<redacted>"),
-    (re.compile(r"(://[^/\s:@]+:)[^/\s@]+@"), r"\1<redacted>@"),
-    (re.compile(r"(?i)((?:access_token|refresh_token|token|password|secret)[\"']?\s*[:=]\s*[\"']?)[^\s\"'&,}]+"),
-     r"\1<redacted>"),
-    (re.compile(r"(?i)([?&](?:X-Goog-Signature|X-Goog-Credential|Signature|sig)=)[^&\s]+"), r"\1<redacted>"),
-]
-def clean(line):
-    line = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|[\x00-\x08\x0b-\x1f\x7f]", "", line)
-    for pattern, repl in SECRETS:
-        line = pattern.sub(repl, line)
-    return line[:400]
 doc = {"version": 1, "cluster": cluster, "role": role, "worker": worker, "host": socket.gethostname(),
-       "state": state, "step": step, "message": clean(message), "started": started, "installing": installing or None,
+       "state": state, "step": step, "message": scrubber["scrub"](message)[:400], "started": started, "installing": installing or None,
        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "run_id": run_id or None,
-       "wheel_object": wheel or None, "log_tail": [clean(x) for x in lines]}
+       "wheel_object": wheel or None, "log_tail": lines}
 with open(out, "w") as f:
     json.dump(doc, f, indent=1)
     f.write("\n")
@@ -146,6 +177,10 @@ PY
     say "could not write the bootstrap status to gs://$BUCKET/$STATUS_OBJ"
   fi
   return 0
+}
+
+scrubbed_tail() {  # scrubbed_tail LOGFILE: its last lines, scrubbed, to stderr (the serial console)
+  python3 "$WORK/scrub.py" "$TAIL_LINES" <"$1" >&2 2>/dev/null || say "(its lines are not shown: python3 could not scrub them)"
 }
 
 on_exit() {
@@ -160,7 +195,7 @@ on_exit() {
       say "failed before the cluster's bucket was known: no bootstrap status written"
     fi
     say "the last lines of $BOOT_LOG:"
-    tail -n "$TAIL_LINES" "$BOOT_LOG" | sed 's/^/  | /' >&2
+    scrubbed_tail "$BOOT_LOG"
   fi
   rm -rf -- "$WORK"
 }
@@ -468,7 +503,7 @@ while :; do
     FINAL=failed
     write_status failed "the agent exited $quick times in a row within ${AGENT_MIN_UP_S}s (last exit code $rc)" "$LOG"
     say "the agent keeps dying (exit code $rc): see $LOG; giving up"
-    tail -n "$TAIL_LINES" "$LOG" | sed 's/^/  | /' >&2 || true
+    scrubbed_tail "$LOG"
     exit 1
   fi
   say "the agent exited with $rc; restarting it in ${delay}s"

@@ -278,3 +278,49 @@ def redact_data(data: Any) -> Any:
         return value
 
     return walk(data)
+
+
+# templates/host-startup.sh scrubs the lines it sends to the bucket and the serial console with
+# these same patterns (it runs on the host, without tpuctl installed yet): the block between these
+# markers is written from _PATTERNS by ``python -m provision.basics.redact``, and a test fails when
+# the two differ, so the host never lags behind what tpuctl scrubs.
+HOST_BEGIN = "# BEGIN SECRETS: written from provision/basics/redact.py by python -m provision.basics.redact"
+HOST_END = "# END SECRETS"
+
+
+def _literal(text: str) -> str:
+    """``text`` as a Python literal: a raw string where one spells it (as the patterns are written)."""
+    import ast
+
+    raw = f'r"{text}"'
+    try:
+        if ast.literal_eval(raw) == text:
+            return raw
+    except (SyntaxError, ValueError):
+        pass
+    return repr(text)
+
+
+def host_patterns() -> str:
+    """The host scrubber's ``SECRETS`` list, as the Python source between HOST_BEGIN and HOST_END."""
+    lines = [HOST_BEGIN, "SECRETS = ["]
+    for pattern, repl in _PATTERNS:
+        flags = ", re.S" if pattern.flags & re.DOTALL else ""
+        lines.append(f"    (re.compile({_literal(pattern.pattern)}{flags}), {_literal(repl)}),")
+    lines += ["]", HOST_END]
+    return "\n".join(lines) + "\n"
+
+
+def with_host_patterns(script: str) -> str:
+    """``script`` with its block between the markers replaced by :func:`host_patterns`."""
+    start = script.index(HOST_BEGIN)
+    end = script.index(HOST_END, start) + len(HOST_END) + 1
+    return script[:start] + host_patterns() + script[end:]
+
+
+if __name__ == "__main__":
+    from .templates import templates_dir
+
+    _script = templates_dir() / "host-startup.sh"
+    _script.write_text(with_host_patterns(_script.read_text()))
+    print(f"wrote the scrubber's patterns into {_script}")

@@ -344,13 +344,15 @@ def find_run(provider: Provider, target: Any, cluster: str, bucket_url: str | No
     if bucket_url and (pointers is None or cluster in pointers):
         run_id = pointers.get(cluster) if pointers is not None else None
         if run_id is None:      # not in the listing's metadata: the pointer's bytes say
-            try:
-                import json
+            from ..basics.records import BadRecord, parse
 
-                run_id = runs.pointer_run(json.loads(open_bucket(bucket_url, target).read_bytes(
-                    runs.current_name(cluster))))
-            except (NotFound, ValueError):
-                run_id = None
+            name = runs.current_name(cluster)
+            try:
+                named = runs.pointer_run(parse(open_bucket(bucket_url, target).read_bytes(name),
+                                               f"{bucket_url}/{name}"))
+            except (NotFound, BadRecord):    # none, or not JSON (anyone who can write the bucket writes it)
+                named = None
+            run_id = named if isinstance(named, str) else None
         if run_id:
             candidates.append((bucket_url, run_id, f"{bucket_url}/{runs.current_name(cluster)}"))
     best: tuple[dict[str, Any], Any, str] | None = None
@@ -377,7 +379,11 @@ def find_run(provider: Provider, target: Any, cluster: str, bucket_url: str | No
     view = view_of(rec, progress)
     if node is not None and not needs_supervisor(node, view):
         return view, source
+    from ..runs.lease import checked_holder
+
     lease = store.read_json(f"{store.prefix}/{LEASE_NAME}")
+    if isinstance(lease, dict):      # its heartbeat is compared: of the type tpuctl writes, or one line naming it
+        lease = checked_holder(lease, f"{store.bucket.url}/{store.prefix}/{LEASE_NAME}")
     return view_of(rec, progress, lease), source
 
 

@@ -15,7 +15,6 @@ import hashlib
 from dataclasses import dataclass
 
 from ..basics.templates import templates_dir
-from .storage import crc
 from .storage.base import Bucket
 
 SCRIPT = "host-startup.sh"
@@ -59,10 +58,13 @@ def current() -> Startup:
 
 def stage(bucket: Bucket) -> bool:
     """Put the startup script at its content-addressed path in ``bucket`` unless it is there with
-    the same bytes (size and CRC32C); True if it wrote. A copy someone changed is written again."""
+    the very bytes the bootstraps pin (compared by sha256, :func:`provision.cloud.storage.addressed.holds`);
+    True if it wrote. Size and CRC32C would not do: a bucket writer can plant a copy with both
+    forged, and a skipped upload would leave every new host refusing it and never booting."""
+    from .storage import addressed
+
     s = current()
-    info = bucket.stat(s.object_name)
-    if info is not None and info.size == len(s.script) and info.crc32c == crc.value(s.script):
+    if addressed.holds(bucket, s.object_name, s.sha256, len(s.script)):
         return False
-    bucket.write_bytes(s.object_name, s.script)
+    addressed.wrote(bucket, s.object_name, s.sha256, bucket.write_bytes(s.object_name, s.script))
     return True

@@ -18,7 +18,7 @@ not grant (it would take ``resourcemanager.projects.setIamPolicy``): ``up`` prin
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,8 +68,10 @@ def check(*, least_privilege: bool, service_account: str | None, bucket: str | N
 
 
 def prepare(provider: Provider, spec: ClusterSpec, *, target: Any, dry_run: bool, autodown: bool,
-            log: Log) -> Hosts:
-    """Make (or adopt) the cluster's account, grant it the bucket, decide the external IPs."""
+            log: Log, secrets: Sequence[tuple[str, str]] = ()) -> Hosts:
+    """Make (or adopt) the cluster's account, grant it the bucket, decide the external IPs.
+    ``secrets``: (channel, Secret Manager secret) of the cluster's notification channels, which the
+    caller reads from the notify settings (a layer above this one)."""
     api = _api(provider)
     cluster = spec.name
     email = identity.email(cluster, provider.project)
@@ -99,11 +101,7 @@ def prepare(provider: Provider, spec: ClusterSpec, *, target: Any, dry_run: bool
         hosts.lines.append(f"hosts: run as service account {email} ("
                            + ("created" if hosts.created else "made by tpuctl earlier, adopted")
                            + f"), with only {BUCKET_ROLE} on {bucket}" + ("" if changed else " (already had it)"))
-    if autodown:
-        hosts.lines.append(f"autodown: the host VM lists and deletes the cluster's TPU as {email}, which has no role "
-                           f"for that: grant it roles/tpu.admin and roles/compute.viewer on project {provider.project} "
-                           f"(the Cloud TPU API has no per-TPU grant), e.g. gcloud projects add-iam-policy-binding "
-                           f"{provider.project} --member=serviceAccount:{email} --role=roles/tpu.admin")
+    hosts.lines += lacking(spec, email, provider.project, autodown=autodown, secrets=secrets)
     if spec.external_ips:
         decided = egress(api, spec)
         hosts.lines.append(decided.line)
@@ -112,6 +110,47 @@ def prepare(provider: Provider, spec: ClusterSpec, *, target: Any, dry_run: bool
         hosts.lines.append("hosts: no external IPs (--no-external-ips)")
     hosts.spec = dataclasses.replace(spec, service_account=email)
     return hosts
+
+
+def _grant_hint(project: str, email: str, role: str) -> str:
+    return f"gcloud projects add-iam-policy-binding {project} --member=serviceAccount:{email} --role={role}"
+
+
+def lacking(spec: ClusterSpec, email: str, project: str, *, autodown: bool,
+            secrets: Sequence[tuple[str, str]] = ()) -> list[str]:
+    """One line for each thing the cluster's options will ask of the hosts that ``email`` (only
+    the bucket's role) may not do, and the grant that lets it: said at ``up``, where the choice is
+    made, not when a host first fails at it. tpuctl grants none of these itself: each is a
+    project-level role (the Cloud TPU API has no per-TPU grant) or a grant on someone else's
+    secret or bucket."""
+    lines = []
+    if autodown:
+        lines.append(f"autodown: the host VM lists and deletes the cluster's TPU as {email}, which has no role "
+                     f"for that: grant it roles/tpu.admin and roles/compute.viewer on project {project} "
+                     f"(the Cloud TPU API has no per-TPU grant), e.g. {_grant_hint(project, email, 'roles/tpu.admin')}")
+    if spec.arch.value == "node" and spec.machine_type is not None:
+        lines.append(f"--arch node: the host VM reads the TPU node (its address, state, health) as {email}, which "
+                     f"has no role for that: grant it roles/tpu.viewer on project {project}, e.g. "
+                     f"{_grant_hint(project, email, 'roles/tpu.viewer')}")
+    if spec.machine_type is not None:        # a detached supervisor runs on the host VM
+        lines.append(f"train --detach: the supervisor on the host VM recreates a preempted TPU as {email}, which has "
+                     f"no role for that: grant it roles/tpu.admin on project {project} before a detached run, e.g. "
+                     f"{_grant_hint(project, email, 'roles/tpu.admin')}")
+        lines += _notify_lines(secrets, email)
+    lines.append(f"other buckets: the hosts read only {spec.bucket} as {email}; a job spec that reads another bucket "
+                 f"(bert_dir, init_checkpoint, data elsewhere) needs roles/storage.objectViewer there, e.g. gcloud "
+                 f"storage buckets add-iam-policy-binding gs://OTHER --member=serviceAccount:{email} "
+                 f"--role=roles/storage.objectViewer")
+    return lines
+
+
+def _notify_lines(secrets: Sequence[tuple[str, str]], email: str) -> list[str]:
+    """A line for each (channel, Secret Manager secret) of the cluster's notification channels:
+    a supervisor on the host reads the secret as ``email``."""
+    return [f"notify: channel {channel}'s secret {secret} is read by the supervisor on the host as {email}, which "
+            f"has no role for that: grant it roles/secretmanager.secretAccessor on that secret, e.g. gcloud secrets "
+            f"add-iam-policy-binding {secret} --member=serviceAccount:{email} "
+            f"--role=roles/secretmanager.secretAccessor" for channel, secret in secrets]
 
 
 def _create(api: Any, cluster: str, email: str) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import time
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 
 def ledger_dir(provider: str, project: str | None) -> Path:
@@ -129,9 +129,32 @@ def read_bucket(bucket: Any, cluster: str) -> list[dict[str, Any]]:
     return _read_listed(bucket, list(bucket.list(f"tpuctl/clusters/{cluster}/ledger/")))
 
 
+class _BucketEvent(TypedDict, total=False):
+    """A ledger event as :func:`event` writes it: the fields ``cost`` computes with."""
+    id: str
+    cluster: str
+    node: str | None
+    zone: str | None
+    accelerator_type: str | None
+    interruptible: bool | None
+    created_at: float | None
+    state: str | None
+    by: str | None
+    hourly_usd: float | None
+
+
+class BucketEvent(_BucketEvent):
+    t: float
+    event: str
+
+
 def _read_listed(bucket: Any, infos: list[Any]) -> list[dict[str, Any]]:
     """The events of listed ledger objects: from each listing's metadata (:data:`EVENT_KEY`), else
-    (an object written without it) from its bytes; a half-written or foreign object is skipped."""
+    (an object written without it) from its bytes; a half-written or foreign object is skipped.
+    Anyone who can write the bucket can write one: an event whose fields have the wrong type is
+    skipped with one line naming it (provision.basics.records), the rest are counted."""
+    from ..basics.records import BadRecord, checked_object
+
     out = []
     for info in infos:
         try:
@@ -141,8 +164,12 @@ def _read_listed(bucket: Any, infos: list[Any]) -> list[dict[str, Any]]:
                 entry = json.loads(bucket.read_bytes(info.name))
         except Exception:  # noqa: BLE001, S112 - a half-written or foreign object
             continue
-        if isinstance(entry, dict):
-            out.append(entry)
+        if not isinstance(entry, dict):
+            continue
+        try:
+            out.append(checked_object(entry, BucketEvent, f"{getattr(bucket, 'url', 'the bucket')}/{info.name}"))
+        except BadRecord as exc:
+            _warn(f"cost ledger: {exc.message}: left out")
     return out
 
 

@@ -101,13 +101,18 @@ class _PrintableStream:
 
         # bytes come from click, which finds no binary stream under this one (shell completion)
         shown = text.decode(errors="replace") if isinstance(text, bytes) else text
-        if shown.startswith("\r") and shown[1:].removesuffix("\n").isprintable():
-            # one redrawn line, tpuctl's own progress bar (stage): a carriage return that starts a
-            # write brings the cursor back over that one line only; anywhere else it shows as ?
-            self._stream.write(shown)
-        else:
-            self._stream.write(printable_lines(shown))
+        # a carriage return shows as ?, wherever it is: one that starts a write would bring the
+        # cursor back over the line a person reads, and a bucket's string would overwrite it
+        self._stream.write(printable_lines(shown))
         return len(text)
+
+    def redraw(self, line: str) -> None:
+        """``line`` drawn over the current one (a carriage return before it): only tpuctl's own
+        progress bar (:class:`provision.staging.progress.Progress`) asks for this, by name, so no
+        text that merely starts with a carriage return gets it."""
+        from ..basics.text import printable
+
+        self._stream.write("\r" + printable(line.removesuffix("\n")) + ("\n" if line.endswith("\n") else ""))
 
     def __getattr__(self, name: str) -> Any:        # flush, isatty, encoding, fileno, ...
         if name == "buffer":                         # no way around the filter (click looks for one)

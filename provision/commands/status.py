@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import click
 
 from ..basics.text import table
@@ -91,53 +93,62 @@ def command(name: str | None, zone: str | None, export_monitoring: bool, provide
                    "price_source": prov.price_book().describe(), "clusters": [v.to_dict() for v in views],
                    "sweeps": sweeps})
         return
-    _print_sweeps(sweeps)
+    # text others wrote (a host's bootstrap message and log line, a run's reason, a sweep's state)
+    # is scrubbed of credentials here as --json scrubs it (emit_json)
+    from ..basics.redact import redactor
+
+    scrub = redactor()
+
+    def echo(text: str) -> None:
+        click.echo(scrub(text))
+
+    _print_sweeps(sweeps, echo)
     if not views:
-        click.echo("no clusters")
+        echo("no clusters")
         return
     rows = [v.row() for v in views]
-    click.echo(table(rows, cluster.ClusterView.HEADERS))
+    echo(table(rows, cluster.ClusterView.HEADERS))
     for line in (v.queued_line() for v in views):
         if line:
-            click.echo(line)
+            echo(line)
     for line in (v.startup_line() for v in views):
         if line:
-            click.echo(line)
+            echo(line)
     runs = [v.run for v in views if v.run]
     if runs:
-        click.echo("")
-        click.echo(table([_run_row(r) for r in runs], RUN_HEADERS))
+        echo("")
+        echo(table([_run_row(r) for r in runs], RUN_HEADERS))
         for r in runs:
             for b in r.get("bootstrap_failed") or []:
-                click.echo(f"{r['cluster']}: host bootstrap failed: {b['role']}-{b['worker']} at {b['step']}: "
-                           f"{b['message']} (its log: tpuctl-bootstrap.log on that host; last line: "
-                           f"{(b['log_tail'] or ['-'])[-1]})")
+                echo(f"{r['cluster']}: host bootstrap failed: {b['role']}-{b['worker']} at {b['step']}: "
+                     f"{b['message']} (its log: tpuctl-bootstrap.log on that host; last line: "
+                     f"{(b['log_tail'] or ['-'])[-1]})")
             if r.get("outputs"):
-                click.echo(f"{r['run_id']} outputs in {r['model_dir']}: {', '.join(r['outputs'])}")
+                echo(f"{r['run_id']} outputs in {r['model_dir']}: {', '.join(r['outputs'])}")
             if r["status"] in ("gave_up", "stopped") and r.get("reason"):
-                click.echo(f"{r['run_id']} stopped: {r['reason']}")
+                echo(f"{r['run_id']} stopped: {r['reason']}")
             for line in pace_lines(r["run_id"], r.get("pace") or {}):
-                click.echo(line)
+                echo(line)
             for line in goodput_lines(r["run_id"], r.get("goodput")):
-                click.echo(line)
+                echo(line)
             if r.get("monitoring_export"):
-                click.echo(export_line(r["run_id"], r["monitoring_export"]))
-    click.echo("")
+                echo(export_line(r["run_id"], r["monitoring_export"]))
+    echo("")
     for v in views:
         for line in v.price_lines():
-            click.echo(line)
-    click.echo(f"prices: {prov.price_book().brief()}")
+            echo(line)
+    echo(f"prices: {prov.price_book().brief()}")
 
 
-def _print_sweeps(sweeps: list[dict]) -> None:
+def _print_sweeps(sweeps: list[dict], echo: Callable[[str], None]) -> None:
     """Live sweeps first: their pool clusters are in the table below."""
     for s in sweeps:
         best = s["best"]
-        click.echo(f"sweep {s['sweep']} {s['state']}: {s['trials']} trial(s), {s['running']} running"
-                   + (f", best {s['metric']} {best['metric']:.4f} (trial {best['trial']})" if best else "")
-                   + ("" if s["controller_alive"] else f"; its controller is gone: tpuctl sweep resume {s['sweep']}"))
+        echo(f"sweep {s['sweep']} {s['state']}: {s['trials']} trial(s), {s['running']} running"
+             + (f", best {s['metric']} {best['metric']:.4f} (trial {best['trial']})" if best else "")
+             + ("" if s["controller_alive"] else f"; its controller is gone: tpuctl sweep resume {s['sweep']}"))
     if sweeps:
-        click.echo("")
+        echo("")
 
 
 RUN_HEADERS = ("RUN", "CLUSTER", "STATUS", "STEP", "LOSS", "EXAMPLES/S", "PREEMPTIONS", "FAILURES", "LOST")

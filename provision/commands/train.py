@@ -279,13 +279,18 @@ def _supervise_foreground(prov, target, spec, store, rec, *, poll_s: float, on_i
     import sys
 
     from ..notify.runtime import for_run, run_pin
-    from ..runs import training
+    from ..runs import pinning, training
     from ..runs.supervisor import Supervisor
 
     executor = training.make_executor(prov, store, spec.arch)
     notifier = for_run(store, rec, pin or run_pin(store), say)
     sup = Supervisor(prov, spec, store, executor, training.attempt_command, where="foreground", poll_s=poll_s,
                      log=say, pin=pin, notifier=notifier)
+    # run.json as read from the bucket: where its attempts run and listen must be what was pinned
+    # (re-attaching: the pin kept on this machine, else on the cluster's hosts)
+    if sup.pin is None:
+        sup.pin = pinning.trusted_run_entry(prov, sup.rec.cluster, sup.rec.run_id)
+    pinning.check_placement(sup.pin, sup.rec)
     while True:
         try:
             return sup.run(take_over=take_over, wait_for_lease=wait_for_lease)
@@ -330,8 +335,8 @@ def supervise(run: str, where: str, bucket: str | None, poll_s: float | None, pr
               project: str | None) -> None:
     """Supervise RUN here (what --detach and a Ctrl-C handover start on the host)."""
     from ..basics import validate
+    from ..runs import pinning, training
     from ..runs import store as runs
-    from ..runs import training
 
     target = resolve_target(provider, project)
     entry = {"run_id": validate.run_id(run), "bucket": str(validate.bucket_url(bucket))} if bucket \
@@ -353,6 +358,9 @@ def supervise(run: str, where: str, bucket: str | None, poll_s: float | None, pr
         if refusal:
             raise UsageError(refusal, hint=f"start it with tpuctl train {rec.cluster} --detach")
         pin = pinned.entry("run", rec.run_id)
+        # and where its attempts run and listen (provider, project, bucket...) as pinned, not as
+        # a writer of run.json would have it: refused before anything is read or started from it
+        pinning.check_placement(pin, rec)
     tpu = find(prov, rec.cluster).tpu
     spec = training.cluster_spec_for(prov, rec.cluster, tpu, bucket=rec.bucket,
                                      spec_digest=(pin or {}).get("cluster_spec"))
@@ -363,6 +371,9 @@ def supervise(run: str, where: str, bucket: str | None, poll_s: float | None, pr
     notifier = for_run(store, rec, pin if where == "host" else run_pin(store), say)
     sup = Supervisor(prov, spec, store, executor, training.attempt_command, where=where,
                      poll_s=poll_s or rec.poll_s, log=say, pin=pin, notifier=notifier)
+    if where == "host":
+        # the record the supervisor acts on (read again), its zone one of the pinned spec's
+        pinning.check_placement(pin, sup.rec, spec.zones)
     rec = sup.run(take_over=False)
     click.echo(_summary(rec))
 

@@ -52,6 +52,21 @@ def chosen(names: Sequence[str] | None, cluster: str | None, *, provider: str, d
     return settings
 
 
+def secret_manager_secrets(cluster: str) -> list[tuple[str, str]]:
+    """(channel, secret) for the Secret Manager secrets (``projects/P/secrets/S``) of the channels
+    ``cluster`` would use (the config file's, else the default): what a supervisor on the host
+    must be allowed to read. A broken notify configuration gives none: it is ``train``'s error,
+    where the channels are used."""
+    from ..basics.errors import TpuctlError
+
+    try:
+        settings = select(None, cluster, config_table(), saved_channels())
+    except TpuctlError:
+        return []
+    return [(channel.name, str(channel.secret).removeprefix("sm://").split("/versions/")[0])
+            for channel in settings.channels if str(channel.secret).startswith("sm://")]
+
+
 def encode(settings: Settings) -> bytes:
     return (json.dumps(settings.to_dict(), indent=1, sort_keys=True) + "\n").encode()
 

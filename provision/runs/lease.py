@@ -16,7 +16,7 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
 
 from ..basics.errors import TpuctlError
 from ..cloud.storage import PreconditionFailed
@@ -24,6 +24,26 @@ from ..cloud.storage import PreconditionFailed
 # Rounds of read-and-conditional-write before a contender gives up a contest it keeps losing to
 # writers that release at once (a holder that stays wins; its lease is then reported busy).
 CAS_ROUNDS = 8
+
+
+class _Holder(TypedDict, total=False):
+    """A lease's record as tpuctl writes it (the holder's identity), the fields contenders compare."""
+    owner: str | None
+    host: str | None
+    pid: int | None
+    where: str | None
+    heartbeat_at: float | None
+    released: bool | None
+    released_at: float | None
+    note: str | None
+
+
+def checked_holder(data: dict[str, Any], where: str) -> dict[str, Any]:
+    """A lease's record (``data``, read from ``where``) whose fields have the types tpuctl writes, or
+    :class:`~provision.basics.records.BadRecord` naming the object and the field."""
+    from ..basics.records import checked_object
+
+    return checked_object(data, _Holder, where)
 
 
 class LeaseBusy(TpuctlError):
@@ -45,15 +65,20 @@ class Lease:
         self._lock = threading.Lock()        # the heartbeat thread and the main loop share this
 
     def read(self) -> tuple[dict[str, Any] | None, int]:
-        """The holder's record (None: never taken) and its generation (0: absent)."""
+        """The holder's record (None: never taken) and its generation (0: absent). Whoever can
+        write the bucket can write it too: bytes that are not a JSON object are no holder's (free
+        to take); an object whose fields tpuctl computes with have the wrong type is
+        :class:`~provision.basics.records.BadRecord`, one line naming it."""
         got = self.bucket.read_versioned(self.name)
         if got is None:
             return None, 0
         try:
             data = json.loads(got[0])
-        except ValueError:
+        except (ValueError, RecursionError):
             data = {}
-        return (data if isinstance(data, dict) else {}), got[1]
+        if not isinstance(data, dict):
+            return {}, got[1]
+        return checked_holder(data, f"{getattr(self.bucket, 'url', '')}/{self.name}"), got[1]
 
     def holder(self) -> dict[str, Any] | None:
         return self.read()[0]

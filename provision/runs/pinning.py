@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from ..basics.errors import TpuctlError
+from ..basics.errors import TpuctlError, UsageError
 from ..cloud.base import Provider
 from . import pins
 
@@ -66,11 +66,48 @@ def ensure_run_pinned(provider: Provider, cluster: str, run_id: str, entry: dict
         log(f"pinned run {run_id} on {', '.join(changed)}")
 
 
+def placement_refusal(entry: dict[str, str | None], record: Any, zones: tuple[str, ...] = ()) -> str | None:
+    """Why a supervisor may not plan attempts from ``record`` (run.json as read from the bucket,
+    which its writers can rewrite) under the run's pin ``entry``; None when it may. Everything
+    in run.json that decides where an attempt runs and listens (:data:`provision.runs.pins.PLACEMENT_FIELDS`)
+    must be what ``tpuctl train`` pinned, and its zone one of the cluster's (``zones``: from the
+    cluster spec pinned with the run; empty: not checked)."""
+    run_id = getattr(record, "run_id", None) or "?"
+    pinned = entry.get("placement")
+    if pinned is None:
+        return (f"run {run_id} was pinned by an older tpuctl, without where its attempts run, so its run.json "
+                f"cannot be checked against the pin: not supervising it")
+    found = pins.placement_digest(record)
+    if found != pinned:
+        return (f"run.json of run {run_id} in the bucket does not say where its attempts run as tpuctl train pinned "
+                f"it (its {', '.join(pins.PLACEMENT_FIELDS)}: sha256 {found[:12]}, pinned {pinned[:12]}): "
+                f"not supervising it")
+    zone = getattr(record, "zone", None)
+    if zones and zone not in zones:
+        return (f"run.json of run {run_id} in the bucket puts it in zone {zone}, not one of cluster "
+                f"{getattr(record, 'cluster', '?')}'s pinned zones ({', '.join(zones)}): not supervising it")
+    return None
+
+
+def check_placement(entry: dict[str, str | None] | None, record: Any, zones: tuple[str, ...] = ()) -> None:
+    """:func:`placement_refusal` as the one-line error a supervisor stops with (exit 2), before it
+    launches anything; nothing to check without a pin (hosts then run no attempt of the run)."""
+    if entry is None:
+        return
+    refusal = placement_refusal(entry, record, zones)
+    if refusal:
+        raise UsageError(refusal, hint=f"start the run again with tpuctl train {getattr(record, 'cluster', 'CLUSTER')}")
+
+
 def pin_attempt(provider: Provider, cluster: str, run_id: str, entry: dict[str, str | None] | None,
-                command: dict[str, Any], log: Callable[[str], None]) -> None:
+                command: dict[str, Any], log: Callable[[str], None], *, record: Any) -> None:
     """Before an attempt's ``command.json`` is written: the run's entry, with the digest of where
     this attempt runs and listens (:func:`provision.runs.pins.launch_digest`), pinned on the
-    cluster's hosts. A command that launches as the last one did changes nothing."""
+    cluster's hosts. A command that launches as the last one did changes nothing. ``record``: the
+    run record the command was planned from; one whose placement is not the pinned one is refused
+    (:func:`check_placement`) and nothing is pinned: the supervisor may write metadata, a bucket
+    writer may not, and the launch it would pin is where the job's servers listen."""
+    check_placement(entry, record)
     ensure_run_pinned(provider, cluster, run_id,
                       {**entry, "launch": pins.launch_digest(command)} if entry is not None else None, log)
 

@@ -13,7 +13,7 @@ The pin is one JSON document under the metadata key ``tpuctl-pin``::
 
     {"version": 1,
      "run":   {"<run id>":   {"cluster": NAME, "wheel": SHA, "spec": SHA, "workdir": SHA|null, "requirements": SHA|null,
-                              "cluster_spec": SHA, "notify": SHA, "launch": SHA}},
+                              "cluster_spec": SHA, "notify": SHA, "placement": SHA, "launch": SHA}},
      "sweep": {"<sweep id>": {"wheel": SHA, "job": SHA, "record": SHA}},
      "data":  {"<request>":  {"wheel": SHA, "request": SHA}}}
 
@@ -52,6 +52,25 @@ def launch_digest(command: Mapping[str, Any]) -> str:
     that is the same for the next attempt on the same TPU needs no new pin."""
     doc = {"env": command.get("env") or {}, "workers": command.get("workers") or {}}
     return sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode())
+
+
+# The fields of a run's record (run.json) that decide where its attempts run and listen: the
+# provider and project the launch is planned for (a local plan gives every worker TPUCTL_DEVICE=cpu
+# and a TF_CONFIG; the project is where the job's TPU client looks its TPU up), the bucket the hosts
+# of a recreated TPU are pointed at, which workers run a program (hosts), the runner's backend (JAX
+# runs on every worker) and whether the workdir goes on the job's path (code). The TPU itself (its
+# zone, type and addresses) is read from the cloud when each attempt starts, never from run.json.
+PLACEMENT_FIELDS = ("cluster", "provider", "project", "bucket", "hosts", "backend", "code")
+
+
+def placement_digest(record: Any) -> str:
+    """The digest of :data:`PLACEMENT_FIELDS` of a run record (a mapping or a RunRecord): what
+    ``tpuctl train`` pins with the run (field ``placement``) and what every supervisor compares
+    the record it read from the bucket with before it plans an attempt from it. A bucket writer
+    who rewrites run.json cannot change where its attempts run or listen (docs/security.md)."""
+    get = record.get if isinstance(record, Mapping) else (lambda name: getattr(record, name, None))
+    doc = {name: get(name) for name in PLACEMENT_FIELDS}
+    return sha256(json.dumps(doc, sort_keys=True, separators=(",", ":"), default=repr).encode())
 
 
 def manifest(files: Iterable[tuple[str, str]]) -> str:

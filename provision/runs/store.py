@@ -200,9 +200,45 @@ class _Meter(TypedDict, total=False):
 
 
 class _Pace(TypedDict, total=False):
-    usd_by_state: dict[str, float] | None
+    usd_by_state: dict[str, float]          # the supervisor adds to it: never null
     projections: list[_Projection] | None
     meter: _Meter | None
+    warned: list[str] | None
+    over: dict[str, bool] | None
+
+
+class _Pricing(TypedDict, total=False):
+    """``pricing``: the TPU as the caps, the projection and cost price it (provision.runs.forecast.attach)."""
+    accelerator_type: str | None
+    zone: str | None
+    tier: str | None
+    capacity: str | None
+    usd_per_hour: float | None
+    price: dict[str, Any] | None
+    interruptions_per_hour: float | None
+    recovery_s: float | None
+
+
+class _RecoveringBase(TypedDict, total=False):
+    step: float | None
+    checkpoint_step: float | None
+    cause: str | None
+    preemptions: list[int]
+
+
+class _Recovering(_RecoveringBase):
+    """``recovering``: the outage being recovered from; its detection time dates the recovery."""
+    detected_at: float
+
+
+class _Workload(TypedDict, total=False):
+    """``workload``: the work per step (provision.runs.forecast.Work.to_dict), read by estimate's history."""
+    key: str | None
+    job: str | None
+    train_batch_size: float | None
+    hosts: float | None
+    flops_per_step: float | None
+    flops_basis: str | None
 
 
 class _Estimate(TypedDict, total=False):
@@ -214,7 +250,8 @@ class _Estimate(TypedDict, total=False):
 
 RECORD_PARTS: dict[str, Any] = {
     "last_progress": _Progress | None, "attempt": _Attempt | None, "supervisor": _Lease | None,
-    "pace": _Pace, "estimate": _Estimate | None,
+    "pace": _Pace, "estimate": _Estimate | None, "pricing": _Pricing | None, "recovering": _Recovering | None,
+    "workload": _Workload | None,
 }
 
 

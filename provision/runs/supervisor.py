@@ -428,7 +428,7 @@ class Supervisor:
             if self.pin is None:
                 self.pin = pinning.trusted_run_entry(self.provider, rec.cluster, rec.run_id)
             command = self.command(rec, n, tpu)
-            pinning.pin_attempt(self.provider, rec.cluster, rec.run_id, self.pin, command, self.log)
+            pinning.pin_attempt(self.provider, rec.cluster, rec.run_id, self.pin, command, self.log, record=rec)
             # every worker of a slice reports (those that run no job only that they are alive)
             rec.attempt = {"n": n, "tpu_created_at": tpu.created_at, "started_at": time.time(), "zone": tpu.zone,
                            "workers": len(command.get("workers") or {}) or 1}

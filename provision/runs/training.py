@@ -375,7 +375,9 @@ def stage_run(store: RunStore, prep: Prepared, log: Any, provider: Provider) -> 
     cluster_spec = (json.dumps(prep.cluster.to_dict(), indent=1, sort_keys=True, default=str) + "\n").encode()
     requirements = pins.manifest((name, sha) for name, _p, sha in wheels) if wheels is not None else None
     entry = {"cluster": rec.cluster, "wheel": sha256_file(wheel), "spec": sha256(prep.spec_yaml),
-             "workdir": digest, "requirements": requirements, "cluster_spec": sha256(cluster_spec)}
+             "workdir": digest, "requirements": requirements, "cluster_spec": sha256(cluster_spec),
+             # where its attempts run and listen, as run.json says it: a supervisor plans from no other
+             "placement": pins.placement_digest(rec)}
     if prep.notify is not None:
         # which channels a supervisor on the host may use: pinned, so no bucket writer picks them
         entry["notify"] = sha256(prep.notify)
@@ -413,8 +415,8 @@ def stage_workdir(bucket: Any, packed: Any) -> bool:
     same code staged before, byte for byte): True when it was sent. An object of that name with
     other bytes (hosts would refuse it: its digest is not the pinned one) is replaced, even one
     with the same size and CRC32C, which a bucket writer can forge
-    (:func:`provision.staging.addressed.holds` compares sha256s)."""
-    from ..staging import addressed
+    (:func:`provision.cloud.storage.addressed.holds` compares sha256s)."""
+    from ..cloud.storage import addressed
 
     if addressed.holds(bucket, packed.object_name, packed.digest, len(packed.data)):
         return False

@@ -91,9 +91,9 @@ def build(lines: tuple[str, ...], provider: str, log: Callable[[str], None],
 
 def stage(bucket: Any, wheels: list[tuple[str, Path, str]]) -> str:
     """Upload the wheels and their manifest; returns its digest (the pin's). A wheel is skipped
-    only when the bucket holds its very bytes (:func:`provision.staging.addressed.holds`): one of
+    only when the bucket holds its very bytes (:func:`provision.cloud.storage.addressed.holds`): one of
     the same name and size planted by a bucket writer, which hosts would refuse, is replaced."""
-    from ..staging import addressed
+    from ..cloud.storage import addressed
 
     entries = sorted((name, sha) for name, _p, sha in wheels)
     digest = pins.manifest(entries)

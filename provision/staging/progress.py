@@ -72,5 +72,9 @@ class Progress:
 
     def _draw(self, final: bool = False) -> None:
         line = render(min(self.done, self.total), self.total, time.monotonic() - self._start)
-        self.stream.write("\r" + line + ("\n" if final else ""))
+        redraw = getattr(self.stream, "redraw", None)      # the output edge's (provision.commands.common)
+        if redraw is not None:
+            redraw(line + ("\n" if final else ""))
+        else:
+            self.stream.write("\r" + line + ("\n" if final else ""))
         self.stream.flush()

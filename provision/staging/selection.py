@@ -11,6 +11,8 @@ user meant to ship:
   ``id_rsa``, ``*.pem``, ``terraform.tfstate``, ...), unless the workdir's ``.tpuctlignore`` names
   that file itself (a line ``!PATH`` or ``!NAME`` without wildcards): a secret ships only when the
   user said so, by name, as ``!data/`` brings back what ``.gitignore`` leaves out;
+- likewise no JSON file that holds a Google credential whatever its name (:func:`secret_content`:
+  a service-account key saved under the name the console gives it, ``PROJECT-1a2b3c4d5e6f.json``);
 - nothing a ``.gitignore`` or ``.tpuctlignore`` excludes, with git's semantics: each such file
   applies to its own directory and below, patterns with a ``/`` are anchored there, a deeper
   file's patterns and a later line win, ``!`` re-includes, and nothing under an excluded
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +54,14 @@ SECRET_NAMES: tuple[tuple[tuple[str, ...], str], ...] = (
     (("_netrc", "netrc", "npmrc", "pypirc", "htpasswd"), "a password or registry-token file"),
 )
 _WILDCARDS = frozenset("*?[\\")
+
+# What a Google credential file holds, whatever it is called: a key's "type" (a service-account
+# key, gcloud's user credentials, workload identity federation's configuration) or a private key.
+# Looked for in the first CREDENTIAL_SCAN bytes of each ``*.json`` (a key file is ~2.3 KB, its
+# "type" first).
+_CREDENTIAL_JSON = re.compile(rb'"type"\s*:\s*"(?:service_account|authorized_user|external_account|'
+                              rb'impersonated_service_account)"|"private_key"\s*:')
+CREDENTIAL_SCAN = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -126,7 +137,7 @@ def _walk(directory: Path, base: str, levels: list[Level], files: list[str], ski
             skipped.append(Skipped(shown, "Python bytecode"))
         elif not is_dir and not entry.is_file(follow_symlinks=False):
             skipped.append(Skipped(rel, "not a regular file"))
-        elif not is_dir and (what := secret_kind(entry.name)) and not named_by(levels, rel):
+        elif not is_dir and (what := secret_kind(entry.name) or secret_content(entry.path)) and not named_by(levels, rel):
             skipped.append(Skipped(rel, f"{what}: a line !{rel} in .tpuctlignore ships it"))
         elif (source := ignored_by(levels, rel, is_dir)) is not None:
             skipped.append(Skipped(shown, f"ignored by {source}"))
@@ -142,6 +153,21 @@ def secret_kind(name: str) -> str | None:
     for patterns, what in SECRET_NAMES:
         if any(fnmatch.fnmatchcase(low, p) for p in patterns):
             return what
+    return None
+
+
+def secret_content(path: str) -> str | None:
+    """What the file at ``path`` is when it is a JSON file that holds a Google credential (a
+    service-account key under any name), else None; a file that cannot be read is none."""
+    if not path.lower().endswith(".json"):
+        return None
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(CREDENTIAL_SCAN)
+    except OSError:
+        return None
+    if _CREDENTIAL_JSON.search(head):
+        return "a credentials file by its content (a service-account key, a user's credentials)"
     return None
 
 

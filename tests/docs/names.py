@@ -139,6 +139,11 @@ def link_exists(target: str) -> bool:
 
 
 def path_exists(name: str, files: list[str]) -> bool:
+    name, _, test = name.partition("::")        # tests/x.py::test_name: the file, and that test in it
+    if test:
+        path = REPO / name
+        return path.is_file() and re.search(rf"^\s*(?:async )?def {re.escape(test)}\(", path.read_text(encoding="utf-8"),
+                                            re.MULTILINE) is not None
     name = name.split("#")[0].rstrip("/")
     name = re.sub(r":\d+$", "", name)
     if "*" in name:

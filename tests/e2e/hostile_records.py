@@ -24,6 +24,10 @@ from tests.conftest import REPO, TPUCTL_BIN, run_tpuctl_process
 HOSTILE = "\x1b[2J\x1b]8;;https://evil.example/\x07here\x1b]8;;\x07\x9b31m\x85\u202eexe.png\x07"
 # ... as a person sees it through tpuctl: each of those characters one "?"
 SHOWN = "?[2J?]8;;https://evil.example/?here?]8;;??31m??exe.png?"
+# the same in an object's name (a "/" there is a folder): an export a writer left in the bucket
+HOSTILE_NAME = HOSTILE.replace("/", "_")
+SHOWN_NAME = SHOWN.replace("/", "_")
+EXPORTS = "gs://tpuctl-local/exports"
 # an OAuth access token as a job that printed its credentials would leave it in its log
 TOKEN = "ya29.a0AfH6SMBxHostileTokenValue_0123456789"
 
@@ -81,6 +85,7 @@ class World:
     run: str
     sweep: str
     bucket: Path            # the local bucket's directory
+    scratch: Path           # a local directory commands may write to (stage's destination)
 
     def run_json(self) -> Path:
         return self.bucket / f"tpuctl/runs/{self.run}/run.json"
@@ -106,7 +111,7 @@ def make_world(tmp_path: Path) -> World:
     store = runs.RunStore(bucket, RUN)
     store.save(rec)
     runs.remember(rec)
-    world = World(run=RUN, sweep="", bucket=bucket.root)
+    world = World(run=RUN, sweep="", bucket=bucket.root, scratch=tmp_path / "scratch")
     world.patch_run(status=f"gave_up{HOSTILE}")          # what a writer can do, and save() would not
     bucket.write_bytes(f"{store.attempt_prefix(1)}/log-0.txt",
                        f"step 1{HOSTILE}\nauthorizing with {TOKEN}\n".encode())
@@ -114,6 +119,7 @@ def make_world(tmp_path: Path) -> World:
     bucket.write_bytes("tpuctl/clusters/lab/bootstrap/host-0.json", json.dumps({
         "role": "host", "worker": "0", "state": "failed", "step": "pip", "message": f"pip failed{HOSTILE}",
         "log_tail": [f"last{HOSTILE}"]}).encode())
+    bucket.write_bytes(f"exports/model{HOSTILE_NAME}.txt", b"weights\n")
     sweep_id, _journal = made_sweep(tmp_path)
     sweeps = SweepStore(bucket, sweep_id)
     srec = sweeps.load()
@@ -128,22 +134,53 @@ def make_world(tmp_path: Path) -> World:
 
 # Every command that prints what a bucket holds: its words, and whether it reports on one record
 # (a malformed one is then its error: exit 2) or lists many (one malformed record is named, the
-# rest still shown: exit 0).
+# rest still shown: exit 0). Every command of the CLI is here or in EXEMPT
+# (tests/e2e/test_terminal_escapes.py walks the click group).
 COMMANDS = {
     "status": (["status"], "lists"),
     "status-NAME": (["status", "lab"], "lists"),
     "logs": (["logs", "{run}"], "one"),
     "logs-events": (["logs", "{run}", "--events"], "one"),
+    "logs-follow": (["logs", "{run}", "--follow"], "one"),
     "cost": (["cost"], "lists"),
+    "cost-since": (["cost", "--since", "7d"], "lists"),
+    "cost-CLUSTER": (["cost", "lab"], "lists"),
     "cost-RUN": (["cost", "{run}"], "one"),
     "sweep-status": (["sweep", "status", "{sweep}"], "one"),
+    "sweep-stop": (["sweep", "stop", "{sweep}"], "one"),
     "down-idle-dry-run": (["down", "--idle", "--idle-for", "1s", "--dry-run"], "lists"),
+    "down-idle": (["down", "--idle", "--idle-for", "1s"], "lists"),
+    "train-attach": (["train", "lab", "--attach"], "one"),
+    "stage-download-dry-run": (["stage", EXPORTS, "{scratch}/exports", "--dry-run"], "lists"),
+}
+
+# The commands that print nothing a bucket holds, each with the reason (a command added to the CLI
+# is in one of the two, or the walk fails). A command is covered by any of its rows: ``train`` by
+# --attach (a new run prints local files' plan), ``down`` by --idle (with a name it prints the
+# cloud's resources), ``stage`` by a download (an upload prints local names).
+EXEMPT = {
+    "up": "prints the cloud's resources and prices; reads no record from a bucket",
+    "estimate": "prices and this machine's ledger of past runs (under TPUCTL_HOME), no bucket record",
+    "data": "makes shards from local files and stages them: local paths, counts and sizes",
+    "sweep start": "creates a sweep from a local spec; its trials then print as sweep status prints them",
+    "sweep resume": ("refuses the world's stopped sweep; on a live one it drives the trials and prints the "
+                     "sweep with sweep status's printer (sweep-status)"),
+    "notify add": "channels are kept on this machine (TPUCTL_HOME), not in a bucket",
+    "notify list": "channels are kept on this machine (TPUCTL_HOME), not in a bucket",
+    "notify test": "sends tpuctl's own test message to this machine's channels",
+    "notify remove": "channels are kept on this machine (TPUCTL_HOME), not in a bucket",
+    "ui": "serves an HTML page (its escaping tested with the page) and prints only its own URL",
+    "simulate preempt": "acts on the cloud's TPU and prints its state",
+    "job run": "runs a spec on this machine: prints the job's own output, no bucket's",
+    "supervise": "hidden: runs detached, writing to its log file (logs and status show what it records)",
+    "agent": "hidden: runs on the hosts, writing to their log files (logs and status show what it records)",
 }
 
 
 def run_command(world: World, name: str) -> subprocess.CompletedProcess:
     """``tpuctl <words>`` as a user runs it, its output as bytes (what reaches the terminal)."""
-    words = [w.format(run=world.run, sweep=world.sweep) for w in COMMANDS[name][0]]
+    world.scratch.mkdir(parents=True, exist_ok=True)
+    words = [w.format(run=world.run, sweep=world.sweep, scratch=world.scratch) for w in COMMANDS[name][0]]
     return subprocess.run([str(TPUCTL_BIN), *words, "--provider", "local"], cwd=REPO, env=dict(os.environ),
                           capture_output=True, timeout=120, check=False)
 

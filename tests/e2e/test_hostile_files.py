@@ -143,3 +143,40 @@ def test_a_record_of_the_wrong_type_is_one_line_naming_it(tmp_path, command, bad
     else:
         assert res.returncode == 0, err
         assert line in out + err
+
+
+# What a bucket writer puts in the objects a run's supervisor computes with as it watches the run,
+# and the line that names it. Before, each record passed the gate and the supervisor ended in an
+# internal error at its first look (the price in _account, the pace's caps, the recovery's dates).
+SUPERVISED = {
+    "pricing-words": ({"pricing": {"usd_per_hour": "x"}},
+                      f'{RUN_JSON}: "pricing.usd_per_hour" is "x", not a number or null'),
+    "recovering-words": ({"recovering": {"detected_at": "x"}},
+                         f'{RUN_JSON}: "recovering.detected_at" is "x", not a number'),
+    "workload-words": ({"workload": {"hosts": "two"}}, f'{RUN_JSON}: "workload.hosts" is "two", not a number or null'),
+    "pace-over-words": ({"pace": {"over": "x"}},
+                        f'{RUN_JSON}: "pace.over" is "x", not an object of true or false or null'),
+}
+
+
+def test_a_supervisor_given_a_record_of_the_wrong_type_stops_with_one_line_naming_it(tmp_path):
+    """``train --attach`` (the supervisor re-attached on the machine that started the run) and the
+    host's supervisor (``supervise --where host``), given a live run whose record a writer of the
+    bucket has filled with values of the wrong type, or a supervisor lease whose heartbeat is not a
+    time: one line naming the object and the field, exit 2, before anything is supervised."""
+    world = hostile.make_world(tmp_path)
+    record = json.loads(world.run_json().read_text())
+    for name, (change, line) in SUPERVISED.items():
+        world.run_json().write_text(json.dumps({**record, "status": "running", **change}))
+        host = [["supervise", world.run, "--where", "host"]] if name == "pricing-words" else []
+        for words in [["train", "lab", "--attach", "--poll", "1"], *host]:
+            res = run_tpuctl_process(*words, "--provider", "local", timeout=60)
+            assert res.code == 2, (name, words, res.err)
+            one_line(res, f"{line}; {BAD_RECORD_HINT}")
+    # the record is good, its lease is not: the supervisor that would take it over names the lease
+    world.run_json().write_text(json.dumps({**record, "status": "running"}))
+    lease = world.bucket / f"tpuctl/runs/{world.run}/supervisor.json"
+    lease.write_text(json.dumps({"owner": "someone", "heartbeat_at": "soon"}))
+    res = run_tpuctl_process("train", "lab", "--attach", "--poll", "1", "--provider", "local", timeout=60)
+    one_line(res, f'gs://tpuctl-local/tpuctl/runs/{world.run}/supervisor.json: "heartbeat_at" is "soon", not a '
+                  f"number or null; {BAD_RECORD_HINT}")

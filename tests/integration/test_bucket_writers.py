@@ -120,7 +120,8 @@ def _start_attempt(bucket: str, run_id: str) -> None:
     rec.attempt = {"n": 1, "started_at": time.time(), "workers": 1}
     rec.attempts = 1
     command = training.attempt_command(rec, 1, tpu)
-    pinning.pin_attempt(prov, "lab", run_id, pinning.trusted_run_entry(prov, "lab", run_id), command, print)
+    pinning.pin_attempt(prov, "lab", run_id, pinning.trusted_run_entry(prov, "lab", run_id), command, print,
+                        record=rec)
     BucketExecutor(store, Arch.VM).start(rec, 1, tpu, command)
     store.save(rec)
 

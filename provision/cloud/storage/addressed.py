@@ -21,10 +21,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..basics import private, statefile
-from ..basics.config import home
-from ..basics.digest import sha256_file
-from ..basics.errors import TpuctlError
+from ...basics import private, statefile
+from ...basics.config import home
+from ...basics.digest import sha256_file
+from ...basics.errors import TpuctlError
 
 KEPT = 4096        # remembered object versions, newest kept
 
