@@ -14,7 +14,9 @@ Events carry an ``id``; readers merge the local and the bucket copy by it.
 **Accounting** (pure: :func:`lifetimes`, :func:`account`, :func:`savings`). A TPU bills from its
 creation until it is deleted or preempted, whatever runs on it. Every billed second is one of
 
-- ``training``: a run is live and the job has been started (and no preemption is being recovered),
+- ``training``: a run is live and the job has been started (and no preemption is being recovered);
+  ``tpuctl cost`` calls it "training (no progress reported)" for a program that has never reported
+  a step (``progress_reported`` false): running, of unknown progress, never waiting,
 - ``making_data``: the job is making its pretraining data from ``corpus_files`` on the TPU host
   (its progress.json's ``data_creation`` spans): billed, but never training time (``tpuctl data``
   makes it before the TPU exists),
@@ -218,6 +220,8 @@ class RunSpan:
     pace: dict[str, Any] = field(default_factory=dict)
     # its wall time by cause (provision.runs.goodput.breakdown): for a run asked about alone
     goodput: dict[str, Any] | None = None
+    # False: its program has never reported a step, so its "training" is training of unknown progress
+    progress_reported: bool | None = None
 
     def end(self, now: float) -> float:
         return self.ended_at if self.ended_at is not None else now
@@ -228,6 +232,8 @@ def run_span(record: dict[str, Any], events: Iterable[dict[str, Any]]) -> RunSpa
                    created_at=float(record.get("created_at") or 0), ended_at=record.get("ended_at"),
                    status=record.get("status", ""), seconds_by_state=dict(record.get("seconds_by_state") or {}))
     progress = record.get("last_progress") or {}
+    if isinstance(progress.get("progress_reported"), bool):
+        span.progress_reported = progress["progress_reported"]
     for entry in progress.get("data_creation") or []:
         if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], (int, float)):
             end = entry[1] if isinstance(entry[1], (int, float)) else None
@@ -398,14 +404,18 @@ def savings(lives: list[Lifetime], events: Iterable[dict[str, Any]], *, now: flo
 
 def price_rows(types: Iterable[str | tuple[str, str | None]], book: PriceBook | None = None) -> list[dict[str, Any]]:
     """Price rows for accelerator types (or (type, zone) pairs): on-demand and preemptible (spot)
-    in the zone's region, each with its source and date (``on_demand``/``spot`` as full prices)."""
+    in the zone's region, each with its source and date (``on_demand``/``spot`` as full prices).
+    One row per type and region: a region's zones (two clusters in us-east5-a and us-east5-b)
+    share its prices, so a second zone adds no row (``zone``: the first of them)."""
     pairs = sorted({(t, None) if isinstance(t, str) else (t[0], t[1] or None) for t in types},
                    key=lambda p: (p[0], p[1] or ""))
     rows = []
+    seen: set[tuple[str, str]] = set()
     for t, zone in pairs:
         od, sp = price_of(t, False, zone, book), price_of(t, True, zone, book)
-        if od is None or sp is None:
+        if od is None or sp is None or (t, od.region) in seen:
             continue
+        seen.add((t, od.region))
         rows.append({"accelerator_type": t, "zone": zone, "region": od.region,
                      "on_demand_usd_per_hour": od.usd_per_hour, "preemptible_usd_per_hour": sp.usd_per_hour,
                      "source": od.source, "recorded": od.date, "on_demand": od.to_dict(), "spot": sp.to_dict()})
@@ -440,6 +450,7 @@ class ClusterCost:
                 "lifetimes": [lt.to_dict(now) for lt in self.lives],
                 "runs": [{"run_id": r.run_id, "status": r.status, "created_at": r.created_at, "ended_at": r.ended_at,
                           "seconds_by_state": r.seconds_by_state, "pace": r.pace,
+                          "progress_reported": r.progress_reported,
                           **({"goodput": r.goodput, "startup": r.goodput.get("startup")}
                              if r.goodput is not None else {})} for r in self.runs],
                 "savings": [s.to_dict() for s in self.savings], "saved_usd": round(self.saved_usd, 4),

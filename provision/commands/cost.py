@@ -225,6 +225,19 @@ def fleet_lines(view: dict, since_s: float, *, cluster: str | None = None) -> li
     return out
 
 
+def _training_label(runs) -> str:
+    """"training", or what it is when a program reported no step: its time is training of unknown
+    progress (never waiting), as the goodput breakdown's training_no_progress says too."""
+    from ..runs.goodput import LABELS, NO_PROGRESS
+
+    silent = [run for run in runs if run.progress_reported is False]
+    if not silent:
+        return STATE_LABELS["training"]
+    if len(silent) == len(runs):
+        return LABELS[NO_PROGRESS]
+    return f"training ({len(silent)} of {len(runs)} runs reported no progress)"
+
+
 def _cluster_text(r, *, run_id: str | None) -> str:
     from ..basics.validate import format_duration
 
@@ -239,8 +252,9 @@ def _cluster_text(r, *, run_id: str | None) -> str:
         return [f"{hours:.2f}", format_duration(hours * 3600)]
 
     rows = []
+    labels = {**STATE_LABELS, "training": _training_label(r.runs)}
     for state in ("training", "making_data", "starting", "waiting", "idle"):
-        rows.append([STATE_LABELS[state], *spent(a.hours[state]), f"{a.cost[state]:.2f}",
+        rows.append([labels[state], *spent(a.hours[state]), f"{a.cost[state]:.2f}",
                      f"{a.cost_on_demand[state]:.2f}", f"{a.cost_preemptible[state]:.2f}"])
     rows.append(["total billed", *spent(a.billed_hours), f"{a.total_usd:.2f}",
                  f"{sum(a.cost_on_demand.values()):.2f}", f"{sum(a.cost_preemptible.values()):.2f}"])
@@ -251,8 +265,10 @@ def _cluster_text(r, *, run_id: str | None) -> str:
     for run in r.runs:
         sbs = run.seconds_by_state or {}
         if sbs:
+            said = _training_label([run])
             lines.append(f"run {run.run_id} ({run.status}), as its supervisor measured: "
-                         + ", ".join(f"{k} {format_duration(v)}" for k, v in sorted(sbs.items())))
+                         + ", ".join(f"{said if k == 'training' else k} {format_duration(v)}"
+                                     for k, v in sorted(sbs.items())))
         lines.extend(f"  {line.split(': ', 1)[1]}" for line in pace_lines(run.run_id, run.pace)
                      if "estimate" in line)
         lines.extend(goodput_lines(run.run_id, run.goodput))

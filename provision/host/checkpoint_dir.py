@@ -24,8 +24,14 @@ the way SkyPilot's storage modes give a program a path and own the bucket behind
   Uploads go oldest first, so a pointer written after its data goes up after it, through the
   staging engine: verified against CRC32C, large files in parts that an interrupted upload
   resumes from, each object published atomically (an upload cut halfway leaves the old copy).
+- **A failed upload stops the scan**: the files after it (a pointer after its data) wait for the
+  next scan, which starts again from the one that failed, so the bucket never holds a newer file
+  without an older one it was written after.
 - **Deletions follow**: a file the program removed (an old checkpoint rotated out) is removed
-  from the bucket after the scan's uploads, never before the newer file is there.
+  from the bucket only by a scan whose uploads all succeeded and that left nothing of the
+  directory unsent (a file still open, or not yet settled where there is no ``/proc``): never
+  before the newer file is there. A file the program keeps open for writing the whole run (a
+  log beside the checkpoints) thus holds removals back until the end of the attempt.
 
 What a program may not rely on: files completed in the last seconds before a hard kill (a
 preemption without notice, ``simulate preempt --no-notice``), whose upload had not finished.
@@ -70,7 +76,9 @@ class Synced:
     uploaded: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
-    bytes: int = 0
+    bytes: int = 0         # the uploaded files' size
+    sent: int = 0          # bytes sent over the wire for them ...
+    reused: int = 0        # ... and parts an interrupted upload had stored, verified and kept
 
 
 class CheckpointDir:
@@ -197,18 +205,27 @@ class CheckpointDir:
             state = now[rel]
             copy = self._snapshot(rel, state)
             if copy is None:
-                continue               # changed while copied: the next scan looks again
+                break                  # changed while copied: it, and what came after it, next scan
             try:
                 outcome = self._executor.run([(rel, _upload(self.bucket, copy, self._name(rel)))])[0]
             finally:
                 with contextlib.suppress(FileNotFoundError):
                     copy.unlink()
-            if outcome.ok:
-                self.sent[rel] = state
-                out.uploaded.append(rel)
-                out.bytes += state[0]
-            else:
+            if not outcome.ok:
+                # a later file (a pointer) must not go up without the earlier one (its data): the
+                # rest of the scan waits for the next one, which starts again from this file
                 out.failed.append(f"{rel}: {outcome.error}")
+                break
+            self.sent[rel] = state
+            out.uploaded.append(rel)
+            out.bytes += state[0]
+            out.sent += outcome.sent
+            out.reused += outcome.reused
+        # a removed file (an old checkpoint rotated out) goes from the bucket only once every file
+        # the program has now is there: never before the newer checkpoint that replaced it
+        pending = [rel for rel, st in now.items() if self.sent.get(rel) != st]
+        if out.failed or pending:
+            return out
         for rel in sorted(set(self.sent) - set(now)):
             with contextlib.suppress(FileNotFoundError):
                 self.bucket.delete(self._name(rel))
@@ -235,7 +252,8 @@ class CheckpointDir:
         if done.uploaded:
             shown = ", ".join(done.uploaded[:4]) + (f" and {len(done.uploaded) - 4} more" if len(done.uploaded) > 4
                                                      else "")
-            self.say(f"checkpoint dir: kept {shown} ({_size(done.bytes)}) in {self.describe()}"
+            reused = f", {_size(done.reused)} of it from an interrupted upload" if done.reused else ""
+            self.say(f"checkpoint dir: kept {shown} ({_size(done.bytes)}{reused}) in {self.describe()}"
                      + (" (final upload)" if final else ""))
         if done.deleted:
             self.say(f"checkpoint dir: removed {', '.join(done.deleted[:4])} from the bucket, as the program did")

@@ -97,8 +97,10 @@ class ProgressSink:
         from ..runs.supervisor import read_progress
         from .progress_sources import Arrivals, open_sources
 
-        roots = [*(event_dirs or []), *([] if self.model_dir.startswith("gs://") else [Path(self.model_dir)])]
-        self.sources = open_sources(pattern=self.pattern, log_path=log_path, event_roots=roots)
+        remote = self.model_dir.startswith("gs://")
+        roots = [*(event_dirs or []), *([] if remote else [Path(self.model_dir)])]
+        self.sources = open_sources(pattern=self.pattern, log_path=log_path, event_roots=roots,
+                                    event_bucket=(self.model_dir, self._open_bucket) if remote else None)
         self.arrivals = Arrivals(progress_file) if progress_file is not None else None
 
         previous = read_progress(self.model_dir, self.provider, self.project)
@@ -165,18 +167,23 @@ class ProgressSink:
             self.arrivals.consumed(self._offset - len(self._partial))
         return out, times
 
+    def _open_bucket(self) -> Any:
+        """The model directory's bucket (its progress.json, its event files), opened once."""
+        if self._bucket is None:
+            from ..basics.config import Target
+            from ..cloud.storage import open_bucket
+
+            self._bucket = open_bucket(self.model_dir, Target(provider=self.provider, project=self.project, zone=None))
+        return self._bucket
+
     def write(self) -> None:
         text = json.dumps(reports.public(self.record), sort_keys=True).encode()
         try:
             if self.model_dir.startswith("gs://"):
-                from ..basics.config import Target
                 from ..basics.validate import bucket_url
-                from ..cloud.storage import open_bucket
 
                 url = bucket_url(self.model_dir)
-                if self._bucket is None:
-                    self._bucket = open_bucket(url, Target(provider=self.provider, project=self.project, zone=None))
-                self._bucket.write_bytes(f"{url.prefix}/progress.json" if url.prefix else "progress.json", text)
+                self._open_bucket().write_bytes(f"{url.prefix}/progress.json" if url.prefix else "progress.json", text)
                 return
             directory = Path(self.model_dir)
             directory.mkdir(parents=True, exist_ok=True, mode=0o700)

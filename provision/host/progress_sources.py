@@ -2,7 +2,9 @@
 ``$TPUCTL_PROGRESS_FILE``: its output lines matched against the spec's ``progress_pattern``
 (:mod:`jobs.command.patterns`), and the TensorBoard event files it writes (:mod:`.tbevents`).
 
-Each source is read every beat from where the last read stopped, and gives progress objects that
+Each source is read every beat from where the last read stopped (a ``gs://`` model directory's
+event files too: one listing and a ranged read of what grew, :class:`.tbevents.BucketEventFiles`),
+and gives progress objects that
 :class:`provision.host.program.ProgressSink` folds into ``progress.json`` with the progress
 file's lines (:func:`provision.runs.reports.fold_items`). Both are this attempt's only: the log is
 the attempt's own, and event files already there when the attempt starts (an earlier attempt's,
@@ -20,13 +22,14 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from jobs.command import patterns
 
-from .tbevents import EventFiles
+from .tbevents import BucketEventFiles, EventFiles
 
 READ_BYTES = 4 << 20          # of the log, per beat
 MAX_MARKS = 256               # sizes kept between two reads (the older ones merge into the next)
@@ -152,6 +155,7 @@ class Sources:
 
     lines: OutputLines | None = None
     events: EventFiles | None = None
+    bucket_events: BucketEventFiles | None = None
     notes: list[str] = field(default_factory=list)
 
     def look(self, now: float) -> None:
@@ -163,16 +167,23 @@ class Sources:
         items = []
         if self.events is not None:
             items += self.events.read()
+        if self.bucket_events is not None:
+            items = sorted(items + self.bucket_events.read(), key=lambda i: (i["step"], i.get("_t") or 0.0))
         if self.lines is not None:
             items += self.lines.read(final=final)
         return items
 
 
-def open_sources(*, pattern: str | None, log_path: Path | None, event_roots: list[Path]) -> Sources:
+def open_sources(*, pattern: str | None, log_path: Path | None, event_roots: list[Path],
+                 event_bucket: tuple[str, Callable[[], Any]] | None = None) -> Sources:
     """This attempt's sources: the log when the spec has a pattern, the event files under the
-    roots that exist or will (a program makes its directories as it starts)."""
+    roots that exist or will (a program makes its directories as it starts), and under
+    ``event_bucket``, a ``gs://`` model directory and how to open its bucket."""
     lines = OutputLines(log_path, patterns.compile_pattern(pattern)) if pattern and log_path else None
     events = EventFiles(list(dict.fromkeys(event_roots))) if event_roots else None
     if events is not None:
         events.skip_existing()
-    return Sources(lines=lines, events=events)
+    remote = BucketEventFiles(*event_bucket) if event_bucket is not None else None
+    if remote is not None:
+        remote.skip_existing()
+    return Sources(lines=lines, events=events, bucket_events=remote)

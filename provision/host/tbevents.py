@@ -22,6 +22,16 @@ Bounded: files are read incrementally from where the last read stopped (a record
 end is read whole next time), at most :data:`READ_BUDGET` bytes and :data:`MAX_FILES` files a
 read; a record over :data:`MAX_RECORD` bytes (images, graphs) is skipped unread; a record whose
 data fails its checksum is skipped, and a file whose framing is broken is read no further.
+
+A ``gs://`` model directory (every GCP host's ``TPUCTL_MODEL_DIR``, where TensorFlow's
+``tf.summary``, Keras' callback, Flax's metric writers and ``SummaryWriter`` through ``tf.io.gfile``
+write) is read the same way through the run's bucket client (:class:`BucketEventFiles`): one
+listing of its ``*tfevents*`` objects a read, then a ranged read of each object from where the last
+one stopped. A writer on Cloud Storage flushes by rewriting the whole object, so a newer object
+begins with the bytes already read and only its tail is fetched. The agent reads at its heartbeat
+(every 5 s, :data:`provision.runs.store.ALIVE_EVERY_S`), not at each half-second look: a listing is
+a request (about 17,000 a day, a few cents). Ranged reads carry no object checksum; every record's
+own CRC-32C checks its bytes.
 """
 
 from __future__ import annotations
@@ -29,9 +39,9 @@ from __future__ import annotations
 import math
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import google_crc32c
@@ -265,33 +275,18 @@ class EventFiles:
             except OSError:
                 continue
             budget -= len(data)
-            bodies, used, broken = records(data)
+            used, broken = _decode(data, self._prefix(path), found)
             if broken:
                 self.broken.add(path)
                 self.problems.append(f"{path.name}: {broken}; not read further")
-            elif used == 0 and len(data) >= 12 and not bodies:
-                used = _skip_long(data)
             self.offsets[path] = start + used
-            prefix = self._prefix(path)
-            for body in bodies:
-                try:
-                    step, wall, values = scalars(body)
-                except (ValueError, struct.error):
-                    continue
-                got = item(step, values, prefix) if step is not None else None
-                if got is not None:
-                    if wall:
-                        got["_t"] = wall     # when the program logged it: its step's date (reports.fold_items)
-                    found.append((step, wall or 0.0, got))
-        found.sort(key=lambda f: (f[0], f[1]))
-        return [f[2] for f in found]
+        return _in_order(found)
 
     def _prefix(self, path: Path) -> str:
         """An evaluation's directory (Keras' ``logs/validation``, ``eval``): its name prefixes the
         tags, so its ``loss`` is a metric, not the training loss; no prefix elsewhere."""
-        name = path.parent.name
         inside = any(path.parent != root and root in path.parents for root in self.roots)
-        return name if inside and name.lower().startswith(EVAL_PREFIXES) else ""
+        return eval_prefix(path.parent.name) if inside else ""
 
     def _files(self) -> list[Path]:
         """The newest :data:`MAX_FILES` event files under the roots (a bounded walk)."""
@@ -324,3 +319,120 @@ def _skip_long(data: bytes) -> int:
     if length > MAX_RECORD and masked_crc(data[:8]) == struct.unpack_from("<I", data, 8)[0]:
         return 12 + length + 4
     return 0
+
+
+def eval_prefix(directory: str) -> str:
+    """The name of an evaluation's directory (``validation``, ``eval``), which prefixes its tags; ""."""
+    return directory if directory.lower().startswith(EVAL_PREFIXES) else ""
+
+
+def _decode(data: bytes, prefix: str, found: list[tuple[int, float, dict[str, Any]]]) -> tuple[int, str | None]:
+    """The progress objects of the whole records at the start of ``data`` (appended to ``found``
+    with their step and wall time), how many bytes the next read skips, and why the framing cannot
+    be trusted after them (None: it can)."""
+    bodies, used, broken = records(data)
+    if not broken and used == 0 and len(data) >= 12 and not bodies:
+        used = _skip_long(data)
+    for body in bodies:
+        try:
+            step, wall, values = scalars(body)
+        except (ValueError, struct.error):
+            continue
+        got = item(step, values, prefix) if step is not None else None
+        if got is not None:
+            if wall:
+                got["_t"] = wall     # when the program logged it: its step's date (reports.fold_items)
+            found.append((step, wall or 0.0, got))
+    return used, broken
+
+
+def _in_order(found: list[tuple[int, float, dict[str, Any]]]) -> list[dict[str, Any]]:
+    found.sort(key=lambda f: (f[0], f[1]))
+    return [f[2] for f in found]
+
+
+@dataclass
+class BucketEventFiles:
+    """The event files under a ``gs://BUCKET/PREFIX`` model directory, read as they grow (one
+    instance per attempt): ``bucket`` opens the run's bucket (the agent's client, opened once, at
+    the first read). A listing or a read that fails (the bucket away for a moment) is tried again
+    at the next read, from the same offsets."""
+
+    url: str
+    bucket: Callable[[], Any]
+    offsets: dict[str, int] = field(default_factory=dict)
+    broken: set[str] = field(default_factory=set)
+    problems: list[str] = field(default_factory=list)
+    skipped: bool = False          # the events already there when the attempt began are passed over
+    _store: Any = None
+
+    @property
+    def prefix(self) -> str:
+        from ..basics.validate import bucket_url
+
+        p = bucket_url(self.url).prefix.strip("/")
+        return f"{p}/" if p else ""
+
+    def skip_existing(self) -> None:
+        """Start after what is there now: an earlier attempt's events were reported by it. If the
+        bucket cannot be listed now, the first read that can list it skips them instead."""
+        listed = self._list()
+        if listed is not None:
+            self.offsets.update({name: size for name, size, _gen in listed})
+            self.skipped = True
+
+    def read(self) -> list[dict[str, Any]]:
+        """The progress objects of the events written since the last read, in step order."""
+        listed = self._list()
+        if listed is None:
+            return []
+        if not self.skipped:
+            self.offsets.update({name: size for name, size, _gen in listed})
+            self.skipped = True
+            return []
+        budget = READ_BUDGET
+        found: list[tuple[int, float, dict[str, Any]]] = []
+        for name, size, _gen in listed:
+            if budget <= 0:
+                break
+            start = self.offsets.get(name, 0)
+            if name in self.broken or size <= start:
+                continue
+            length = min(size - start, budget)
+            try:
+                data = self._store.read_range(name, start, length)
+            except Exception as exc:  # noqa: BLE001 - read again from the same offset next time
+                self._note(f"{name}: could not read: {' '.join(str(exc).split())[:200]}")
+                continue
+            budget -= len(data)
+            rel = PurePosixPath(name[len(self.prefix):])
+            used, broken = _decode(data, eval_prefix(rel.parent.name) if len(rel.parts) > 1 else "", found)
+            if broken:
+                self.broken.add(name)
+                self._note(f"{rel}: {broken}; not read further")
+            self.offsets[name] = start + used
+        return _in_order(found)
+
+    def _list(self) -> list[tuple[str, int, int]] | None:
+        """The newest :data:`MAX_FILES` event objects (by generation, the time of their last write)
+        as ``(name, size, generation)``; None when the bucket cannot be listed now."""
+        try:
+            if self._store is None:
+                self._store = self.bucket()
+            seen = []
+            for n, info in enumerate(self._store.list(self.prefix, glob=f"{self.prefix}**tfevents*")):
+                if n >= MAX_ENTRIES:
+                    break
+                rel = PurePosixPath(info.name[len(self.prefix):])
+                if "tfevents" in rel.name and not any(p.startswith(".") for p in rel.parts) \
+                        and len(rel.parts) - 1 <= MAX_DEPTH:
+                    seen.append((info.name, info.size, info.generation or 0))
+        except Exception as exc:  # noqa: BLE001 - the bucket away for a moment: list again next time
+            self._note(f"could not list {self.url}: {' '.join(str(exc).split())[:200]}")
+            return None
+        seen.sort(key=lambda s: s[2])
+        return seen[-MAX_FILES:]
+
+    def _note(self, problem: str) -> None:
+        if problem not in self.problems[-5:]:
+            self.problems = [*self.problems, problem][-20:]

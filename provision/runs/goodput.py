@@ -25,8 +25,12 @@ first and last step; ``recreate_failed``; ``recreated`` with its seconds; ``resu
 steps redone, the first new step as ``seconds_lost`` after the preemption and the new program's
 start), the hosts' exit records (time, code, after SIGTERM, killed after the grace) and the TPU's
 billed lifetimes from the cost ledger. What those do not tell apart is one combined category, and
-a span whose cause cannot be told is ``unattributed``: never guessed. The categories partition the
-wall time ``[created_at, ended_at or now)`` exactly (:func:`breakdown`).
+a span whose cause cannot be told is ``unattributed``: never guessed. A program that has never
+reported a step (no progress file, no ``progress_pattern`` match, no TensorBoard scalar) is running
+from its start to its exit, but whether it trains, compiles or redoes lost steps is not known: that
+span is ``training_no_progress`` ("training, no progress reported"), never goodput and never a
+recovery. The categories partition the wall time ``[created_at, ended_at or now)`` exactly
+(:func:`breakdown`).
 """
 
 from __future__ import annotations
@@ -63,9 +67,11 @@ CATEGORIES: tuple[tuple[str, str, str], ...] = (
      "training whose steps were redone after a preemption: from the step it resumed at to the job's end"),
     ("disruption", "INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION",
      "no job between a disruption and the next attempt: exit or detection to recreate, recreated to restart"),
+    ("training_no_progress", "- (tpuctl)",
+     ("a program that never reported a step, from its start to its exit (or the last heartbeat before a "
+      "hard kill): running, but its training is not told from its startup or from steps redone")),
     ("unattributed", "OTHER",
-     ("spans whose cause the records do not tell (a hard kill's power-off, a finished job's last save, "
-      "an attempt whose program never reported a step)")),
+     "spans whose cause the records do not tell (a hard kill's power-off, a finished job's last save)"),
 )
 KEYS = tuple(k for k, _g, _w in CATEGORIES)
 # what a preemption costs (``preemption_loss``): within each preempted attempt's span to the next
@@ -75,6 +81,9 @@ PREEMPTION_LOSS_WHAT = ("from each preempted attempt to the next: wasted_progres
                         "provisioning")
 GOOGLE = {k: g for k, g, _w in CATEGORIES}
 WHAT = {k: w for k, _g, w in CATEGORIES}
+NO_PROGRESS = "training_no_progress"
+# how ``status`` and ``cost`` name a category where its key alone would not say it
+LABELS = {NO_PROGRESS: "training (no progress reported)"}
 
 
 @dataclass(frozen=True)
@@ -161,6 +170,8 @@ def breakdown(record: Mapping[str, Any], events: Iterable[Mapping[str, Any]], *,
     curve = [(float(c["t"]), int(c["step"])) for c in record.get("curve") or []
              if isinstance(c, Mapping) and _num(c.get("t")) is not None and _int(c.get("step")) is not None]
     last = record.get("last_progress") if isinstance(record.get("last_progress"), Mapping) else {}
+    # the program has never reported a step, in any attempt: its running time is training of unknown progress
+    silent = last.get("progress_reported") is False
 
     # attempts: (n, started)
     attempts = [(_int(e.get("attempt")) or i + 1, float(e["time"])) for i, e in
@@ -260,6 +271,12 @@ def breakdown(record: Mapping[str, Any], events: Iterable[Mapping[str, Any]], *,
             else:
                 cuts.to(last_step, GOODPUT)
         stop = outage["detected_at"] if outage else b
+        if silent and first_step is None and prog is not None:
+            # running with no step to tell its training from its startup: up to its exit, or to the
+            # last heartbeat that saw it before a hard kill, or now while it runs
+            ran_to = exit_at if exit_at is not None and exit_at <= stop else \
+                _last_beat(_records(exits, alive, n), prog, stop) if outage is not None else b
+            cuts.to(ran_to, NO_PROGRESS)
         if exit_at is not None and exit_at <= stop:
             if outage is None:
                 cuts.to(exit_at, "unattributed")           # a finished (or failed) job's last save and exit
@@ -334,6 +351,11 @@ def breakdown(record: Mapping[str, Any], events: Iterable[Mapping[str, Any]], *,
                                               agent=startups.marks(_records(exits, alive, f["attempt"])),
                                               hosts=hosts, now=None if record.get("ended_at") else now)
     return out
+
+
+def _last_beat(recs: list[Mapping[str, Any]], lo: float, hi: float) -> float | None:
+    """The latest time a host's record of the attempt saw it alive within [lo, hi] (None: none)."""
+    return max([t for t in (_num(r.get("time")) for r in recs) if t is not None and lo <= t <= hi], default=None)
 
 
 def _records(exits: Mapping[int, Any], alive: Mapping[int, Any] | None, n: int) -> list[Mapping[str, Any]]:
@@ -443,10 +465,14 @@ def lines(g: Mapping[str, Any], *, duration: Any, usd: Any) -> list[str]:
     if g.get("badput_usd") is not None:
         head += f"; badput {duration(g['badput_s'])}, {usd(g['badput_usd'])}"
     out = [head]
-    top = top_badput(g)
+    top = [t for t in top_badput(g, 4) if t[0] != NO_PROGRESS][:3]
     if top:
         out.append("  badput: " + ", ".join(f"{k} {duration(s)}" + (f" {usd(u)}" if u is not None else "")
                                             for k, s, u in top))
+    silent = ((g.get("categories") or {}).get(NO_PROGRESS) or {}).get("seconds") or 0
+    if silent > 0:
+        out.append(f"  {LABELS[NO_PROGRESS]} {duration(silent)}: the program reported no step, so none of it "
+                   f"counts as goodput (docs/own-code.md#progress)")
     said = startups.line(g.get("startup"), duration=duration, label="startup")
     if said:
         out.append("  " + said)

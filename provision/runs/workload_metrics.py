@@ -64,6 +64,7 @@ BADPUT_SOURCE: dict[str, str] = {
     "checkpoint_save": "UNPRODUCTIVE_CHECKPOINT_SAVE_TIME",
     "wasted_progress": "WASTED_PROGRESS_FROM_DISRUPTION",
     "disruption": "INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION",
+    "training_no_progress": "TRAINING_NO_PROGRESS_REPORTED",   # tpuctl's own: a program that reports no step
     "unattributed": "OTHER",
 }
 

@@ -7,7 +7,8 @@ installed tpuctl. The program knows nothing of tpuctl but its environment and SI
   checkpoints and ends in the state of an uninterrupted run;
 - on an emulated 4-host slice with `hosts: all` each worker sees its index, the count and the
   coordinator (the workers meet there, as `jax.distributed.initialize` would), and when one
-  worker is killed the group restarts together;
+  worker is killed the group restarts together, each worker with its own part of the checkpoint
+  directory back (worker i finds what worker i wrote);
 - a program that reports nothing is not idle while it runs; one that ignores SIGTERM is killed
   after the stated grace, and the event log says so;
   a program that fails is retried within --max-failures.
@@ -121,6 +122,10 @@ d = os.environ["TPUCTL_MODEL_DIR"]
 os.makedirs(d, exist_ok=True)
 i, n = int(os.environ["TPUCTL_WORKER_INDEX"]), int(os.environ["TPUCTL_NUM_WORKERS"])
 host, port = os.environ["TPUCTL_COORDINATOR"].rsplit(":", 1)
+own = os.environ["TPUCTL_CHECKPOINT_DIR"]
+found = {name: open(os.path.join(own, name)).read() for name in sorted(os.listdir(own))}
+with open(os.path.join(own, "mine"), "w") as f:
+    f.write(f"worker {i} attempt {os.environ['TPUCTL_ATTEMPT']}")
 met = []
 if i == 0:
     with socket.create_server((host, int(port))) as srv:
@@ -140,7 +145,7 @@ else:
 seen = {k: os.environ.get(k) for k in ("TPUCTL_WORKER_INDEX", "TPUCTL_NUM_WORKERS", "TPUCTL_COORDINATOR",
                                        "TPUCTL_ATTEMPT", "TPUCTL_RUN", "TPUCTL_ACCELERATOR_TYPE")}
 with open(os.path.join(d, f"seen-{os.environ['TPUCTL_ATTEMPT']}-{i}.json"), "w") as f:
-    json.dump({"env": seen, "met": sorted(met), "pid": os.getpid()}, f)
+    json.dump({"env": seen, "met": sorted(met), "pid": os.getpid(), "found": found}, f)
 ckpt = os.path.join(d, f"worker-{i}.json")
 step = json.load(open(ckpt))["step"] if os.path.exists(ckpt) else 0
 while step < int(sys.argv[1]):
@@ -164,9 +169,12 @@ def test_on_an_emulated_four_host_slice_every_worker_runs_the_program_and_the_gr
     model = _model_dir(run_id)
 
     def whole() -> list[dict] | None:
-        """Each worker's record once all are whole (a file that exists may still be being written)."""
+        """Each worker's record once all are whole (a file that exists may still be being written),
+        and each worker's checkpoint file kept in the bucket (a scan's upload: the survivors of a
+        failed worker are stopped without a final one)."""
         got = [_read(model / f"seen-0-{i}.json") for i in range(4)]
-        return got if all(got) else None
+        kept = all((model / "checkpoint-dir" / f"worker-{i}" / "mine").exists() for i in range(4))
+        return got if all(got) and kept else None
 
     first = _wait(whole, proc=proc)
     os.kill(first[2]["pid"], signal.SIGKILL)          # one worker dies: the whole group starts again
@@ -181,11 +189,16 @@ def test_on_an_emulated_four_host_slice_every_worker_runs_the_program_and_the_gr
              "TPUCTL_ATTEMPT": str(attempt), "TPUCTL_RUN": run_id, "TPUCTL_ACCELERATOR_TYPE": "v2-32"}
             for i in range(4)]
         assert seen[0]["met"] == [1, 2, 3]            # every worker reached worker 0 at the coordinator
+        # each worker's checkpoint directory: empty at first, then its own part of the last attempt
+        assert [s["found"] for s in seen] == [{} if attempt == 0 else {"mine": f"worker {i} attempt 0"}
+                                              for i in range(4)]
     # no program of the first attempt outlived it: the survivors were stopped before the restart
     for s in first:
         with pytest.raises(ProcessLookupError):
             os.kill(s["pid"], 0)
     assert all(_read(model / f"worker-{i}.json")["step"] == 60 for i in range(4))
+    assert [(model / "checkpoint-dir" / f"worker-{i}" / "mine").read_text() for i in range(4)] == \
+        [f"worker {i} attempt 1" for i in range(4)]
 
 
 IGNORES_SIGTERM = r'''

@@ -9,6 +9,7 @@ directory), whether it ignores SIGTERM or not.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 
 from provision.basics.procs import alive
 from tests.conftest import run_tpuctl_process
+from tests.e2e.local_runs import home, latest_run_id, start_train, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("command-e2e")]
 
@@ -145,3 +147,72 @@ def test_simulate_preempt_at_step_waits_for_the_runs_step_and_says_so(tmp_path):
     resumed = next(line for line in events.splitlines() if " resumed " in line)
     assert int(resumed.split(" step=", 1)[1].split()[0]) >= 30, events       # from its own checkpoint
     assert "finished" in events
+
+
+# Started by a shell that stays its parent (a second command after it: no exec), it saves its step
+# into its checkpoint directory on SIGTERM ("save") or ignores SIGTERM ("ignore").
+GRANDCHILD = r'''
+import json, os, signal, sys, time
+ckpt = os.path.join(os.environ["TPUCTL_CHECKPOINT_DIR"], "step")
+step = int(open(ckpt).read()) if os.path.exists(ckpt) else 0
+print(f"pid {os.getpid()} parent {os.getppid()} resumed at step {step}", flush=True)
+def save(*_):
+    with open(ckpt + ".tmp", "w") as f:
+        f.write(str(step))
+    os.replace(ckpt + ".tmp", ckpt)
+    print(f"saved at step {step}", flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, save if sys.argv[1] == "save" else signal.SIG_IGN)
+report = open(os.environ["TPUCTL_PROGRESS_FILE"], "a", buffering=1)
+while step < 80:
+    time.sleep(0.05)
+    step += 1
+    report.write(json.dumps({"step": step}) + "\n")
+'''
+
+
+def _preempt_a_shells_child(tmp_path: Path, mode: str, grace_s: int) -> tuple[str, str, str]:
+    """Train ``bash -c 'python prog.py MODE; echo after'``, give the notice once the program runs;
+    (the run id, the program's log, what it printed first in attempt 1)."""
+    work = tmp_path / "prog"
+    work.mkdir()
+    (work / "prog.py").write_text(GRANDCHILD)
+    (work / "spec.yaml").write_text(f"job: command\ncommand: 'python prog.py {mode}; echo after'\n"
+                                    f"num_train_steps: 80\nstop_grace_seconds: {grace_s}\n")
+    assert run_tpuctl_process("up", "lab", "--preemptible").code == 0
+    proc = start_train("lab", "--job", str(work / "spec.yaml"))
+    try:
+        run_id = wait_for(latest_run_id, proc=proc)
+        log = home() / "host" / "work" / run_id / "0" / "attempt-1-0.log"
+        first = wait_for(lambda: next((x for x in (log.read_text() if log.exists() else "").splitlines()
+                                       if x.startswith("pid ")), None), proc=proc)
+        parent = Path(f"/proc/{first.split()[3]}/comm").read_text().strip()
+        assert parent == "bash", f"the program's parent is {parent}, not the shell that started it"
+        time.sleep(0.5)                                   # a few steps in
+        sim = run_tpuctl_process("simulate", "preempt", "lab", "--grace", "3")
+        assert sim.code == 0, sim.err
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-3000:]
+    run = json.loads(out)["run"]
+    assert (run["status"], run["preemptions"], run["attempts"]) == ("finished", 1, 2), err[-3000:]
+    return run_id, run_tpuctl_process("logs", run_id).out, first
+
+
+def test_the_notice_reaches_a_program_its_shell_did_not_exec_and_what_it_saved_is_resumed_from(tmp_path):
+    _run_id, log, _first = _preempt_a_shells_child(tmp_path, "save", 10)
+    saved = [int(x.split()[-1]) for x in log.splitlines() if x.startswith("saved at step ")]
+    resumed = [int(x.split()[-1]) for x in log.splitlines() if x.startswith("pid ")]
+    assert len(saved) == 1 and saved[0] > 0, log                # the shell's child got SIGTERM and saved
+    assert resumed == [0, saved[0]], log                         # kept in the bucket, restored, resumed from
+    assert "exited with code 42" in log and "after SIGTERM" in log, log
+
+
+def test_a_program_its_shell_did_not_exec_that_ignores_the_notice_is_killed_at_the_grace_end(tmp_path):
+    run_id, log, first = _preempt_a_shells_child(tmp_path, "ignore", 1)
+    assert not alive(int(first.split()[1])), "the shell's child outlived its attempt"
+    assert "did not exit within 1 s of SIGTERM: killed (SIGKILL)" in log, log
+    events = run_tpuctl_process("logs", run_id, "--events").out
+    assert "program_killed" in events and "did not exit within 1 s of SIGTERM" in events, events

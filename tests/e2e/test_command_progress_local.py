@@ -85,6 +85,34 @@ with writer.as_default():
 '''
 
 
+# The same summaries from a program that checkpoints its step every EVERY steps and resumes from it:
+# each attempt a new event file (the writer's name has its time and pid), from the step after the
+# checkpoint; nothing printed, no progress file.
+TF_SUMMARIES_RESUMING = r'''
+import json, os, sys, time
+import tensorflow as tf
+d = os.environ["TPUCTL_MODEL_DIR"]
+os.makedirs(d, exist_ok=True)
+ckpt = os.path.join(d, "state.json")
+step = json.load(open(ckpt))["step"] if os.path.exists(ckpt) else 0
+with open(os.path.join(d, f"attempt-{os.environ['TPUCTL_ATTEMPT']}.json"), "w") as f:
+    json.dump({"resumed_at": step}, f)
+steps, every, pause = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+scalars = tf.compat.v1.SummaryMetadata(plugin_data=tf.compat.v1.SummaryMetadata.PluginData(plugin_name="scalars"))
+writer = tf.summary.create_file_writer(os.path.join(d, "logs"))
+with writer.as_default():
+    while step < steps:
+        time.sleep(pause)
+        step += 1
+        tf.summary.write("train/loss", tf.constant(10.0 / step, tf.float32), step=step, metadata=scalars)
+        writer.flush()
+        if step % every == 0:
+            with open(ckpt + ".tmp", "w") as f:
+                json.dump({"step": step}, f)
+            os.replace(ckpt + ".tmp", ckpt)
+'''
+
+
 def _run_line(run_id: str) -> str:
     """The run's row of ``tpuctl status``."""
     out = run_tpuctl_process("status").out
@@ -158,6 +186,49 @@ def test_a_tensorflow_script_that_writes_only_summaries_shows_its_step_and_loss(
     assert "40/40" in row and "0.1250" in row, row
 
 
+@pytest.mark.long
+def test_a_tensorflow_script_that_writes_only_summaries_is_shown_resumed_and_accounted_after_a_preemption(tmp_path):
+    """tf.summary's tensor-valued scalars (the other encoding than simple_value, which the
+    nanoGPT-like and unit tests cover) are the only progress: preempted after a checkpoint, the
+    run's status shows step and loss, the resumed event names the step the program resumed from,
+    and cost counts the second attempt as training."""
+    pytest.importorskip("tensorflow")
+    work = tmp_path / "prog"
+    work.mkdir()
+    (work / "train.py").write_text(TF_SUMMARIES_RESUMING)
+    (work / "spec.yaml").write_text(f'job: command\ncommand: [python, train.py, "{STEPS}", "{EVERY}", "{SLEEP}"]\n'
+                                    f"num_train_steps: {STEPS}\n")
+    assert run_tpuctl_process("up", "lab", "--preemptible").code == 0
+    proc = _train("lab", "--job", str(work / "spec.yaml"))
+    run_id = _wait(_run_id, proc=proc)
+    model = _model_dir(run_id)
+    at = 2 * EVERY + EVERY // 2
+    _wait(lambda: (_read(model / "progress.json").get("step") or 0) >= EVERY, timeout=120, proc=proc)
+    row = _wait(lambda: (line := _run_line(run_id)) and f"/{STEPS}" in line and line, proc=proc)
+    shown = int(row.split(f"/{STEPS}")[0].split()[-1])
+    assert shown >= 1 and f"{10.0 / shown:.4f}" in row and "no progress reported" not in row, row
+    assert run_tpuctl_process("simulate", "preempt", "lab", "--at-step", str(at)).code == 0
+    out, err = proc.communicate(timeout=240)
+    run = json.loads(out)["run"]
+    assert (run["status"], run["preemptions"], run["last_progress"]["step"]) == ("finished", 1, STEPS), err[-3000:]
+    assert run["last_progress"]["loss"] == pytest.approx(10.0 / STEPS, rel=1e-6)
+
+    resumed_at = _read(model / "attempt-1.json")["resumed_at"]
+    assert resumed_at >= 2 * EVERY
+    resumed = [e for e in _events(run_id) if e["event"] == "resumed"]
+    assert len(resumed) == 1 and resumed_at - 1 <= resumed[0]["step"] <= resumed_at, resumed
+    assert resumed[0]["steps_lost"] >= 0
+    said = next(line for line in run_tpuctl_process("logs", run_id, "--events").out.splitlines() if " resumed " in line)
+    assert f"step={resumed[0]['step']}" in said, said
+    row = _run_line(run_id)
+    assert f"{STEPS}/{STEPS}" in row and f"{10.0 / STEPS:.4f}" in row, row
+    # the second attempt trained (STEPS - resumed_at) steps: that time is training, not waiting
+    hours = _hours(run_id)
+    second = (STEPS - resumed_at) * SLEEP
+    assert hours["training"] * 3600 >= 0.8 * second, hours
+    assert hours["waiting"] * 3600 <= resumed[0]["seconds_lost"] + 1.5, (hours, resumed)
+
+
 def test_a_program_that_reports_nothing_is_said_so_and_its_second_attempt_is_training(tmp_path):
     work = tmp_path / "prog"
     work.mkdir()
@@ -192,3 +263,12 @@ def test_a_program_that_reports_nothing_is_said_so_and_its_second_attempt_is_tra
     trained_after = (120 - second["resumed_at"]) * 0.05
     assert hours["training"] * 3600 >= 0.8 * trained_after, hours
     assert hours["waiting"] * 3600 <= resumed[0]["seconds_lost"] + 1.5, (hours, resumed)
+    # its running time is named for what it is, in cost's hours by state and in the goodput breakdown
+    cost = run_tpuctl_process("cost", run_id).out
+    table_row = next(line for line in cost.splitlines() if line.startswith("training"))
+    supervised = next(line for line in cost.splitlines() if "as its supervisor measured" in line)
+    assert table_row.startswith("training (no progress reported) "), cost
+    assert "training (no progress reported) " in supervised and "waiting" in supervised, supervised
+    for shown in (cost, run_tpuctl_process("status", "lab").out):
+        said = [line for line in shown.splitlines() if line.startswith("  training (no progress reported) ")]
+        assert said and "the program reported no step" in said[0], shown

@@ -543,10 +543,13 @@ def preempt_instance(store: Store, project: str, zone: str, name: str, *, notice
     is TERMINATED, or deleted when its ``instanceTerminationAction`` is DELETE (Scheduling,
     discovery document; a Spot VM's guest has 30 s after the ACPI soft-off: skipGuestOsShutdown).
     Either way the zone keeps Compute Engine's record of it, a ``compute.instances.preempted``
-    operation (compute_ops.system_event): what is left of a deleted one."""
+    operation (compute_ops.system_event): what is left of a deleted one. ``notice_s`` 0 is the
+    hard kill: the instance goes with ``instance/preempted`` never TRUE (the notice is the ACPI
+    soft-off and the metadata value; without it the guest sees nothing before it is gone)."""
     inst = get_instance(store, project, zone, name)
-    inst.preempted = True
-    store.cond.notify_all()
+    if notice_s > 0:
+        inst.preempted = True
+        store.cond.notify_all()
 
     def off() -> None:
         if store.instances.get(inst.key) is not inst:

@@ -455,10 +455,13 @@ def preempt_node(store: Store, project: str, zone: str, node_id: str, *, notice_
     ``Scheduling.skipGuestOsShutdown``). What the TPU API then reports is the node's state going
     from READY to PREEMPTED (tpu/docs/preemptible). A TPU Node (v1) has no guest of its own: the
     flag is set, but nothing of the user's reads it. A node deleted (or recreated under the same
-    name) within the notice is left alone: the power-off was for the node that got the notice."""
+    name) within the notice is left alone: the power-off was for the node that got the notice.
+    ``notice_s`` 0 is the hard kill: the node is PREEMPTED with ``instance/preempted`` never TRUE
+    (no notice reached its workers, so nothing of the user's could have saved on one)."""
     node = get_node(store, project, zone, node_id)
-    node.preempted = True
-    store.cond.notify_all()
+    if notice_s > 0:
+        node.preempted = True
+        store.cond.notify_all()
 
     def off() -> None:
         if store.nodes.get(node.key) is not node or node.state in ("DELETING", "PREEMPTED", "TERMINATED"):

@@ -10,9 +10,11 @@ bucket in fake-gcs-server); the TPU VM's worker is a host agent process on this 
 home of its own, standing in for the VM and its disk. Preempted first with the notice (``tpuctl
 simulate preempt --grace``: the worker's metadata server says ``instance/preempted`` TRUE, the
 agent signals the program's group, the program's files go up, then the node is PREEMPTED) and
-then without (``--no-notice``), each time the VM is powered off with everything on it and its
-disk deleted; the recreated VM's agent starts empty. The program must say it resumed from its
-own files (iteration > 0), restored from the bucket, and the run must finish.
+then without (``--no-notice``: the metadata value never turns TRUE, so the program hears nothing
+and resumes from a periodic checkpoint of its own), each time the VM is powered off with
+everything on it and its disk deleted; the recreated VM's agent starts empty. The program must
+say it resumed from its own files (iteration > 0), restored from the bucket, and the run must
+finish.
 """
 
 from __future__ import annotations
@@ -114,12 +116,13 @@ def _wait(what, timeout: float, train: subprocess.Popen, why: str):
     raise AssertionError(f"timed out waiting for {why}")
 
 
-@pytest.mark.parametrize("program, saved_line, resumed_line, first_line", [
-    ("gpt_torch", r"saving checkpoint to ", r"Resuming training from ", r"iter (\d+): loss"),
-    ("gpt_jax", r"Saved checkpoint at step (\d+)", r"Restored checkpoint at step (\d+)", r"step (\d+): train_loss"),
+@pytest.mark.parametrize("program, saved_line, resumed_line, first_line, every", [
+    ("gpt_torch", r"saving checkpoint to ", r"Resuming training from ", r"iter (\d+): loss", 20),
+    ("gpt_jax", r"Saved checkpoint at step (\d+)", r"Restored checkpoint at step (\d+)", r"step (\d+): train_loss",
+     25),
 ])
 def test_a_public_shaped_program_survives_a_preemption_with_the_notice_and_a_hard_kill_on_the_fake_cloud(
-        fakegcp_env, gcs_env, tmp_path, program, saved_line, resumed_line, first_line):
+        fakegcp_env, gcs_env, tmp_path, program, saved_line, resumed_line, first_line, every):
     bucket = f"gs://{gcs_env.create_bucket()}"
     client = gcs_env.client()
     work = tmp_path / program
@@ -173,9 +176,19 @@ def test_a_public_shaped_program_survives_a_preemption_with_the_notice_and_a_har
         assert re.search(resumed_line, text), text[-3000:]
         resumed = _first(first_line, text)
         assert resumed > fresh + 1, text[-3000:]   # from its own checkpoint, not from the start
+    assert "preemption notice from the metadata server" in log(1), log(1)[-3000:]
+    # the hard kill gave no notice: attempt 2 never heard of a preemption, and attempt 3 resumed from
+    # a periodic checkpoint attempt 2 wrote itself (a multiple of its interval), not a save on SIGTERM
+    assert "preemption notice from the metadata server" not in log(2), log(2)[-3000:]
+    second, third = _first(first_line, log(2)), _first(first_line, log(3))
     if program == "gpt_jax":                       # it saved on the notice, and resumed from exactly that save
         saved = [int(x) for x in re.findall(saved_line, log(1))]
         assert re.search(resumed_line, log(2)).group(1) == str(saved[-1])
+        restored = int(re.search(resumed_line, log(3)).group(1))
+        assert restored == third - 1, log(3)[-3000:]    # (attempt 2's log in the bucket lags its last steps)
+    else:                                          # nanoGPT prints iteration N first after resuming at N
+        restored = third
+    assert restored % every == 0 and restored > second, (restored, second)
     # the run's progress came from the lines it printed
     assert run["last_progress"]["step"] >= run["num_train_steps"] - 1
     events = run_tpuctl_process("logs", run_id, "--events").out

@@ -5,8 +5,9 @@ GCP path) and the local provider's directory bucket.
 What a program that writes files relies on: what it saved is restored on a new VM (an empty
 directory); a file it still holds open is never sent half-written; an in-place rewrite during
 an upload never replaces the bucket's good copy with a torn one; files it rotates out go from
-the bucket after the newer one is there; and an upload cut by a hard kill leaves the previous
-copy intact and verified.
+the bucket after the newer one is there, and a file written after one whose upload failed (a
+pointer after its data) waits for it; and an upload cut by a hard kill leaves the previous copy
+intact and verified, and the next upload sends only what the cut one had not stored.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from pathlib import Path
 import pytest
 
 from provision.cloud.storage import LocalBucket, crc
+from provision.host import checkpoint_dir
 from provision.host.checkpoint_dir import CheckpointDir, part_name
 from tests.conftest import REPO
+from tests.faultproxy import FaultProxy
 
 pytestmark = [pytest.mark.xdist_group("checkpoint-dir")]
 
@@ -81,6 +84,90 @@ def test_what_a_program_saved_is_restored_on_a_new_vm_and_rotated_files_follow(m
     (second.path / "checkpoint").write_text("ckpt-300\n")
     assert second.restore() == (2, 3009)
     assert not (second.path / "stray.tmp").exists() and (second.path / "checkpoint").read_text() == "ckpt-200\n"
+
+
+def _rotate(kept: CheckpointDir, old: str, new: str, data: bytes) -> None:
+    """The program saves ``new``, then points ``checkpoint`` at it, then removes ``old`` (TF's
+    checkpoint manager, Flax's ``keep``): the pointer written after its data, a second later."""
+    (kept.path / new).mkdir()
+    (kept.path / new / "weights.bin").write_bytes(data)
+    (kept.path / "checkpoint").write_text(f"{new}\n")
+    written = time.time()
+    os.utime(kept.path / new / "weights.bin", (written - 1, written - 1))
+    for f in (kept.path / old).iterdir():
+        f.unlink()
+    (kept.path / old).rmdir()
+
+
+def _consistent(kept: CheckpointDir) -> dict[str, bytes]:
+    """The bucket's copy, asserted whole: the checkpoint its pointer names is there."""
+    files = _bucket_files(kept)
+    named = files["checkpoint"].decode().strip()
+    assert f"{named}/weights.bin" in files, f"the bucket's pointer names {named}, which it does not hold: {sorted(files)}"
+    return files
+
+
+def test_a_failed_upload_holds_back_the_files_written_after_it_and_the_removals(gcs_env, tmp_path, monkeypatch):
+    """The data's upload fails (Cloud Storage loses its upload session every time) while its small
+    pointer could go up: the pointer must wait, and the checkpoint the program rotated out must
+    stay, or a hard kill then restores a pointer to nothing. The next scan, the bucket working
+    again, sends both in order and then removes the old one."""
+    model_dir = f"gs://{gcs_env.create_bucket()}/tpuctl/runs/r1/model"
+    refusing = []
+
+    def lose_sessions(method: str, path: str) -> str | None:
+        # a file above 8 MiB goes in a resumable session (PUTs), a small one in one multipart POST
+        return "410" if refusing and method == "PUT" and "upload_id=" in path else None
+
+    with FaultProxy(gcs_env.url, script=lose_sessions) as proxy:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", proxy.url)
+        kept = _open(model_dir, tmp_path / "vm", [])
+        kept.restore()
+        old, new = os.urandom(3000), os.urandom(9 << 20)
+        (kept.path / "ckpt-100").mkdir()
+        (kept.path / "ckpt-100" / "weights.bin").write_bytes(old)
+        (kept.path / "checkpoint").write_text("ckpt-100\n")
+        assert sorted(kept.sync(None).uploaded) == ["checkpoint", "ckpt-100/weights.bin"]
+        _rotate(kept, "ckpt-100", "ckpt-200", new)
+        refusing.append(True)
+        done = kept.sync(None)
+        assert proxy.faults["410"] > 0, "the scenario did not happen: no upload session reached the proxy"
+        assert (done.uploaded, done.deleted) == ([], []), done
+        assert len(done.failed) == 1 and done.failed[0].startswith("ckpt-200/weights.bin: "), done.failed
+        assert _consistent(kept) == {"ckpt-100/weights.bin": old, "checkpoint": b"ckpt-100\n"}
+        # a hard kill now: a new VM gets the old checkpoint, whole
+        fresh = _open(model_dir, tmp_path / "vm2", [])
+        assert fresh.restore() == (2, 3009)
+        assert (fresh.path / "checkpoint").read_text() == "ckpt-100\n"
+        assert (fresh.path / "ckpt-100" / "weights.bin").read_bytes() == old
+        # the sessions work again: the next scan starts from the file that failed
+        refusing.clear()
+        done = kept.sync(None)
+    assert (done.uploaded, done.deleted, done.failed) == (["ckpt-200/weights.bin", "checkpoint"],
+                                                          ["ckpt-100/weights.bin"], []), done
+    assert _consistent(kept) == {"ckpt-200/weights.bin": new, "checkpoint": b"ckpt-200\n"}
+
+
+def test_where_open_files_cannot_be_seen_a_rotated_out_file_stays_until_the_newer_one_has_settled(
+        model_dir, tmp_path, monkeypatch):
+    """A laptop's local provider (no /proc): a file is taken once it is unchanged for a scan, so
+    the scan that first sees the new checkpoint sends nothing; the old one must stay until the
+    new one is up, or a hard kill in between leaves no checkpoint at all."""
+    monkeypatch.setattr(checkpoint_dir, "SEES_OPEN_FILES", False)
+    kept = _open(model_dir, tmp_path / "vm", [])
+    kept.restore()
+    (kept.path / "ckpt-100").mkdir()
+    (kept.path / "ckpt-100" / "weights.bin").write_bytes(b"one" * 1000)
+    (kept.path / "checkpoint").write_text("ckpt-100\n")
+    assert kept.sync(None).uploaded == []                      # seen once: not settled yet
+    assert sorted(kept.sync(None).uploaded) == ["checkpoint", "ckpt-100/weights.bin"]
+    _rotate(kept, "ckpt-100", "ckpt-200", b"two" * 1000)
+    done = kept.sync(None)
+    assert (done.uploaded, done.deleted) == ([], []), done
+    assert _consistent(kept) == {"ckpt-100/weights.bin": b"one" * 1000, "checkpoint": b"ckpt-100\n"}
+    done = kept.sync(None)
+    assert (done.uploaded, done.deleted) == (["ckpt-200/weights.bin", "checkpoint"], ["ckpt-100/weights.bin"]), done
+    assert _consistent(kept) == {"ckpt-200/weights.bin": b"two" * 1000, "checkpoint": b"ckpt-200\n"}
 
 
 def test_the_part_is_kept_under_the_model_dir_per_worker():
@@ -180,9 +267,15 @@ def test_an_upload_cut_by_a_hard_kill_leaves_the_old_copy_whole_and_the_next_one
     fresh = _open(model_dir, tmp_path / "vm2", [])
     fresh.restore()
     assert (fresh.path / "ckpt.pt").read_bytes() == old
-    # the next attempt's upload (on parts an interrupted one left: the staging engine reuses intact ones)
-    again = _open(model_dir, tmp_path / "vm", [])
+    # the next attempt's upload resumes the cut one: the parts it had stored (each a whole object,
+    # verified against the file's CRC32C of that range) are kept, only the rest is sent
+    stored = sum(o.size for o in bucket.list_internal(".tpuctl-parts/"))
+    said: list[str] = []
+    again = _open(model_dir, tmp_path / "vm", said)
     again.sent = {}
-    assert again.finish().uploaded == ["ckpt.pt"]
+    done = again.finish()
+    assert done.uploaded == ["ckpt.pt"]
+    assert done.reused >= stored > 0 and done.sent <= len(new) - done.reused, done
+    assert any("of it from an interrupted upload" in line for line in said), said
     assert bucket.read_bytes(f"{kept.prefix}/ckpt.pt") == new
     assert not list(bucket.list_internal(".tpuctl-parts/"))

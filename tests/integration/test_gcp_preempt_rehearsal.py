@@ -1,7 +1,8 @@
-"""`tpuctl simulate preempt` against the fake cloud, over the wire, on a TPU VM (Cloud TPU API):
-the notice first -- every worker's metadata server answers `instance/preempted` TRUE, which the
-host agent's watcher (provision/host/preemption.py) turns into SIGTERM for the program -- then,
-the grace period later, the node PREEMPTED. The program saves on SIGTERM and says so in its log;
+"""`tpuctl simulate preempt` against the fake cloud, over the wire, on a TPU VM (Cloud TPU API, and
+a single-host Spot TPU VM on Compute Engine): the notice first -- every worker's metadata server
+answers `instance/preempted` TRUE, which the host agent's watcher (provision/host/preemption.py)
+turns into SIGTERM for the program -- then, the grace period later, the node PREEMPTED (the
+Compute Engine VM deleted, as its termination action says). The program saves on SIGTERM and says so in its log;
 the supervisor recreates the TPU and the run resumes from that save and finishes, one preemption.
 The host agent runs here as a subprocess standing in for the TPU VM worker's, with
 TPUCTL_METADATA_URL pointing at the fake's per-worker metadata server.
@@ -78,21 +79,32 @@ def test_every_worker_of_a_tpu_vm_reads_the_notice_at_once_and_the_node_goes_aft
     assert node["state"] == "PREEMPTED"
 
 
-def test_a_rehearsed_preemption_lets_the_program_save_and_the_run_resumes_from_it(fakegcp_env, gcs_env, tmp_path):
+@pytest.mark.parametrize("api, zone, accelerator, flags", [
+    ("tpu", "us-central1-b", "v2-8", ["--preemptible"]),
+    pytest.param("compute", "us-east5-a", "v6e-8", ["--spot", "--api", "compute"], marks=pytest.mark.long),
+])
+def test_a_rehearsed_preemption_lets_the_program_save_and_the_run_resumes_from_it(fakegcp_env, gcs_env, tmp_path,
+                                                                                   api, zone, accelerator, flags):
+    """On the Cloud TPU API the notice reaches the node's worker; on Compute Engine (a single-host
+    Spot TPU VM, deleted by its preemption and made again by the supervisor) the instance's guest.
+    Either way the agent reads ``instance/preempted`` TRUE from its metadata server."""
     bucket = f"gs://{gcs_env.create_bucket()}"
     work, state = tmp_path / "prog", tmp_path / "state"
     work.mkdir()
     state.mkdir()
     (work / "train.py").write_text(PROGRAM)
     (work / "spec.yaml").write_text(f'job: command\ncommand: [python, train.py, "{state}"]\nnum_train_steps: 200\n')
-    up = run_tpuctl_process("up", "lab", "--zone", "us-central1-b", "--accelerator-type", "v2-8", "--no-vm",
-                            "--preemptible")
+    if api == "compute":
+        fakegcp_env.set_latencies(vm_create=0.1, vm_delete=0.05, tpu_create=0.15, tpu_delete=0.1)
+        metadata = fakegcp_env.guest_metadata_url(zone, "lab-tpu")
+    else:
+        metadata = fakegcp_env.metadata_url(zone, "lab", worker=0)
+    up = run_tpuctl_process("up", "lab", "--zone", zone, "--accelerator-type", accelerator, "--no-vm", *flags)
     assert up.code == 0, up.err
     agent = subprocess.Popen([sys.executable, "-m", "provision.host.agent", "daemon", "--cluster", "lab", "--bucket",
                               bucket, "--project", "tpuctl-test", "--role", "worker", "--worker", "0", "--poll", "0.5"],
                              cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             env={**os.environ,
-                                  "TPUCTL_METADATA_URL": fakegcp_env.metadata_url("us-central1-b", "lab", worker=0)})
+                             env={**os.environ, "TPUCTL_METADATA_URL": metadata})
     train = subprocess.Popen([str(TPUCTL_BIN), "train", "lab", "--job", str(work / "spec.yaml"), "--bucket", bucket,
                               "--poll", "1", "--json"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
@@ -111,10 +123,11 @@ def test_a_rehearsed_preemption_lets_the_program_save_and_the_run_resumes_from_i
             train.kill()
     assert sim.code == 0, sim.err
     lines = sim.out.splitlines()
-    assert lines[-2] == ("TPU lab in us-central1-b: preemption notice given; its job gets SIGTERM and has 3 s "
+    assert lines[-2] == (f"TPU lab in {zone}: preemption notice given; its job gets SIGTERM and has 3 s "
                          "to save before the power-off"), sim.out
-    assert lines[-1].startswith(("TPU lab in us-central1-b is now PREEMPTED (",
-                                 "TPU lab in us-central1-b is already being recreated by its supervisor: ")), sim.out
+    gone = (f"TPU lab in {zone} is now PREEMPTED (", f"TPU lab in {zone} is gone: powered off and deleted (",
+            f"TPU lab in {zone} is already being recreated by its supervisor: ")
+    assert lines[-1].startswith(gone), sim.out
     assert train.returncode == 0, err[-3000:]
     run = json.loads(out)["run"]
     assert (run["status"], run["last_progress"]["step"], run["preemptions"], run["attempts"]) == \

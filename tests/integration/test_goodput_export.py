@@ -47,7 +47,7 @@ def test_the_series_written_are_the_breakdown_in_the_librarys_names(fakegcp_env)
     g = goodput.breakdown(RECORD, EVENTS, now=5000.0, exits=EXITS, billed=BILLED)
     now = time.time()
     written = GcpProvider("tpuctl-test").write_time_series(_series(g, at=now, disruptions=2, max_productive_step=20))
-    assert written == 1 + 9 + 3
+    assert written == 1 + len(wm.BADPUT_SOURCE) + 3      # goodput, each badput source, wall, disruptions, steps
     [req] = _bodies_take_the_discovery_document(fakegcp_env)
     assert (req["project"], req["status"]) == ("tpuctl-test", 200)
     # the fake's route is that method of the discovery document, as Google serves it
@@ -159,7 +159,8 @@ def test_status_name_export_monitoring_writes_the_runs_goodput(fakegcp_env, gcs_
     run = cluster["run"]
     g, export = run["goodput"], run["monitoring_export"]
     assert (export["project"], export["time_series"], export["workload_id"], export["location"],
-            export["accelerator_type"]) == ("tpuctl-test", 13, rec.run_id, "us-central1-a", "TPU-v5e")
+            export["accelerator_type"]) == \
+        ("tpuctl-test", 1 + len(wm.BADPUT_SOURCE) + 3, rec.run_id, "us-central1-a", "TPU-v5e")
     _bodies_take_the_discovery_document(fakegcp_env)
     written = wm.values(fakegcp_env.monitoring()["timeSeries"])
     assert written["goodput"] == g["goodput_s"] == EXPECTED["goodput"]
@@ -173,7 +174,7 @@ def test_status_name_export_monitoring_writes_the_runs_goodput(fakegcp_env, gcs_
     assert again.code == 1
     assert "Cloud Monitoring did not take run lab-20261206-101500-3f2a's goodput: One or more points were written " \
            "more frequently than the maximum sampling period" in again.err
-    assert "(and 12 more series)" in again.err and "export again in a few seconds" in again.err
+    assert "(and 13 more series)" in again.err and "export again in a few seconds" in again.err
     assert again.err.strip().splitlines()[1:] == [next(x for x in again.err.splitlines() if x.startswith("tpuctl: error:"))]
 
 

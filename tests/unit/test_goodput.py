@@ -50,7 +50,7 @@ BILLED = [Billed(1004, 1080, RATE), Billed(1110, 1175, RATE), Billed(1195, 1330,
 
 EXPECTED = {"goodput": 50 + 10 + 110, "provisioning": 4 + 12 + 25 + 15, "billed_no_job": 6 + 5,
             "host_bootstrap": 3 + 3 + 2, "program_startup": 7 + 15 + 7, "data_loading": 0, "checkpoint_save": 5,
-            "wasted_progress": 20, "disruption": 3 + 5 + 2 + 5 + 1, "unattributed": 10 + 5}
+            "wasted_progress": 20, "disruption": 3 + 5 + 2 + 5 + 1, "training_no_progress": 0, "unattributed": 10 + 5}
 
 
 def _g(**kw):
@@ -116,15 +116,33 @@ def test_without_billing_records_there_are_no_dollars_and_the_start_is_unattribu
     assert g["wall_s"] == pytest.approx(sum(v["seconds"] for v in g["categories"].values()))
 
 
-def test_a_program_that_reports_no_step_is_unattributed_after_it_starts():
+def test_a_program_that_reports_no_step_is_training_without_progress_from_its_start_to_its_exit():
     record = {"created_at": 0.0, "ended_at": 100.0, "status": "finished",
               "last_progress": {"started_at": 15, "progress_reported": False}}
     events = [{"time": 10, "event": "attempt_started", "attempt": 1}, {"time": 100, "event": "finished"}]
     g = goodput.breakdown(record, events, now=200.0, exits={1: {"0": {"code": 0, "time": 95}}},
                           billed=[Billed(0, 100, RATE)])
     got = {k: v["seconds"] for k, v in g["categories"].items() if v["seconds"]}
-    assert got == {"billed_no_job": 10 + 5, "host_bootstrap": 5, "unattributed": 80}
+    assert got == {"billed_no_job": 10 + 5, "host_bootstrap": 5, "training_no_progress": 80}
     assert g["goodput_pct"] == 0
+    said = goodput.lines(g, duration=lambda s: f"{s:g}s", usd=lambda u: f"${u:.2f}")
+    assert said[2].startswith("  training (no progress reported) 80s: the program reported no step"), said
+
+
+def test_a_silent_program_hard_killed_ran_until_its_last_heartbeat_and_the_power_off_is_unattributed():
+    record = {"created_at": 0.0, "ended_at": None, "status": "running",
+              "last_progress": {"started_at": 115, "progress_reported": False}}
+    events = [{"time": 10, "event": "attempt_started", "attempt": 1},
+              {"time": 60, "event": "preempted", "preemption": 1, "step": "unknown", "program_started_at": 15},
+              {"time": 70, "event": "recreated", "seconds": 5},
+              {"time": 110, "event": "attempt_started", "attempt": 2},
+              {"time": 116, "event": "resumed", "step": "unknown", "seconds_lost": 55, "program_started_at": 115}]
+    alive = {1: {"0": {"time": 50}}}
+    g = goodput.breakdown(record, events, now=130.0, exits={}, alive=alive, billed=None)
+    got = {k: v["seconds"] for k, v in g["categories"].items() if v["seconds"]}
+    assert got["training_no_progress"] == (50 - 15) + (130 - 115)      # never the recovery between them
+    assert got["unattributed"] == 10 + (60 - 50)          # before the first attempt (no billing records); power-off
+    assert g["goodput_s"] == 0 and g["wall_s"] == pytest.approx(sum(got.values()))
 
 
 def test_making_data_on_the_host_is_data_loading():

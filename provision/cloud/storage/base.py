@@ -183,6 +183,12 @@ class Bucket(abc.ABC):
     def read_bytes(self, name: str) -> bytes:
         """The whole object, verified against its CRC32C (for small files: run records, logs)."""
 
+    def read_range(self, name: str, start: int, length: int) -> bytes:
+        """At most ``length`` bytes of the object from ``start`` (fewer at its end): the tail of a
+        file that grows (a TensorBoard event file). Not verified: the object's CRC32C covers it
+        whole, so the reader checks what it reads (event records carry their own CRC-32C)."""
+        return self.read_bytes(name)[start:start + length]
+
     @abc.abstractmethod
     def write_bytes(self, name: str, data: bytes, metadata: dict[str, str] | None = None) -> ObjectInfo:
         """Replace the object atomically with ``data`` and verify it. ``metadata``: custom metadata
