@@ -43,13 +43,17 @@ class _OrderedGroup(click.Group):
 @click.group(cls=_OrderedGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="tpuctl")
 def cli() -> None:
-    """Provision preemptible Cloud TPUs for BERT training, keep runs alive through preemption,
-    and delete every TPU that is not training.
+    """Rent Cloud TPUs for any training program and keep the bill honest.
+
+    TPUs bought three ways (spot or preemptible, flex-start, reserved or on demand) run your own
+    program (job: command: JAX, PyTorch, any script), a Keras model (job: keras) or the built-in
+    BERT jobs under a supervisor that resumes a preempted run from its last checkpoint; every TPU
+    that is not training is deleted.
 
     \b
-      tpuctl up bert-lab --zone us-central1-b --accelerator-type v2-8 --preemptible
-      tpuctl stage ./uncased_L-12_H-768_A-12 gs://my-bucket/bert/base
-      tpuctl train bert-lab --job templates/bert-finetune.yaml
+      tpuctl up lab --accelerator-type v5litepod-8 --zone us-west4-a --spot
+      tpuctl train lab --job spec.yaml --workdir .     # spec.yaml: job: command, command: python train.py
+      tpuctl train lab --job examples/mlp/spec.yaml --workdir examples/mlp   # job: keras
       tpuctl down --idle --idle-for 30m
 
     Without a GCP project the embedded local provider runs the same flow on this machine's CPU

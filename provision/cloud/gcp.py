@@ -580,7 +580,8 @@ class GcpProvider:
         """Both kinds side by side: Cloud TPU API nodes and Compute Engine TPUs (read concurrently).
 
         The Cloud TPU API has no label filter: a named cluster's node is read where it is
-        (:meth:`_cluster_v2`), so ``status NAME`` costs the same whatever the project holds."""
+        (:meth:`_cluster_v2`), so ``status NAME`` costs the same whatever the project holds; a
+        named cluster's Compute Engine TPU is read from its instances (``ComputeTpus.of_cluster``)."""
         cluster = (labels or {}).get(CLUSTER_LABEL)
         what = fields.NODE_WITH_METADATA if metadata else fields.NODE
         if cluster and near and not zone:
@@ -589,6 +590,13 @@ class GcpProvider:
             found = self._tpu_api_view(lambda: self._cluster_v2(cluster, None, what, near, only_near=True), [])
             if found:
                 return [self._from_v2(n, metadata) for n in found]
+        elif cluster and not zone and set(labels or {}) == {CLUSTER_LABEL}:
+            # no Cloud TPU API node cached (a Compute Engine cluster, or one not made here): the
+            # cluster's instances, which its host VM's read lists anyway, show a Compute Engine TPU
+            # where it has one, and then the TPU API and the slice and remnant lists are not asked
+            on_compute = self._compute.of_cluster(cluster)
+            if on_compute is not None:
+                return on_compute
         with ThreadPoolExecutor(2) as reads:
             compute_f = reads.submit(self._compute.list, zone, labels)
             if cluster:

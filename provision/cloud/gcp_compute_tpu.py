@@ -293,6 +293,33 @@ class ComputeTpus:
         out.extend(n for n in remnants if n.name not in seen_slices and not any(o.name == n.name for o in out))
         return out
 
+    def of_cluster(self, cluster: str) -> list[TpuNode] | None:
+        """The cluster's TPU as the provider's one list of its instances shows it (the list ``status
+        NAME`` reads for its host VM anyway): a single-host TPU VM at no further call, a slice from
+        its workers and its MIG (listed by name in their zone). A cluster has one TPU, so with it found
+        the project-wide MIG list, the remnant lists and the Cloud TPU API could add nothing. None
+        where the list shows no TPU of the cluster (its VM preempted and deleted, a flex-start
+        slice still waiting for its VMs, an ``up`` cut short): :meth:`list` finds out which."""
+        if self._cluster_instances is None:
+            return None
+        workers = [i for i in self._cluster_instances(cluster) if (i.get("labels") or {}).get(ROLE_LABEL) == "tpu"]
+        name = gce_tpu.resource_name(cluster)
+        in_slice = [w for w in workers if (w.get("labels") or {}).get(gce_tpu.SLICE_LABEL) == name]
+        alone = [n for n in (gce_tpu.node_from_instance(w) for w in workers
+                             if not (w.get("labels") or {}).get(gce_tpu.SLICE_LABEL)) if n is not None]
+        if len(alone) == 1 and not in_slice:
+            return alone if alone[0].labels.get(CLUSTER_LABEL) == cluster else None
+        zones = {_short(w.get("zone")) for w in in_slice}
+        if alone or len(zones) != 1:
+            return None
+        (zone,) = zones
+        migs = list(self._migs(zone, cluster))
+        if len(migs) != 1:
+            return None
+        node = gce_tpu.node_from_slice(migs[0], in_slice, waiting=gce_tpu.may_be_waiting(migs[0], in_slice)
+                                       and self._waiting(zone, migs[0]))
+        return [node] if node is not None and node.labels.get(CLUSTER_LABEL) == cluster else None
+
     def _instances(self, zone: str | None, flt: str, labels: dict[str, str] | None) -> Iterator[Json]:
         """The TPU instances the filter selects, each with what gce_tpu reads of a worker; a
         named cluster's from the provider's one list of its instances (gcp_cluster_reads)."""

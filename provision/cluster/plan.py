@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from ..basics.errors import UsageError
 from ..basics.validate import region_of
+from ..catalog.prices import Price, usd_text
 from ..cloud.base import Arch, ClusterSpec, QueuedRequest, TpuNode, Used, Vm
 from . import capacity as capacity_plan
 from . import cidr as cidrs
@@ -262,11 +263,7 @@ def make(spec: ClusterSpec, existing: Existing, zones: Sequence[str], candidates
         planned.append(f"TPU {spec.name} {acc.name} in {zone0}{how} (replacing the {req.state.value} "
                        f"queued resource in {req.zone})")
     elif need_tpu and req is None:
-        fit0 = fits.get((acc.name, zone0))
-        image = fit0.runtime_version if fit0 else None
-        on = capacity_plan.on_compute(acc, cands[0].capacity if cands else "") if fit0 and fit0.api == "compute" else ""
-        planned.append(f"TPU {spec.name} {acc.name} in {zone0}{how}{on}"
-                       + (f" with range {block}" if block else "") + (f", image {image}" if image else ""))
+        planned.append(tpu_line(spec.name, cands[0] if cands else Candidate(acc, zone0), fits, block=block, how=how))
     if spec.queued and not offers_queued:
         notes.append(f"the {provider} provider has no queued resources: --queued created the TPU "
                      "directly (it matters on Google Cloud)")
@@ -284,6 +281,34 @@ def make(spec: ClusterSpec, existing: Existing, zones: Sequence[str], candidates
     return UpPlan(spec=spec, existing=existing, zones=tuple(zones), candidates=tuple(cands), fits=dict(fits),
                   block=block, had=had, queued=queued, adopted=tuple(adopted), planned=tuple(planned),
                   notes=tuple(notes), said=tuple(said))
+
+
+def tpu_line(name: str, cand: Candidate, fits: Fits, *, block: str | None = None, how: str = "") -> str:
+    """``TPU NAME v5p-8 in us-east5-c on Compute Engine (ct5p-hightpu-4t, spot), image ...``: the
+    TPU as asked for of ``cand`` (a dry run's first try; after ``up``, the one taken)."""
+    acc, zone = cand.accelerator, cand.zone
+    fit = fits.get((acc.name, zone))
+    image = fit.runtime_version if fit else None
+    on = capacity_plan.on_compute(acc, cand.capacity) if fit and fit.api == "compute" else ""
+    return (f"TPU {name} {acc.name} in {zone}{how}{on}" + (f" with range {block}" if block else "")
+            + (f", image {image}" if image else ""))
+
+
+def capacity_order_note(cands: Sequence[Candidate], price: Callable[[Candidate], Price]) -> str | None:
+    """``would try, in the --capacity order: spot in us-east5-c ($6.72/hour), flex-start in ...``:
+    each capacity (and zone) a dry run of one type would ask for, in order, each with its price or
+    ``price unknown`` (None where only one capacity is asked for: the summary's price says it)."""
+    if len({c.capacity for c in cands}) < 2 or len({c.name for c in cands}) > 1:
+        return None
+
+    def priced(c: Candidate) -> str:
+        p = price(c)
+        if p.usd_per_hour is None:
+            return f"{c.capacity} in {c.zone} (price unknown)"
+        return f"{c.capacity} in {c.zone} ({usd_text(p.usd_per_hour)}/hour" + (f"; {p.note}" if p.note else "") + ")"
+
+    shown = ", ".join(priced(c) for c in cands[:6]) + (f", and {len(cands) - 6} more" if len(cands) > 6 else "")
+    return f"would try, in the --capacity order: {shown}"
 
 
 def order_note(spec: ClusterSpec, cands: list[Candidate]) -> str:

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import time
 
+from ..catalog import prices
 from ..cloud.base import ClusterSpec, Provider
+from ..cloud.capacity import Capacity
 from ..cloud.operations import Backoff
 from . import apply as applying
 from . import ledger, plan, survey
@@ -69,6 +71,11 @@ def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_
             first = the_plan.candidates[0]
             fit0 = the_plan.fits.get((first.name, first.zone))
             result.notes.append(survey.api_line(provider, spec, first.name, first.zone, fit0.api if fit0 else ""))
+            book = result.book or prices.BUNDLED
+            order = plan.capacity_order_note(the_plan.candidates, lambda c: book.tpu_price(
+                c.accelerator, c.zone, prices.tier_of(Capacity(c.capacity).interruptible, c.capacity)))
+            if order:
+                result.notes.append(order)
         result.notes.extend(provider.caveats(the_plan.planned_zone, spec.accelerator.name))
         result.spec = the_plan.as_planned
         result.zone = the_plan.zone
@@ -89,6 +96,14 @@ def up(provider: Provider, spec: ClusterSpec, *, dry_run: bool = False, keep_on_
 
     # --- record: the spec as made in the cache, the TPU's creation in the ledger ----------------
     result.spec = as_made(spec, result)
+    chosen = attempt.chosen
+    if chosen is not None and the_plan.candidates and chosen != the_plan.candidates[0]:
+        # a later candidate was taken (another capacity, zone or type): say that one, not the first asked for
+        first = plan.tpu_line(spec.name, the_plan.candidates[0], the_plan.fits, block=the_plan.block,
+                              how=" through a queued resource" if the_plan.queued else "")
+        taken = plan.tpu_line(spec.name, chosen, the_plan.fits, block=result.cidr or the_plan.block,
+                              how=" through a queued resource" if the_plan.queued else "")
+        result.planned = [taken if line == first else line for line in result.planned]
     if result.tpu is not None and any(c.startswith("TPU ") for c in result.created):   # the API it used, and why
         result.notes.append(survey.api_line(provider, spec, result.tpu.accelerator_type, result.tpu.zone,
                                             result.tpu.api))

@@ -155,9 +155,12 @@ def status(provider: Provider, *, name: str | None = None, zone: str | None = No
     spec = cached_spec(provider, name) if name and not zone else None
     spec = spec if isinstance(spec, dict) else None
     near = cached_zones(provider, name, spec) if spec else ()
-    # a cluster this machine made without --queued has no queued resource to read while its TPU
-    # is found; only where it is not (gone, or made elsewhere since) are its requests listed
-    later = bool(near) and not spec.get("queued") and "queued" not in (spec.get("capacity") or ())
+    # a cluster this machine made without --queued (or on Compute Engine, which has no queued
+    # resources) has none to read while its TPU is found; only where it is not (gone, preempted,
+    # or made elsewhere since) are its requests listed
+    made = spec or {}
+    later = (bool(near) or made.get("api") == "compute") and not made.get("queued") \
+        and "queued" not in (made.get("capacity") or ())
     with ThreadPoolExecutor(3) as pool:    # independent reads (Compute, TPU nodes, queued resources): at once
         vms_f = pool.submit(provider.list_vms, zone, selector)
         tpus_f = pool.submit(lambda: provider.list_tpus(zone, selector, near=near))
@@ -229,7 +232,8 @@ def preempt(provider: Provider, name: str, notice_s: float = 0.0) -> tuple[TpuNo
                          hint="preempt a READY TPU (wait for tpuctl up to finish)")
     if not node.interruptible:
         raise UsageError(f"TPU {node.name} is on-demand and cannot be preempted",
-                         hint=f"create it with tpuctl up {name} --preemptible (or --spot)")
+                         hint=f"replace it with a preemptible one (the host VM, bucket and range stay): "
+                              f"tpuctl down {name} --keep-vm, then tpuctl up {name} --preemptible (or --spot)")
     return node, provider.simulate_preemption(node.zone, node.name, notice_s=notice_s)
 
 

@@ -175,8 +175,9 @@ def command(name: str, zone: str | None, accelerator_type: str, in_order: bool, 
 
         for t in types:           # an emulated slice: a network of its own, or the user's explicit opt-in
             private_slice_network(t)
-    if target.provider == "gcp" and not service_account and not least_privilege and not dry_run:
-        say(DEFAULT_ACCOUNT_NOTE.format(what=_runs_as(no_vm=no_vm, arch=arch)))
+    runs_as = _runs_as(no_vm=spec.machine_type is None, arch=spec.arch.value)   # the spec: NAME alone is the saved one
+    if target.provider == "gcp" and not spec.service_account and not least_privilege and not dry_run and runs_as:
+        say(DEFAULT_ACCOUNT_NOTE.format(what=runs_as))
     prov = open_provider(target)
     grant = target.provider == "gcp" and arch == "node" and bool(bucket)
     if grant or (target.provider == "gcp" and bucket and not dry_run):
@@ -187,7 +188,10 @@ def command(name: str, zone: str | None, accelerator_type: str, in_order: bool, 
     hosts = None
     try:
         if least_privilege:     # the hosts' account and external IPs, once every check has passed
-            hosts = lp.prepare(prov, spec, target=target, dry_run=dry_run, autodown=autodown_s is not None, log=say)
+            from ..notify.runtime import secret_manager_secrets
+
+            hosts = lp.prepare(prov, spec, target=target, dry_run=dry_run, autodown=autodown_s is not None, log=say,
+                               secrets=secret_manager_secrets(spec.name))
             spec = hosts.spec
             if not dry_run:
                 for line in hosts.lines:

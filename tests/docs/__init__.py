@@ -6,6 +6,7 @@ as written, unless the line just before its fence marks it (docs/contributing.md
     <!-- example: skip real GCP: needs a billing account -->    not run here, and why
     <!-- example: given: tpuctl up bert-lab -->                  run this first, unshown
     <!-- example: expect: resumed -->                             its output must hold this
+    <!-- example: expect: /resumed .* step=[2-9][0-9]/ -->         ... or match this (a regex)
     <!-- example: fakegcp -->                                     run against the fake Google Cloud
 
 A ```console block is a transcript: each ``$ command`` runs and its output (stdout, then stderr)
@@ -37,7 +38,7 @@ class Block:
     text: str
     skip: str | None = None  # the reason it is not run here
     given: tuple[str, ...] = field(default=())  # commands run first, not shown
-    expect: tuple[str, ...] = field(default=())  # text its output must hold
+    expect: tuple[str, ...] = field(default=())  # text its output must hold (``/REGEX/``: match)
     fakegcp: bool = False  # run with the provider gcp against tests/fakegcp
 
     @property
@@ -51,6 +52,14 @@ class Block:
     @property
     def status(self) -> str:
         return "skip" if self.skip else "run (fake GCP)" if self.fakegcp else "run"
+
+
+def holds(output: str, text: str) -> bool:
+    """Whether ``output`` holds what an ``expect:`` line asks: TEXT as written, or, for
+    ``/REGEX/``, a match of REGEX anywhere (a number's range: ``step=[2-9][0-9]``)."""
+    if len(text) > 2 and text.startswith("/") and text.endswith("/"):
+        return re.search(text[1:-1], output, re.MULTILINE) is not None
+    return text in output
 
 
 def doc_files(root: Path = REPO) -> list[Path]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs import REPO, SHELL_LANGS, Block, all_blocks, shell_blocks, transcript
+from tests.docs import REPO, SHELL_LANGS, Block, all_blocks, holds, shell_blocks, transcript
 
 BLOCKS = shell_blocks()
 RUN = [b for b in BLOCKS if not b.skip]
@@ -67,7 +67,7 @@ def test_example_runs_as_written(block: Block, workdir, request):
     assert proc.returncode == 0, (f"{block.where}: the example stopped with exit {proc.returncode}\n"
                                   f"--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-3000:]}")
     for text in block.expect:
-        assert text in proc.stdout + proc.stderr, (f"{block.where}: the output lacks {text!r}\n"
+        assert holds(proc.stdout + proc.stderr, text), (f"{block.where}: the output lacks {text!r}\n"
                                                    f"--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-3000:]}")
 
 
@@ -98,5 +98,11 @@ def test_the_collector_sees_the_readme_tour():
     tour = [b for b in RUN if b.path.name == "README.md" and "tpuctl simulate preempt" in b.text]
     assert tour and tour[0].lang in SHELL_LANGS
     assert any("finished" in text for text in tour[0].expect)
+    # the tour preempts at --at-step 20 to show a run resumed from its checkpoint, not from step 0
+    resumed = [text for text in tour[0].expect if "resumed" in text]
+    assert resumed and all(holds("12:00:01 resumed preemptions=1 seconds_lost=9.1 step=20 steps_lost=0", text)
+                           for text in resumed), resumed
+    assert not any(holds("12:00:01 resumed preemptions=1 seconds_lost=9.1 step=0 steps_lost=0", text)
+                   for text in resumed), resumed
     assert transcript("$ tpuctl a \\\n    b\nout 1\nout 2\n$ tpuctl c\n") == [("tpuctl a b", "out 1\nout 2"),
                                                                           ("tpuctl c", "")]

@@ -1,6 +1,6 @@
 """The ``tpuctl`` lines in the comments of the shipped job specs (examples/, templates/) are what a
 user copies from the file they are about to run: every option they use must be one the command
-has today, not a hidden, deprecated name (issue 43, 12f: examples/mlp/spec.yaml said ``--code``,
+has today, not a hidden, deprecated name (examples/mlp/spec.yaml said ``--code`` after it was
 renamed ``--workdir``)."""
 
 from __future__ import annotations

@@ -111,8 +111,9 @@ def _practice_runs(count: int) -> None:
 
 
 def test_practice_preemptions_in_minutes_make_no_rate(base_in_bucket):
-    """Issue 43, 2: after the tour, "interruptions: 112.5/h (ledger: 5 preemption(s) in 0.0 held
-    hours of 5 run(s) here) ... it never finishes" and TIME "never"; now the published limit."""
+    """Practice preemptions in minutes of holding make no rate: after the tour, "interruptions:
+    112.5/h (ledger: 5 preemption(s) in 0.0 held hours of 5 run(s) here) ... it never finishes"
+    and TIME "never"; the published limit is used instead."""
     _practice_runs(5)
     r = run_tpuctl_process("estimate", *SEED, "--accelerator-type", "v2-8", "--preemptible")
     assert r.code == 0, r.err
@@ -160,7 +161,8 @@ def test_the_recovery_time_is_the_median_measured_by_past_runs_once_there_is_one
 
 
 def test_a_deadline_closer_than_a_stop_is_refused_before_a_run_is_created():
-    """Issue 43, 5: a deadline inside the stop margin was accepted and stopped the run at step 0."""
+    """A deadline inside the stop margin is refused before a run is created, not accepted only to
+    stop the run at step 0 with a new TPU billed."""
     import time
 
     assert run_tpuctl_process("up", "lab").code == 0
@@ -176,7 +178,8 @@ def test_a_deadline_closer_than_a_stop_is_refused_before_a_run_is_created():
 
 
 def test_a_job_too_small_for_the_flops_model_gets_no_estimate_never_0s(tmp_path):
-    """Issue 43, 6: every tiny-BERT train on the local provider printed "estimate: 0s and $0.00"."""
+    """No basis, no estimate: every tiny-BERT train on the local provider printed "estimate: 0s and
+    $0.00"."""
     import time
 
     tiny = tmp_path / "tiny"

@@ -23,8 +23,10 @@ pytestmark = [pytest.mark.xdist_group("tf")]
 EXAMPLE = REPO / "examples" / "mlp"
 STEPS, CKPT = 200, 50
 # The user's own module beside the example's (a sibling import): the example's train split, one
-# batch every 20 ms, so a preemption lands mid-run on any machine.
+# batch every 20 ms, so a preemption lands mid-run on any machine; it prints the attempt it is
+# told it runs in (docs/own-code.md's contract: 0 for the first).
 TRAINER = """
+import os
 import time
 
 import tensorflow as tf
@@ -36,6 +38,7 @@ def dataset(params, split, context):
     batches = example_dataset(params, split, context)
     if split != "train":
         return batches
+    print("TPUCTL_ATTEMPT=" + os.environ.get("TPUCTL_ATTEMPT", "unset"), flush=True)
 
     def paced(features, labels):
         slowed = tf.numpy_function(lambda x: (time.sleep(0.02), x)[1], [features], tf.float32)
@@ -114,6 +117,9 @@ def test_a_users_keras_model_from_outside_the_repository_resumes_bitwise_after_a
     assert "resumed" in events and "preempted" in events
     log = run_tpuctl_process("logs", run["run_id"], "--attempt", "2").out
     assert f"resumed from {run_dir / 'model'}/ckpt-" in log
+    # the attempt a Keras job is told counts from 0, as a program's does
+    first = run_tpuctl_process("logs", run["run_id"], "--attempt", "1").out
+    assert ("TPUCTL_ATTEMPT=0" in first and "TPUCTL_ATTEMPT=1" in log), (first[-2000:], log[-2000:])
 
     assert straight.wait(timeout=300) == 0, straight.stderr.read()[-3000:]
     resumed = checkpoint(run_dir / "model" / f"ckpt-{STEPS}")

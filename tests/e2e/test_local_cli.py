@@ -295,10 +295,18 @@ def test_simulate_preempt_gives_the_notice_and_powers_off_once_the_job_has_exite
     assert time.monotonic() - started < 10           # powered off when it had exited, not 20 s later
 
 
-def test_preempting_an_on_demand_tpu_is_refused(tpuctl):
+def test_preempting_an_on_demand_tpu_is_refused_with_the_commands_that_make_it_preemptible(tpuctl):
+    """The hint is what a user types next, so following it must work: `up od --preemptible` alone
+    is refused while the on-demand TPU exists (its capacity cannot change in place)."""
     assert tpuctl("up", "od").code == 0
     r = tpuctl("simulate", "preempt", "od")
-    assert r.code == 2 and "on-demand and cannot be preempted" in r.err
+    assert r.code == 2 and r.err.strip().splitlines()[-1] == (
+        "tpuctl: error: TPU od is on-demand and cannot be preempted; replace it with a preemptible one "
+        "(the host VM, bucket and range stay): tpuctl down od --keep-vm, then tpuctl up od --preemptible "
+        "(or --spot)")
+    assert tpuctl("down", "od", "--keep-vm").code == 0
+    assert tpuctl("up", "od", "--preemptible").code == 0
+    assert tpuctl("simulate", "preempt", "od").code == 0
     assert tpuctl("simulate", "preempt", "nosuch").code == 2
 
 

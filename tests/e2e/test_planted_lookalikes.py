@@ -1,8 +1,8 @@
 """A bucket writer who plants look-alikes under the names `tpuctl train` will stage cannot block
-the run (issue 42, finding 8): the requirement's wheel (its name is its sha256, known from PyPI)
-with the same size, and the workdir archive (named by its sha256, computable from the code) with
-the same size and CRC32C. train sends the real bytes, and the run finishes with the real code and
-the real wheel. Before, train skipped both uploads, and the host refused every attempt."""
+the run: the requirement's wheel (its name is its sha256, known from PyPI) with the same size,
+and the workdir archive (named by its sha256, computable from the code) with the same size and
+CRC32C. train sends the real bytes, and the run finishes with the real code and the real wheel.
+Before, train skipped both uploads, and the host refused every attempt."""
 
 from __future__ import annotations
 

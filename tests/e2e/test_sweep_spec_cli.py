@@ -87,7 +87,8 @@ def test_numbers_in_exponent_form_are_numbers(tmp_path, bert):
 
 
 def test_a_dry_run_says_the_total_against_the_budget_and_whether_it_fits(tmp_path, bert):
-    """Issue 43, 12g: ``sweep --dry-run`` gave one TPU's $/hour and nothing against --budget-usd."""
+    """A dry run is where a user checks the budget, so it says the total against --budget-usd, not
+    one TPU's $/hour alone."""
     spec = sweep_spec(tmp_path, bert, "metric: eval_accuracy\nparameters:\n  learning_rate: {min: 1e-4, max: 1e-2}\n")
     r = run_tpuctl_process("sweep", str(spec), "--provider", "local", "--dry-run", "--max-trials", "8",
                            "--max-concurrent", "2", "--budget-usd", "20")

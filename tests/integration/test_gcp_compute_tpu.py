@@ -145,8 +145,9 @@ def test_capacity_order_moves_past_a_spot_stockout_to_flex_start_and_says_why(fa
 
 
 def test_up_says_the_capacity_it_took_not_the_first_it_asked_for(fakegcp_env):
-    """Issue 43, 4: spot stocked out and flex-start was taken (a FLEX_START template, a 7-day
-    request), yet what up said of the cluster afterwards was spot: through the installed tpuctl."""
+    """The summary names the capacity that was taken, which is what is billed: spot stocked out
+    and flex-start was taken (a FLEX_START template, a 7-day request), not the spot asked for
+    first. Through the installed tpuctl."""
     fakegcp_env.stockout("us-east5-c", kind="compute-tpu", model="SPOT")
     up = run_tpuctl_process("up", "cap", "--zone", "us-east5-c", "-a", "v5p-8", "--no-vm",
                             "--capacity", "spot,flex-start,on-demand")
@@ -158,6 +159,35 @@ def test_up_says_the_capacity_it_took_not_the_first_it_asked_for(fakegcp_env):
     assert ("up cap: as its up made it (this machine's cluster cache): v5p-8 in us-east5-c, flex-start, "
             "Compute Engine") in again.err.splitlines(), again.err
     assert again.out.splitlines()[0].startswith("cluster cap is up in us-east5-c: TPU v5p-8 (vm, flex-start, "), again.out
+    assert run_tpuctl_process("down", "cap").code == 0 and _nothing_left(fakegcp_env)
+
+
+def test_a_dry_run_lists_the_capacity_order_with_prices_and_up_json_plans_what_it_took(fakegcp_env):
+    """A dry run named only the first capacity and its price, and after flex-start was taken
+    ``up --json`` still planned a spot TPU: a user could not see what the order would cost, nor
+    read back what was made."""
+    dry = run_tpuctl_process("up", "cap", "--zone", "us-east5-c", "-a", "v5p-8", "--no-vm",
+                             "--capacity", "spot,flex-start,on-demand", "--dry-run")
+    assert dry.code == 0, dry.err
+    assert ("would try, in the --capacity order: spot in us-east5-c ($6.72/hour), flex-start in us-east5-c "
+            "($16.80/hour; no flex-start list price known; priced at the on-demand rate (an upper bound)), "
+            "on-demand in us-east5-c ($16.80/hour)") in dry.out.splitlines(), dry.out
+    # a capacity no source prices says so (tpu7x spot), never a figure
+    dry = run_tpuctl_process("up", "x", "--zone", "us-central1-c", "-a", "tpu7x-8", "--no-vm",
+                             "--capacity", "spot,on-demand", "--dry-run")
+    assert dry.code == 0, dry.err
+    assert ("would try, in the --capacity order: spot in us-central1-c (price unknown), on-demand in "
+            "us-central1-c ($48.00/hour)") in dry.out.splitlines(), dry.out
+    assert _nothing_left(fakegcp_env)
+
+    fakegcp_env.stockout("us-east5-c", kind="compute-tpu", model="SPOT")
+    up = run_tpuctl_process("up", "cap", "--zone", "us-east5-c", "-a", "v5p-8", "--no-vm",
+                            "--capacity", "spot,flex-start,on-demand", "--json")
+    assert up.code == 0, up.err
+    image = catalog.ACCELERATOR_IMAGES["ubuntu-accel-2204-amd64-tpu-v5e-v5p-v6e"]
+    taken = f"TPU cap v5p-8 in us-east5-c on Compute Engine (ct5p-hightpu-4t, flex-start), image {image}"
+    assert up.json()["planned"] == [taken]
+    assert up.json()["capacity"] == "flex-start"
     assert run_tpuctl_process("down", "cap").code == 0 and _nothing_left(fakegcp_env)
 
 
@@ -338,8 +368,9 @@ def test_a_regional_quota_on_a_slice_create_moves_to_another_region_and_leaves_n
 
 
 def test_an_unknown_price_is_shown_as_unknown_in_up_status_and_down(fakegcp_env):
-    """Issue 43, 3: a tpu7x spot TPU, whose price no source knows, was "$0.00/hour", a cluster
-    total of the host VM's $0.07 alone, and "SAVES $/H 0.00": through the installed tpuctl."""
+    """A price no source knows is shown as unknown, never as a price a user would budget by: a
+    tpu7x spot TPU is not "$0.00/hour", its cluster's total is not the host VM's $0.07 alone, and
+    deleting it does not "SAVE $/H 0.00". Through the installed tpuctl."""
     up = run_tpuctl_process("up", "x7", "--zone", "us-central1-c", "-a", "tpu7x-8", "--spot")
     assert up.code == 0, up.err
     lines = up.out.splitlines()
@@ -369,8 +400,8 @@ def test_an_unknown_price_is_shown_as_unknown_in_up_status_and_down(fakegcp_env)
 
 
 def test_a_zone_that_does_not_exist_is_named_as_such_before_anything_is_created(fakegcp_env):
-    """Issue 43, 12a: ``--zone us-central1-z`` said v2-8 "is not offered in us-central1-z"; the zone
-    does not exist (the cloud's zones.list), which is what the user must fix."""
+    """A zone that does not exist is named as such, since that is what the user must fix: not "v2-8
+    is not offered in us-central1-z" for a zone the cloud's zones.list does not have."""
     r = run_tpuctl_process("up", "z", "--zone", "us-central1-z", "-a", "v2-8")
     assert r.code == 2, r.err
     assert r.err.splitlines()[-1] == ("tpuctl: error: no zone us-central1-z in region us-central1; its zones: "
@@ -380,8 +411,8 @@ def test_a_zone_that_does_not_exist_is_named_as_such_before_anything_is_created(
 
 
 def test_flex_start_for_a_type_compute_engine_does_not_sell_names_the_zone_and_what_offers_it(fakegcp_env):
-    """Issue 43, 12b: the refusal said "no zone of us-central1-b lists v2-8" (a zone is not a
-    region) and nothing of where flex-start can be had."""
+    """A refusal names the zone as a zone (not "no zone of us-central1-b", as if it were a
+    region) and where flex-start can be had, so the user has a next command."""
     r = run_tpuctl_process("up", "f", "--zone", "us-central1-b", "-a", "v2-8", "--flex-start", "2h")
     assert r.code == 2, r.err
     assert r.err.splitlines()[-1] == (
@@ -398,7 +429,7 @@ def test_flex_start_for_a_type_compute_engine_does_not_sell_names_the_zone_and_w
 
 
 def test_a_slice_stockout_is_one_line_with_the_count_of_vms(fakegcp_env):
-    """Issue 43, 12d: a stockout of a 2-VM slice repeated Google's message once per VM."""
+    """A stockout of a 2-VM slice is one line with the count of VMs, not Google's message once per VM."""
     fakegcp_env.stockout("us-east5-c", kind="compute-tpu", model="SPOT")
     r = run_tpuctl_process("up", "s", "--zone", "us-east5-c", "-a", "v5p-16", "--no-vm", "--spot")
     assert r.code == 1, r.err
@@ -411,8 +442,8 @@ def test_a_slice_stockout_is_one_line_with_the_count_of_vms(fakegcp_env):
 
 
 def test_down_idle_dry_run_clears_no_range_reservation_of_a_compute_engine_cluster(fakegcp_env):
-    """Issue 43, 12c: ``down --idle --dry-run`` said it would clear the range reservation of a
-    Compute Engine cluster, which has none (only Cloud TPU API TPUs with a reserved range do)."""
+    """A dry run says only what the real run would do: a Compute Engine cluster has no range
+    reservation to clear (only Cloud TPU API TPUs with a reserved range do)."""
     assert run_tpuctl_process("up", "ce", "--zone", "us-east5-a", "-a", "v6e-8", "--spot", "--no-vm").code == 0
     r = run_tpuctl_process("down", "--idle", "--idle-for", "0s", "--dry-run")
     assert r.code == 0, r.err

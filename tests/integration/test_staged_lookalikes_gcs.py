@@ -1,7 +1,7 @@
 """Staging over Cloud Storage's wire (fake-gcs-server) replaces look-alikes and trusts only the
-generation it wrote or hashed (issue 42, finding 8): Cloud Storage computes an object's CRC32C
-itself, so a planted archive with a forged CRC32C passes as the real one to any check but the
-sha256; every write gets a new generation, so a plant is never mistaken for what tpuctl wrote."""
+generation it wrote or hashed: Cloud Storage computes an object's CRC32C itself, so a planted
+archive with a forged CRC32C passes as the real one to any check but the sha256; every write
+gets a new generation, so a plant is never mistaken for what tpuctl wrote."""
 
 from __future__ import annotations
 

@@ -185,7 +185,8 @@ def test_the_summary_compares_the_estimate_with_what_the_run_took():
 
 
 def test_a_deadline_within_a_stop_and_a_look_is_refused_and_deadlines_show_their_seconds():
-    """Issue 43, 5: a deadline 30 s ahead was accepted and stopped the run at step 0."""
+    """A deadline closer than a stop can be made is refused up front, not accepted only to stop the
+    run at step 0 (30 s ahead was)."""
     check = {"now": T0, "usd_per_hour": 1.35, "accelerator_type": "v2-8"}
     soon = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(T0 + 30))
     with pytest.raises(UsageError) as refused:
@@ -201,7 +202,8 @@ def test_a_deadline_within_a_stop_and_a_look_is_refused_and_deadlines_show_their
 
 
 def test_an_estimate_under_a_second_stored_earlier_is_not_compared():
-    """Issue 43, 6: a stored "0 s" estimate made status say "0s vs 30s (estimate -100%)"."""
+    """An estimate under a second is no estimate, so a stored one is not compared: status said
+    "0s vs 30s (estimate -100%)"."""
     rec = _rec(live=False, step=300, seconds_by_state={"training": 30.0}, estimate={"total_s": 0.0,
                "total_usd": 0.0, "steps": 300}, budget_usd=None, deadline=None, stopped_by=None)
     assert pace.summary(rec)["vs_estimate"] is None
@@ -217,7 +219,8 @@ def test_an_estimate_under_a_second_stored_earlier_is_not_compared():
     (None, {"step": 3, "checkpoint_step": 0}, "see tpuctl logs lab-1; its checkpoint of step 0 is kept in gs://b/m"),
 ])
 def test_the_end_of_a_run_names_a_checkpoint_only_where_one_was_reported(stopped_by, progress, hint):
-    """Issue 43, 5: a run stopped at step 0 was told "its checkpoint is in gs://..." with none there."""
+    """A user told where a checkpoint is goes to look for it: a run stopped at step 0 names none
+    ("its checkpoint is in gs://..." with nothing there)."""
     from provision.commands.train import _ended_hint
 
     rec = SimpleNamespace(run_id="lab-1", cluster="lab", model_dir="gs://b/m", stopped_by=stopped_by,

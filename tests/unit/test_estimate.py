@@ -109,8 +109,8 @@ def test_a_job_without_flops_or_history_cannot_be_estimated():
 
 
 def test_a_modelled_estimate_under_a_minute_or_any_under_a_second_is_not_made():
-    """Issue 43, 6: the tiny BERT's 300 steps on a v2-8 came out "0s and $0.00" from the FLOPs
-    model; a job that small is ruled by what the model leaves out, so there is no estimate."""
+    """A job this small is ruled by what the FLOPs model leaves out, so it gets no estimate rather
+    than a wrong one: the tiny BERT's 300 steps on a v2-8 came out "0s and $0.00"."""
     tiny = flops.bert_step({**BASE, "vocab_size": 150, "hidden_size": 32, "num_hidden_layers": 2,
                             "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64},
                            seq_length=32, batch=16)
@@ -179,8 +179,9 @@ def test_the_ledger_of_past_runs_gives_rates_preemptions_and_recovery():
 
 
 def test_each_providers_preemptions_count_only_for_it_and_minutes_make_no_rate():
-    """Issue 43, 2: the tour's five practice preemptions on the local provider, in minutes of
-    holding, read as 112.5 an hour and an estimate that never finishes."""
+    """Practice on the local provider says nothing of Google Cloud's preemption rate, and minutes
+    of holding make no rate: the tour's five practice preemptions read as 112.5 an hour and an
+    estimate that never finishes."""
     practice = [_facts(f"tour-{i}", provider="local", preemptions=1, held_s=8.0, seconds_lost=15.0)
                 for i in range(5)]
     real = [_facts("lab-1", preemptions=1, held_s=36000.0, seconds_lost=420.0)]

@@ -12,9 +12,11 @@ HEAVY = ("tensorflow", "google.cloud", "google.api_core", "google.auth", "grpc",
 
 
 def _modules_after(code: str, prefixes: tuple[str, ...] = HEAVY) -> set[str]:
-    out = subprocess.run([sys.executable, "-c", code + "\nimport sys\nprint('\\n'.join(sys.modules))"],
+    # the modules on one marked line: the help text printed before them names libraries too
+    out = subprocess.run([sys.executable, "-c", code + "\nimport sys\nprint('MODULES ' + ' '.join(sys.modules))"],
                          capture_output=True, text=True, check=True, cwd=REPO).stdout
-    return {m for m in out.split() if m.split(".")[0] in prefixes or m.startswith(prefixes)}
+    loaded = next(line for line in out.splitlines() if line.startswith("MODULES ")).split()[1:]
+    return {m for m in loaded if m.split(".")[0] in prefixes or m.startswith(prefixes)}
 
 
 def test_cli_import_and_help_load_no_heavy_library():

@@ -41,10 +41,11 @@ def test_the_templates_folder_is_what_the_package_ships():
 
 
 def test_the_ui_static_folder_is_a_listed_data_package():
-    """Issue 43, 12e: provision/ui/static (the page's script and style) was package data of
-    provision.ui without being listed, and every build printed setuptools' 40-line warning that
-    it is "absent from the `packages` configuration". Listed, with its files as its data, the
-    wheel carries it and the build is quiet (tests/package builds the real wheel)."""
+    """A build prints nothing a user must read past: provision/ui/static (the page's script and
+    style) was package data of provision.ui without being listed, and every build printed
+    setuptools' 40-line warning that it is "absent from the `packages` configuration". Listed,
+    with its files as its data, the wheel carries it and the build is quiet (tests/package builds
+    the real wheel)."""
     tools = _setuptools()
     assert "provision.ui.static" in tools["packages"]
     patterns = tools["package-data"]["provision.ui.static"]

@@ -187,8 +187,8 @@ def test_a_fetched_book_falls_back_to_the_bundled_rows_it_lacks():
 
 
 def test_an_unknown_price_is_unknown_and_a_total_with_one_says_so():
-    """Issue 43, 3: a tpu7x spot TPU, whose price no source knows, was $0.00/hour and made the
-    cluster's total the host VM's alone ($0.07)."""
+    """A price no source knows stays unknown, and so does a total with it in it: a tpu7x spot TPU
+    is not $0.00/hour, and its cluster's total is not the host VM's alone ($0.07)."""
     tpu = prices.BUNDLED.tpu_price(accelerators.parse("tpu7x-8"), "us-central1-c", SPOT)
     vm = prices.BUNDLED.vm_price("e2-standard-2", "us-central1-c")
     assert tpu.usd_per_hour is None and not tpu.known and tpu.to_dict()["usd_per_hour"] is None

@@ -1,4 +1,4 @@
-"""A look-alike planted under a name staging will use is replaced, not trusted (issue 42, finding 8).
+"""A look-alike planted under a name staging will use is replaced, not trusted.
 
 Workdir archives and requirement wheels are named by their sha256, so a bucket writer knows the
 names before ``tpuctl train`` runs (a public wheel's digest is on PyPI). One who plants an object
