@@ -74,3 +74,24 @@ def exposed(pid: int) -> list[Listener]:
     if network_namespace(pid) != network_namespace():
         return []
     return [sock for sock in listeners(pid) if not sock.loopback_only]
+
+
+def descendants(root: int) -> list[int]:
+    """``root`` and every process below it, from the parent of each process in /proc: the
+    processes of a run whose listeners a test reads."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(name))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, []))
+    return out

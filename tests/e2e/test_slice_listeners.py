@@ -26,31 +26,11 @@ from provision.cloud import netns
 from provision.runs.pins import KEY, Pin, launch_digest
 from tests.conftest import REPO, TPUCTL_BIN, run_tpuctl_process
 from tests.e2e.test_keras_local import user_dir
-from tests.netcheck import listeners, network_namespace
+from tests.netcheck import descendants, listeners, network_namespace
 
 pytestmark = [pytest.mark.tf, pytest.mark.slow, pytest.mark.long, pytest.mark.xdist_group("tf-e2e"),
               pytest.mark.skipif(not netns.available(), reason="this machine makes no network namespace: an "
                                  "emulated slice is refused here (tests/e2e/test_slice_network.py)")]
-
-
-def _descendants(root: int) -> list[int]:
-    """``root`` and every process below it, from the parent of each process in /proc."""
-    children: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as fh:
-                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(name))
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo.extend(children.get(pid, []))
-    return out
 
 
 def _environ(pid: int) -> dict[str, str]:
@@ -86,7 +66,7 @@ def test_a_slices_servers_listen_only_where_its_pinned_command_says(tmp_path):
             if not found:
                 continue
             command = json.loads(found[0].read_text())
-            for pid in _descendants(proc.pid):
+            for pid in descendants(proc.pid):
                 socks = listeners(pid) if os.path.exists(f"/proc/{pid}") else []
                 if socks:
                     everyone[pid] = socks

@@ -32,29 +32,12 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, TPUCTL_BIN, run_tpuctl_process
+from tests.netcheck import descendants
 
 pytestmark = [pytest.mark.frameworks, pytest.mark.slow, pytest.mark.xdist_group("gcp-programs")]
 
 PROGRAMS = Path(__file__).parent / "programs"
 ZONE = "us-central1-b"
-
-
-def _descendants(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as fh:
-                    ppid = int(fh.read().rsplit(") ", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo.extend(children.get(pid, []))
-    return out
 
 
 class Vm:
@@ -79,7 +62,7 @@ class Vm:
     def power_off(self) -> None:
         """Everything on the VM dies at once, and its disk goes with it (a Spot VM is deleted)."""
         assert self.proc is not None
-        for pid in _descendants(self.proc.pid):
+        for pid in descendants(self.proc.pid):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:

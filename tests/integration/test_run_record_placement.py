@@ -13,7 +13,6 @@ pinned; the record as ``tpuctl train`` wrote it launches as planned.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import time
@@ -22,7 +21,7 @@ import pytest
 
 from provision.runs.pins import KEY, Pin, launch_digest
 from tests.conftest import REPO, TPUCTL_BIN, run_tpuctl_process
-from tests.integration.test_bucket_writers import PROJECT, ZONE, _train_detached
+from tests.integration.test_bucket_writers import PROJECT, ZONE, _train_detached, cloud  # noqa: F401 - the fixture
 
 # what a writer of run.json changes, field by field: each decides where the attempts run or listen
 TAMPERED = {
@@ -33,24 +32,6 @@ TAMPERED = {
     "bucket": {"bucket": "gs://attacker-bucket"},
 }
 HINT = "start the run again with tpuctl train lab"
-
-
-@pytest.fixture
-def cloud(fakegcp_env, gcs_env, gcs_client):
-    """Cluster ``lab`` (a host VM and a v2-8 TPU VM) with its bucket, and the writer's object access."""
-    name = gcs_env.create_bucket()
-    up = run_tpuctl_process("up", "lab", "--zone", ZONE, "--bucket", f"gs://{name}", "--json")
-    assert up.code == 0, up.err
-    bucket = gcs_client.bucket(name)
-
-    def put(obj: str, data: dict) -> None:
-        bucket.blob(obj).upload_from_string(json.dumps(data))
-
-    def get(obj: str) -> dict | None:
-        blob = bucket.blob(obj)
-        return json.loads(blob.download_as_bytes()) if blob.exists() else None
-
-    return fakegcp_env, f"gs://{name}", put, get
 
 
 def _supervise_host(fake, bucket: str, run_id: str, get, timeout: float = 60.0) -> tuple[int | None, str, dict | None]:
@@ -80,7 +61,7 @@ def _host_pin(run_id: str) -> dict | None:
 
 
 @pytest.mark.slow
-def test_a_rewritten_run_json_is_refused_by_the_hosts_supervisor_and_the_pinned_one_launches(cloud, tmp_path):
+def test_a_rewritten_run_json_is_refused_by_the_hosts_supervisor_and_the_pinned_one_launches(cloud, tmp_path):  # noqa: F811
     fake, bucket, put, get = cloud
     code = tmp_path / "code"
     code.mkdir()

@@ -30,7 +30,9 @@ tf = pytest.importorskip("tensorflow")
 from . import reference
 from .test_parity import CONFIG, inputs, original_arrays, write_with_tf1_saver
 
-pytestmark = [pytest.mark.tf, pytest.mark.slow]
+# one worker for the module: its fixture (a JAX process and a TensorFlow run over the same
+# weights, 80 s on 2 cores) is made once, not once per worker that gets one of its tests
+pytestmark = [pytest.mark.tf, pytest.mark.slow, pytest.mark.xdist_group("backend-modeling")]
 
 REPO = Path(__file__).resolve().parents[2]
 LABELS = 3
