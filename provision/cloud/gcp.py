@@ -576,7 +576,7 @@ class GcpProvider:
                                 {"fields": fields.tpu_listed("nodes", what)}))
 
     def list_tpus(self, zone: str | None = None, labels: dict[str, str] | None = None, *,
-                  metadata: bool = False, near: tuple[str, ...] = ()) -> list[TpuNode]:
+                  metadata: bool = False, near: tuple[str, ...] = (), api: str | None = None) -> list[TpuNode]:
         """Both kinds side by side: Cloud TPU API nodes and Compute Engine TPUs (read concurrently).
 
         The Cloud TPU API has no label filter: a named cluster's node is read where it is
@@ -590,10 +590,11 @@ class GcpProvider:
             found = self._tpu_api_view(lambda: self._cluster_v2(cluster, None, what, near, only_near=True), [])
             if found:
                 return [self._from_v2(n, metadata) for n in found]
-        elif cluster and not zone and set(labels or {}) == {CLUSTER_LABEL}:
-            # no Cloud TPU API node cached (a Compute Engine cluster, or one not made here): the
-            # cluster's instances, which its host VM's read lists anyway, show a Compute Engine TPU
-            # where it has one, and then the TPU API and the slice and remnant lists are not asked
+        elif cluster and not zone and api == "compute" and set(labels or {}) == {CLUSTER_LABEL}:
+            # a Compute Engine cluster (this machine's cache says so): the cluster's instances,
+            # which its host VM's read lists anyway, show its TPU, and then the TPU API and the
+            # slice and remnant lists are not asked. Without that word (a cluster not made here, a
+            # new one) the reads below go at once, as before: guessing would add a request in turn
             on_compute = self._compute.of_cluster(cluster)
             if on_compute is not None:
                 return on_compute

@@ -338,9 +338,9 @@ class LocalProvider:
         return self._tpu(rec) if rec else None
 
     def list_tpus(self, zone: str | None = None, labels: dict[str, str] | None = None, *,
-                  metadata: bool = False, near: tuple[str, ...] = ()) -> list[TpuNode]:
-        """``metadata`` is left to metadata_of (a file of this machine, no request); ``near`` to the
-        directory listing, which costs the same."""
+                  metadata: bool = False, near: tuple[str, ...] = (), api: str | None = None) -> list[TpuNode]:
+        """``metadata`` is left to metadata_of (a file of this machine, no request); ``near`` and
+        ``api`` to the directory listing, which costs the same."""
         out = []
         for path in self._list_records("tpus", zone):
             rec = self._read_live(path)

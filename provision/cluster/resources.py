@@ -10,7 +10,7 @@ from ..basics.errors import CloudError, NotFound, UsageError
 from ..basics.validate import CLUSTER_LABEL
 from ..catalog import prices
 from ..cloud.base import Operation, Provider, QueuedRequest, TpuNode, Vm
-from .cache import cached_zones
+from .cache import cached_spec, cached_zones
 
 Log = Callable[[str], None]
 
@@ -72,8 +72,11 @@ def find(provider: Provider, name: str, zone: str | None = None) -> Found:
     selector = {CLUSTER_LABEL: name}
     with ThreadPoolExecutor(3) as pool:
         vms = pool.submit(provider.list_vms, zone, selector)
-        near = cached_zones(provider, name) if not zone else ()
-        tpus = pool.submit(lambda: provider.list_tpus(zone, selector, near=near))
+        spec = cached_spec(provider, name) if not zone else None
+        spec = spec if isinstance(spec, dict) else None
+        near = cached_zones(provider, name, spec) if spec else ()
+        api = spec.get("api") if spec else None
+        tpus = pool.submit(lambda: provider.list_tpus(zone, selector, near=near, api=api))
         queued = pool.submit(provider.list_queued, zone, selector)
         found = Found(vms=vms.result(), tpus=tpus.result(), queued=queued.result())
     if not found.tpus and not found.queued:

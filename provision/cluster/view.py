@@ -163,7 +163,7 @@ def status(provider: Provider, *, name: str | None = None, zone: str | None = No
         and "queued" not in (made.get("capacity") or ())
     with ThreadPoolExecutor(3) as pool:    # independent reads (Compute, TPU nodes, queued resources): at once
         vms_f = pool.submit(provider.list_vms, zone, selector)
-        tpus_f = pool.submit(lambda: provider.list_tpus(zone, selector, near=near))
+        tpus_f = pool.submit(lambda: provider.list_tpus(zone, selector, near=near, api=made.get("api")))
         queued_f = None if later else pool.submit(provider.list_queued, zone, selector)
         vms = [v for v in vms_f.result() if CLUSTER_LABEL in v.labels]
         tpus = [t for t in tpus_f.result() if CLUSTER_LABEL in t.labels]

@@ -52,7 +52,7 @@ class Listed:
     def list_vms(self, zone, selector, *, metadata=False):
         return self.vms
 
-    def list_tpus(self, zone, selector, *, metadata=False, near=()):
+    def list_tpus(self, zone, selector, *, metadata=False, near=(), api=None):
         return self.tpus
 
     def list_queued(self, zone, selector):
