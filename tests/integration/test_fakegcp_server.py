@@ -4,6 +4,7 @@ correctness under the concurrent calls that eight parallel ``tpuctl up`` make.""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -36,11 +37,16 @@ def test_standalone_server_prints_exactly_one_ready_line_on_the_requested_ports(
     try:
         line = proc.stdout.readline()
         startup = time.monotonic() - started
+        # its CPU time to get there (0.6 s here): unlike the wall time (0.7 s on a quiet machine,
+        # 3.2 s once among make test's four workers on two cores) it does not grow with the load
+        with open(f"/proc/{proc.pid}/stat") as fh:
+            ticks = fh.read().rsplit(")", 1)[1].split()
+        cpu = (int(ticks[11]) + int(ticks[12])) / os.sysconf("SC_CLK_TCK")
         assert line == f"ready http://127.0.0.1:{port} grpc=127.0.0.1:{grpc_port}\n"
         url = f"http://127.0.0.1:{port}/v2/projects/p/locations/{ZONE}/nodes"
         with urllib.request.urlopen(url, timeout=5) as resp:
             assert resp.status == 200 and json.loads(resp.read()) == {}
-        assert startup < 3.0, f"server took {startup:.2f}s to start"
+        assert cpu < 2.0, f"server took {cpu:.2f}s of CPU to start ({startup:.2f}s of wall time)"
     finally:
         proc.terminate()
         out, _ = proc.communicate(timeout=10)
