@@ -25,8 +25,11 @@ pytestmark = [pytest.mark.slow]
 
 
 def require_gcloud() -> None:
-    """A developer without gcloud skips these; CI (CI set, as .ci/run sets it) has gcloud at
-    /usr/bin/gcloud, and a CI machine without it would otherwise pass without the proof."""
+    """A developer without gcloud skips these; where CI is set (GitHub Actions and GitLab CI set
+    it), a machine without gcloud would otherwise pass without the proof, so they fail. .ci/run
+    does not set it: google-cloud-cli is in neither Debian's registry nor PyPI, so the project
+    cannot install it where a machine's image lacks it (this project's machines have it at
+    /usr/bin/gcloud)."""
     if shutil.which("gcloud") is None:
         if os.environ.get("CI"):
             pytest.fail("gcloud is not on PATH, and CI must run these tests: install google-cloud-cli "
